@@ -1,0 +1,25 @@
+// Builds the HTTP app from the feature modules. The inference routes (relay/) are the hot path;
+// everything else hangs off to the side.
+import { Elysia } from "elysia";
+import type { Ctx } from "./context.ts";
+import { errorResponse, GatewayError } from "./errors.ts";
+import { healthRoutes } from "./http/health.ts";
+import { signupRoutes } from "./signup/index.ts";
+import { managementRoutes } from "./management/index.ts";
+import { relayRoutes } from "./relay/routes.ts";
+
+export function buildApp(ctx: Ctx): Elysia {
+  const app = new Elysia();
+  relayRoutes(ctx, app);
+  managementRoutes(ctx, app);
+  signupRoutes(ctx, app);
+  healthRoutes(ctx, app);
+  app.onError(({ code, path }) => {
+    if (code === "NOT_FOUND") {
+      const nested = path.startsWith("/v1/") && !path.startsWith("/v1/organizations");
+      return errorResponse(new GatewayError(404, `No route for ${path}. See the API reference for the available paths.`, { code: "not_found" }), nested ? "nested" : "flat");
+    }
+    return errorResponse(new GatewayError(400, "The request could not be read. Send a well-formed HTTP request with a JSON body.", { code: "bad_request" }), "flat");
+  });
+  return app as unknown as Elysia;
+}

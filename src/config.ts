@@ -1,0 +1,110 @@
+// The only reader of process.env: every setting is parsed once, here, with zod.
+// A bad value stops the process at start with a message naming the variable.
+import { z } from "zod";
+
+const bool = z
+  .enum(["true", "false", "1", "0", "yes", "no", ""])
+  .transform((v) => v === "true" || v === "1" || v === "yes");
+const port = z.coerce.number().int().min(0).max(65535);
+const url = z.string().url();
+const positiveInt = z.coerce.number().int().positive();
+
+/** Upstream ids whose base URL can be overridden with PROVIDER_<ID>_BASE_URL. */
+export const API_KEY_PROVIDER_IDS = [
+  "openai", "anthropic", "google", "mistral", "groq", "xai", "deepseek",
+  "together", "fireworks", "openrouter", "cerebras", "perplexity", "cohere",
+] as const;
+export type ApiKeyProviderId = (typeof API_KEY_PROVIDER_IDS)[number];
+
+const schema = z.object({
+  NODE_ENV: z.string().default("development"),
+  PORT: port.default(8080),
+  HOST: z.string().min(1).default("0.0.0.0"),
+  BASE_URL: url.optional(),
+  SITE_URL: url.optional(),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL").optional(),
+  DATA_DIR: z.string().min(1).default("./data"),
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, "must be a redis:// URL").optional(),
+  GATEWAY_SECRET_KEY: z.string().optional(),
+  SMTP_URL: z.string().regex(/^smtps?:\/\//, "must be an smtp:// URL").optional(),
+  MAIL_FROM: z.string().min(3).default("Model Gateway <no-reply@localhost>"),
+  SUB_API_BASE_URL: url.default("https://chatgpt.com/backend-api/codex"),
+  SUB_AUTH_BASE_URL: url.default("https://auth.openai.com"),
+  BILLING_WEBHOOK_SECRET: z.string().min(1).optional(),
+  STRIPE_SECRET_KEY: z.string().min(1).optional(),
+  STRIPE_PRICE_ID: z.string().min(1).optional(),
+  MEMBERSHIP_PRICE_USD: z.coerce.number().positive().default(20),
+  UNPAID_ACCOUNT_TTL_SECONDS: positiveInt.default(172800),
+  SIGNUP_CODE_TTL_SECONDS: positiveInt.default(600),
+  SIGNUP_IP_LIMIT_PER_HOUR: positiveInt.default(20),
+  TRUST_PROXY: z.coerce.number().int().min(0).default(0),
+  ALLOW_PRIVATE_UPSTREAMS: bool.default(false),
+  BRIDGE_HEALTH_INTERVAL_SECONDS: z.coerce.number().positive().default(30),
+  // Additions beyond the contract, documented in the README.
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  MAX_REQUEST_BYTES: positiveInt.default(10 * 1024 * 1024),
+  UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
+  EXPIRY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
+});
+
+/** Vendors' public base URLs; PROVIDER_<ID>_BASE_URL overrides each. */
+export const DEFAULT_PROVIDER_BASE_URLS: Record<ApiKeyProviderId, string> = {
+  openai: "https://api.openai.com/v1",
+  anthropic: "https://api.anthropic.com",
+  google: "https://generativelanguage.googleapis.com/v1beta",
+  mistral: "https://api.mistral.ai/v1",
+  groq: "https://api.groq.com/openai/v1",
+  xai: "https://api.x.ai/v1",
+  deepseek: "https://api.deepseek.com/v1",
+  together: "https://api.together.xyz/v1",
+  fireworks: "https://api.fireworks.ai/inference/v1",
+  openrouter: "https://openrouter.ai/api/v1",
+  cerebras: "https://api.cerebras.ai/v1",
+  perplexity: "https://api.perplexity.ai",
+  cohere: "https://api.cohere.ai/compatibility/v1",
+};
+
+export type Config = z.infer<typeof schema> & {
+  baseUrl: string;
+  siteUrl: string;
+  providerBaseUrls: Record<ApiKeyProviderId, string>;
+  production: boolean;
+};
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+function trimSlash(u: string) {
+  return u.replace(/\/+$/, "");
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // Empty strings count as unset, the way shells and compose files often pass them.
+  const clean: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== "") clean[k] = v;
+  const parsed = schema.safeParse(clean);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message} (got ${JSON.stringify(clean[String(i.path[0])] ?? null)})`);
+    throw new ConfigError(`Invalid configuration:\n  ${lines.join("\n  ")}`);
+  }
+  const c = parsed.data;
+  const providerBaseUrls = { ...DEFAULT_PROVIDER_BASE_URLS };
+  for (const id of API_KEY_PROVIDER_IDS) {
+    const name = `PROVIDER_${id.toUpperCase()}_BASE_URL`;
+    const v = clean[name];
+    if (v === undefined) continue;
+    if (!url.safeParse(v).success) throw new ConfigError(`Invalid configuration:\n  ${name}: must be an http(s) URL (got ${JSON.stringify(v)})`);
+    providerBaseUrls[id] = trimSlash(v);
+  }
+  const local = `http://localhost:${c.PORT}`;
+  return {
+    ...c,
+    SUB_API_BASE_URL: trimSlash(c.SUB_API_BASE_URL),
+    SUB_AUTH_BASE_URL: trimSlash(c.SUB_AUTH_BASE_URL),
+    baseUrl: trimSlash(c.BASE_URL ?? local),
+    siteUrl: trimSlash(c.SITE_URL ?? c.BASE_URL ?? local),
+    providerBaseUrls,
+    production: c.NODE_ENV === "production",
+  };
+}

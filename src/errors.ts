@@ -1,0 +1,91 @@
+// Errors are typed values. Only this module turns them into response bodies, in the two
+// documented shapes: nested `{error: {message, type, code}}` on inference endpoints and
+// flat `{error, code}` on management endpoints and /blitz.
+
+export type ErrorShape = "nested" | "flat";
+
+export interface GatewayErrorInit {
+  /** Machine-readable code from the spec's Errors table; omitted where the spec gives none. */
+  code?: string;
+  /** Extra top-level fields (e.g. `payment` on 402 payment_required). */
+  extra?: Record<string, unknown>;
+  /** Nested shape `type`; defaults by status. */
+  type?: string;
+  /** True when a later lane may succeed where this one failed. */
+  retryable?: boolean;
+  headers?: Record<string, string>;
+}
+
+export class GatewayError extends Error {
+  override name = "GatewayError";
+  readonly status: number;
+  readonly code?: string;
+  readonly extra?: Record<string, unknown>;
+  readonly type?: string;
+  readonly retryable: boolean;
+  readonly headers?: Record<string, string>;
+
+  constructor(status: number, message: string, init: GatewayErrorInit = {}) {
+    super(message);
+    this.status = status;
+    this.code = init.code;
+    this.extra = init.extra;
+    this.type = init.type;
+    this.retryable = init.retryable ?? false;
+    this.headers = init.headers;
+  }
+}
+
+const typeByStatus: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  402: "insufficient_quota",
+  403: "permission_error",
+  404: "not_found_error",
+  405: "invalid_request_error",
+  410: "invalid_request_error",
+  413: "invalid_request_error",
+  429: "rate_limit_error",
+};
+
+export function errorBody(err: GatewayError, shape: ErrorShape): Record<string, unknown> {
+  if (shape === "nested") {
+    const inner: Record<string, unknown> = {
+      message: err.message,
+      type: err.type ?? typeByStatus[err.status] ?? (err.status >= 500 ? "server_error" : "invalid_request_error"),
+    };
+    if (err.code !== undefined) inner.code = err.code;
+    return { error: inner, ...err.extra };
+  }
+  const body: Record<string, unknown> = { error: err.message };
+  if (err.code !== undefined) body.code = err.code;
+  return { ...body, ...err.extra };
+}
+
+export function errorResponse(err: GatewayError, shape: ErrorShape): Response {
+  return new Response(JSON.stringify(errorBody(err, shape)), {
+    status: err.status,
+    headers: { "content-type": "application/json", ...err.headers },
+  });
+}
+
+/** Anything thrown that is not a GatewayError is a crash: 500 `unhandled`, details only in logs. */
+export function asGatewayError(e: unknown): GatewayError {
+  if (e instanceof GatewayError) return e;
+  return new GatewayError(500, "The gateway hit an unexpected error. Retry the request; if it persists, report it with the x-request-id header value.", { code: "unhandled" });
+}
+
+// Constructors for the codes that recur. Messages say what to do next.
+export const badRequest = (message: string, extra?: Record<string, unknown>) =>
+  new GatewayError(400, message, { code: "bad_request", extra });
+export const unsupportedFeature = (message: string) =>
+  new GatewayError(400, message, { code: "unsupported_feature" });
+export const serverError = (message = "A database operation failed. Retry the request in a moment.") =>
+  new GatewayError(500, message, { code: "server_error" });
+export const envMissing = (variable: string) =>
+  new GatewayError(500, `The gateway is misconfigured: ${variable} is not set. The operator must set it and restart.`, { code: "env_missing" });
+export const methodNotAllowed = (allowed: string[], withCode: boolean) =>
+  new GatewayError(405, `Method not allowed. Use ${allowed.join(" or ")}.`, {
+    code: withCode ? "method_not_allowed" : undefined,
+    headers: { allow: allowed.join(", ") },
+  });

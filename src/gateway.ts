@@ -1,0 +1,63 @@
+// Boots one gateway instance from an environment: config → stores → services → HTTP → jobs.
+// main.ts calls it with process.env; tests call it with their own environment.
+import type { DestinationStream } from "pino";
+import { loadConfig } from "./config.ts";
+import type { Ctx } from "./context.ts";
+import { createLogger } from "./logger.ts";
+import { loadSecretBox } from "./secrets.ts";
+import { openDb } from "./store/db/client.ts";
+import { openKv } from "./store/kv/index.ts";
+import { buildApp } from "./app.ts";
+import { randomToken } from "./lib/crypto.ts";
+import type { Job } from "./jobs/job.ts";
+import { startServices } from "./services.ts";
+
+export interface Gateway {
+  ctx: Ctx;
+  url: string;
+  port: number;
+  jobs: Job[];
+  /** Graceful: stop accepting, finish jobs, drain queues, close stores. */
+  stop(): Promise<void>;
+}
+
+export interface GatewayOptions {
+  logDestination?: DestinationStream;
+}
+
+export async function startGateway(env: Record<string, string | undefined>, opts: GatewayOptions = {}): Promise<Gateway> {
+  const config = loadConfig(env);
+  const log = createLogger(config.LOG_LEVEL, opts.logDestination);
+  const secrets = loadSecretBox(config);
+  const dbh = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
+  const kv = await openKv(config.REDIS_URL);
+  const shutdown: Array<() => Promise<void> | void> = [];
+  const ctx: Ctx = {
+    config, db: dbh.db, dbh, kv, log, secrets,
+    instanceId: randomToken(6),
+    services: {},
+    onShutdown: (fn) => { shutdown.push(fn); },
+  };
+  const jobs = await startServices(ctx);
+  const app = buildApp(ctx);
+  app.listen({ port: config.PORT, hostname: config.HOST, idleTimeout: 255 });
+  const port = app.server!.port!;
+  const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
+  for (const j of jobs) j.start();
+  log.info({ port, database: dbh.kind, kv: kv.kind, secretKey: secrets.available ? "set" : "missing" }, "gateway listening");
+  let stopped: Promise<void> | null = null;
+  return {
+    ctx, jobs, port,
+    url: `http://${host}:${port}`,
+    stop() {
+      stopped ??= (async () => {
+        await app.stop(false);
+        for (const j of jobs) await j.stop();
+        for (const fn of shutdown.reverse()) await fn();
+        await kv.close();
+        await dbh.close();
+      })();
+      return stopped;
+    },
+  };
+}

@@ -1,0 +1,23 @@
+// Liveness (the process answers) and readiness (its stores answer).
+import type { Elysia } from "elysia";
+import type { Ctx } from "../context.ts";
+import { json, mount, MANAGEMENT } from "./route.ts";
+
+export function healthRoutes(ctx: Ctx, app: Elysia) {
+  mount(ctx, app, "/healthz", { GET: () => ({ ok: true }) }, MANAGEMENT);
+  mount(ctx, app, "/readyz", {
+    GET: async () => {
+      const check = async (f: () => Promise<void>) => {
+        try {
+          await Promise.race([f(), new Promise((_, rej) => setTimeout(() => rej(new Error("timeout")), 2000))]);
+          return "ok";
+        } catch (e) {
+          return "unavailable";
+        }
+      };
+      const [database, kv] = await Promise.all([check(() => ctx.dbh.ping()), check(() => ctx.kv.ping())]);
+      const ok = database === "ok" && kv === "ok";
+      return json({ ok, database: { kind: ctx.dbh.kind, status: database }, kv: { kind: ctx.kv.kind, status: kv } }, ok ? 200 : 503);
+    },
+  }, MANAGEMENT);
+}

@@ -1,0 +1,64 @@
+// Mounts a path with its allowed methods. Every other method answers 405 (with code
+// `method_not_allowed` on management, without on inference and /blitz), errors are turned into
+// the path's documented shape here, and every response carries the request id.
+import type { Elysia } from "elysia";
+import { asGatewayError, errorResponse, methodNotAllowed, type ErrorShape } from "../errors.ts";
+import type { Ctx } from "../context.ts";
+
+export type Method = "GET" | "POST" | "PATCH" | "DELETE" | "PUT";
+
+export interface RequestContext {
+  request: Request;
+  /** Socket address of the peer (before TRUST_PROXY). */
+  socketIp: string | undefined;
+  requestId: string;
+}
+
+export type Handler = (rc: RequestContext) => Promise<Response | object> | Response | object;
+
+export interface MountOptions {
+  shape: ErrorShape;
+  /** Management paths put `method_not_allowed` in the 405 body; inference and /blitz do not. */
+  codeOn405: boolean;
+}
+
+let seq = 0;
+export function nextRequestId(ctx: Ctx, request: Request): string {
+  const given = request.headers.get("x-request-id");
+  if (given && given.length <= 128 && /^[\w.:-]+$/.test(given)) return given;
+  return `${ctx.instanceId}-${(++seq).toString(36)}`;
+}
+
+export function json(body: unknown, status = 200, headers?: Record<string, string>): Response {
+  return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
+}
+
+export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Record<Method, Handler>>, opts: MountOptions) {
+  const allowed = Object.keys(handlers) as Method[];
+  for (const method of allowed) {
+    const h = handlers[method]!;
+    const run = async ({ request, server }: { request: Request; server: { requestIP(r: Request): { address: string } | null } | null }) => {
+      const requestId = nextRequestId(ctx, request);
+      let res: Response;
+      try {
+        const out = await h({ request, socketIp: server?.requestIP(request)?.address, requestId });
+        res = out instanceof Response ? out : json(out);
+      } catch (e) {
+        const err = asGatewayError(e);
+        if (err.code === "unhandled" || err.status >= 500) {
+          ctx.log.error({ requestId, path, method, err: e instanceof Error ? { name: e.name, message: e.message, stack: e.stack } : String(e) }, "request failed");
+        }
+        res = errorResponse(err, opts.shape);
+      }
+      res.headers.set("x-request-id", requestId);
+      return res;
+    };
+    // Bodies are read by the handlers themselves: size caps come first, parsing is ours.
+    (app as any).route(method, path, run, { parse: "none" });
+  }
+  (app as any).all(path, () => errorResponse(methodNotAllowed(allowed, opts.codeOn405), opts.shape), { parse: "none" });
+}
+
+export const MANAGEMENT: MountOptions = { shape: "flat", codeOn405: true };
+export const INFERENCE: MountOptions = { shape: "nested", codeOn405: false };
+export const BLITZ: MountOptions = { shape: "flat", codeOn405: false };

@@ -1,0 +1,62 @@
+// Account-token authentication for management paths, in the order of CONTRACT §8:
+// 401 (no token / unknown token) → 410 (removed account) → 403 (rk_ on a write) → 402 (unpaid).
+import { and, eq, isNull } from "drizzle-orm";
+import type { Ctx } from "../context.ts";
+import { GatewayError } from "../errors.ts";
+import { sha256Hex } from "../lib/crypto.ts";
+import { bearer } from "../http/request.ts";
+import { accounts, accountTokens } from "../store/db/schema/index.ts";
+import { paymentBlock, relayMessage } from "./payment.ts";
+
+export type Account = typeof accounts.$inferSelect;
+export type AccountToken = typeof accountTokens.$inferSelect;
+
+export interface Caller {
+  account: Account;
+  token: AccountToken;
+}
+
+export interface GuardOptions {
+  /** POST, PATCH, DELETE: an `rk_` token gets 403 read_only_token. */
+  write: boolean;
+  /** Only GET /v1/organizations/me works while unpaid. */
+  allowUnpaid?: boolean;
+}
+
+export const noToken = () =>
+  new GatewayError(401, "Send an account token in the Authorization header (`Authorization: Bearer sk_…`). Get one with the agent signup flow.");
+export const invalidAccountToken = () =>
+  new GatewayError(401, "This account token is unknown or was revoked. Sign in again with the agent signup flow to get a new one.", { code: "invalid_account_token" });
+export const accountExpired = () =>
+  new GatewayError(410, "This account was removed because its membership was not activated in time. Sign up again with the same email to start over.", { code: "account_expired" });
+
+/** True when an unpaid account has passed its deadline (the expiry job may not have run yet). */
+export function isExpired(account: Account, now = Date.now()): boolean {
+  if (account.removedAt) return true;
+  return account.plan === "free" && account.accountExpiresAt !== null && account.accountExpiresAt.getTime() <= now;
+}
+
+export async function authenticate(ctx: Ctx, request: Request, opts: GuardOptions): Promise<Caller> {
+  const token = bearer(request);
+  if (!token) throw noToken();
+  if (!token.startsWith("sk_") && !token.startsWith("rk_")) throw invalidAccountToken();
+  const rows = await ctx.db
+    .select({ token: accountTokens, account: accounts })
+    .from(accountTokens)
+    .innerJoin(accounts, eq(accounts.id, accountTokens.accountId))
+    .where(and(eq(accountTokens.tokenHash, sha256Hex(token)), isNull(accountTokens.revokedAt)))
+    .limit(1);
+  const row = rows[0];
+  if (!row) throw invalidAccountToken();
+  if (isExpired(row.account)) throw accountExpired();
+  if (opts.write && row.token.scope !== "read_write") {
+    throw new GatewayError(403, "This is a read-only account token (rk_). Use a read_write token (sk_) for POST, PATCH and DELETE.", { code: "read_only_token" });
+  }
+  if (!opts.allowUnpaid && row.account.plan !== "pro") {
+    throw new GatewayError(402, "This account's membership is not active yet. A human must complete checkout at the payment.checkout_url; until then only GET /v1/organizations/me works.", {
+      code: "payment_required",
+      extra: { message: relayMessage(ctx, row.account), payment: paymentBlock(ctx, row.account) },
+    });
+  }
+  return row;
+}

@@ -1,0 +1,99 @@
+// Wire formats and the codecs between them. Pure: no I/O, no vendor URLs or headers.
+//
+// The pivot is the OpenAI Chat Completions shape. A client request in either shape becomes a
+// chat request; a lane speaking another protocol gets it encoded from there, and its answer is
+// decoded back to chat and then to the client's shape. When the client's shape IS the lane's
+// protocol, none of this runs: the relay passes the bytes through (see relay/stream/).
+
+/** Protocols a lane can speak upstream. */
+export type WireProtocol = "chat" | "responses" | "anthropic" | "gemini";
+/** Shapes a client can send. */
+export type ClientShape = "chat" | "responses";
+
+/** Token counts of one attempt; every codec fills what its protocol reports. */
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  /** Input tokens served from the provider's cache (priced lower). */
+  cached_tokens: number;
+  /** Input tokens written to the provider's cache (Anthropic cache creation). */
+  cache_write_tokens: number;
+  reasoning_tokens?: number;
+}
+
+export type Json = Record<string, any>;
+
+/** A chat-completions request (the pivot). Unknown fields ride along untouched. */
+export interface ChatRequest extends Json {
+  model: string;
+  messages: Json[];
+  stream?: boolean;
+}
+
+/** One parsed server-sent event. */
+export interface SseEvent {
+  event?: string;
+  data: string;
+  id?: string;
+}
+
+/** What an upstream error means for routing. */
+export interface UpstreamErrorInfo {
+  message: string;
+  /** Moves to the next lane (429, 5xx, overloaded…). */
+  retryable: boolean;
+  /** The upstream does not know the requested model (fallback_to_default_model applies). */
+  modelNotFound: boolean;
+}
+
+/** Incremental decoder of an upstream stream into chat chunks (state lives in the closure). */
+export interface ChunkDecoder {
+  /** One upstream SSE event → zero or more chat.completion.chunk objects. Throws UpstreamStreamError on an error event. */
+  push(ev: SseEvent): Json[];
+  /** End of upstream stream → any final chunks. */
+  end(): Json[];
+  /** Usage seen so far (null when the upstream reported none). */
+  usage(): Usage | null;
+}
+
+/** Codec between the chat pivot and one upstream protocol. */
+export interface UpstreamCodec {
+  readonly protocol: WireProtocol;
+  /** Chat request → upstream JSON body. Throws GatewayError 400 unsupported_feature for what it cannot express. */
+  encodeRequest(req: ChatRequest, opts: { model: string; stream: boolean }): Json;
+  /** Upstream JSON answer → chat.completion + usage. */
+  decodeResponse(body: Json, opts: { model: string }): { completion: Json; usage: Usage | null };
+  streamDecoder(opts: { model: string; id: string; created: number }): ChunkDecoder;
+  /** Upstream non-2xx answer → routing meaning. */
+  errorOf(status: number, bodyText: string): UpstreamErrorInfo;
+  /** Usage block of a native (pass-through) answer or of one stream event's data; null when absent. */
+  usageOf(body: Json): Usage | null;
+}
+
+/** Incremental encoder of chat chunks into the client's SSE bytes. */
+export interface ChunkEncoder {
+  push(chunk: Json): string;
+  /** Normal end (`data: [DONE]` for chat, `response.completed` for responses). */
+  end(usage: Usage | null): string;
+  /** Broken stream after the first byte: an SSE error event and no [DONE]. */
+  error(message: string): string;
+}
+
+/** Codec between a client shape and the chat pivot. */
+export interface ClientCodec {
+  readonly shape: ClientShape;
+  /** Client body → chat pivot. Throws GatewayError 400 for what the pivot cannot carry. */
+  toPivot(body: Json): ChatRequest;
+  /** Chat completion → client's answer shape. */
+  fromPivot(completion: Json, usage: Usage | null, request: Json): Json;
+  streamEncoder(request: Json): ChunkEncoder;
+}
+
+export class UpstreamStreamError extends Error {
+  override name = "UpstreamStreamError";
+  constructor(message: string, readonly retryable = true) {
+    super(message);
+  }
+}
+
+export const emptyUsage = (): Usage => ({ prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0, cache_write_tokens: 0 });

@@ -1,0 +1,50 @@
+// A provider adapter is the only code that knows a vendor's URL, headers and quirks.
+// Shared code picks an adapter from providers/registry.ts by the lane's `provider` and never
+// branches on vendor names.
+import type { Ctx } from "../context.ts";
+import type { LaneRow } from "../store/db/schema/routing.ts";
+import type { Json, WireProtocol } from "../protocols/types.ts";
+
+/** A lane as the relay sees it at request time: the stored lane plus what it references, decrypted lazily. */
+export interface ResolvedLane extends LaneRow {
+  index: number;
+  /** API-key lanes: the saved credential (null when it was deleted). */
+  credential: { id: string; apiKeyCiphertext: string } | null;
+  /** Bridge lanes: the registered bridge (null when revoked or not found). */
+  bridge: { id: string; baseUrl: string; tokenCiphertext: string; status: string } | null;
+  /** Sub lanes: the sub session (null when none). */
+  subSession: { id: string; status: string; provisioned: boolean; lastError: string | null } | null;
+}
+
+export interface UpstreamCall {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface AdapterRequestArgs {
+  ctx: Ctx;
+  lane: ResolvedLane;
+  protocol: WireProtocol;
+  /** Upstream body for `protocol`, before per-lane settings; the adapter may add them. */
+  body: Json;
+  model: string;
+  stream: boolean;
+}
+
+export interface ProviderAdapter {
+  readonly id: string;
+  readonly kind: "api_key" | "sub" | "bridge";
+  /** Protocols spoken natively, preferred first. A client shape in this list passes through untranslated. */
+  readonly protocols: readonly WireProtocol[];
+  /** Seat traffic (subscription): priced, excluded from budgets while budget_excludes_seats. */
+  readonly seat: boolean;
+  /** Whether the lane can serve now; a reason string makes the lane fail over with that reason. */
+  unavailable(lane: ResolvedLane): string | null;
+  /** Applies per-lane settings (reasoning_effort…) to the upstream body, in place. */
+  applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol): void;
+  /** Builds the upstream HTTP call (URL, auth headers, serialized body). */
+  prepare(args: AdapterRequestArgs): Promise<UpstreamCall> | UpstreamCall;
+  /** Sends it. Default: fetch. `sub` refreshes on 401; `bridge` pins the checked address. */
+  send(ctx: Ctx, lane: ResolvedLane, call: UpstreamCall, signal: AbortSignal): Promise<Response>;
+}

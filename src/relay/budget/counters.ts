@@ -1,0 +1,94 @@
+// The one owner of budget counters. Month-scoped integer counters of nano-dollars in the KV
+// (`gw:budget:<key id>:<YYYY-MM>`): reserve before forwarding, settle the real cost after.
+// A counter Redis lost is rebuilt from the usage records in Postgres.
+import { and, eq, gte, lt, or, sql } from "drizzle-orm";
+import type { Ctx } from "../../context.ts";
+import { monthKey, secondsToMonthEnd } from "../../lib/time.ts";
+import { usageRecords } from "../../store/db/schema/index.ts";
+
+const NANO = 1e9;
+/** Counters outlive their month a little, so late settles still find them. */
+const SLACK_SECONDS = 3 * 86400;
+
+export const toNano = (usd: number) => Math.round(usd * NANO);
+export const fromNano = (n: number) => n / NANO;
+
+export interface BudgetedKey {
+  id: string;
+  monthlyBudgetUsd: number | null;
+  budgetExcludesSeats: boolean;
+}
+
+const counterKey = (keyId: string, month: string) => `gw:budget:${keyId}:${month}`;
+const ttl = () => secondsToMonthEnd() + SLACK_SECONDS;
+
+function monthRange(month: string): [Date, Date] {
+  const [y, m] = month.split("-").map(Number) as [number, number];
+  return [new Date(Date.UTC(y, m - 1, 1)), new Date(Date.UTC(y, m, 1))];
+}
+
+/** Spend recorded in Postgres for the key's month, counting seat traffic only when the key does. */
+async function spendFromDb(ctx: Ctx, key: BudgetedKey, month: string): Promise<number> {
+  const [from, to] = monthRange(month);
+  const seatFilter = key.budgetExcludesSeats ? eq(usageRecords.seat, false) : or(eq(usageRecords.seat, false), eq(usageRecords.seat, true));
+  const rows = await ctx.db
+    .select({ total: sql<string>`coalesce(sum(${usageRecords.costUsd}), 0)` })
+    .from(usageRecords)
+    .where(and(eq(usageRecords.routingKeyId, key.id), gte(usageRecords.createdAt, from), lt(usageRecords.createdAt, to), seatFilter));
+  return Number(rows[0]?.total ?? 0);
+}
+
+async function seed(ctx: Ctx, key: BudgetedKey, month: string): Promise<void> {
+  const usd = await spendFromDb(ctx, key, month);
+  await ctx.kv.seed(counterKey(key.id, month), toNano(usd), ttl());
+}
+
+export interface Reservation {
+  keyId: string;
+  month: string;
+  nano: number;
+}
+
+/**
+ * Reserves `usd` against the key's monthly budget, atomically across instances.
+ * Returns null when it would pass the budget (the caller answers 402 budget_exceeded).
+ * A key without a budget reserves nothing but still gets a counter for its month's spend.
+ */
+export async function reserve(ctx: Ctx, key: BudgetedKey, usd: number): Promise<Reservation | null> {
+  const month = monthKey();
+  const k = counterKey(key.id, month);
+  const nano = key.monthlyBudgetUsd === null ? 0 : Math.max(0, toNano(usd));
+  const limit = key.monthlyBudgetUsd === null ? Number.MAX_SAFE_INTEGER : toNano(key.monthlyBudgetUsd);
+  let r = await ctx.kv.reserve(k, nano, limit, ttl());
+  if (r.missing) {
+    await seed(ctx, key, month);
+    r = await ctx.kv.reserve(k, nano, limit, ttl());
+  }
+  if (!r.ok) return null;
+  return { keyId: key.id, month, nano };
+}
+
+/** Replaces a reservation with the real cost (0 releases it). Safe to call once per reservation. */
+export async function settle(ctx: Ctx, key: BudgetedKey, res: Reservation, actualUsd: number): Promise<void> {
+  const delta = toNano(actualUsd) - res.nano;
+  if (delta === 0) return;
+  const k = counterKey(res.keyId, res.month);
+  const v = await ctx.kv.adjust(k, delta, ttl());
+  if (v === null) {
+    // The counter vanished in between (Redis restart): rebuild it; the record carries this cost.
+    await seed(ctx, key, res.month);
+    await ctx.kv.adjust(k, toNano(actualUsd), ttl());
+  }
+}
+
+/** This month's spend from the live counter (in-flight reservations included), rebuilt if lost. */
+export async function monthSpendUsd(ctx: Ctx, key: BudgetedKey): Promise<{ month: string; usd: number }> {
+  const month = monthKey();
+  const k = counterKey(key.id, month);
+  let n = await ctx.kv.getNumber(k);
+  if (n === null) {
+    await seed(ctx, key, month);
+    n = (await ctx.kv.getNumber(k)) ?? 0;
+  }
+  return { month, usd: Math.max(0, fromNano(n)) };
+}

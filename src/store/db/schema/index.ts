@@ -1,0 +1,3 @@
+export * from "./accounts.ts";
+export * from "./routing.ts";
+export * from "./usage.ts";

@@ -1,0 +1,75 @@
+// In-process KV for the embedded default: single instance, same semantics as the Redis one.
+import type { KV, ReserveResult } from "./types.ts";
+
+interface Entry { value: string; expiresAt: number }
+
+export class MemoryKV implements KV {
+  readonly kind = "memory" as const;
+  private map = new Map<string, Entry>();
+  private subs = new Map<string, Set<(m: string) => void>>();
+  private sweeper: ReturnType<typeof setInterval>;
+
+  constructor() {
+    // Drop expired entries now and then so long-lived processes don't grow.
+    this.sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const [k, e] of this.map) if (e.expiresAt <= now) this.map.delete(k);
+    }, 60_000);
+    this.sweeper.unref?.();
+  }
+
+  private live(key: string): Entry | undefined {
+    const e = this.map.get(key);
+    if (!e) return undefined;
+    if (e.expiresAt <= Date.now()) { this.map.delete(key); return undefined; }
+    return e;
+  }
+  private put(key: string, value: string, ttlSeconds?: number, keepTtl = false) {
+    const prev = keepTtl ? this.live(key) : undefined;
+    const expiresAt = prev ? prev.expiresAt : ttlSeconds ? Date.now() + ttlSeconds * 1000 : Infinity;
+    this.map.set(key, { value, expiresAt });
+  }
+
+  async get(key: string) { return this.live(key)?.value ?? null; }
+  async set(key: string, value: string, ttlSeconds?: number) { this.put(key, value, ttlSeconds); }
+  async del(key: string) { this.map.delete(key); }
+  async incrWindow(key: string, ttlSeconds: number) {
+    const e = this.live(key);
+    const n = (e ? Number(e.value) : 0) + 1;
+    if (e) e.value = String(n); else this.put(key, String(n), ttlSeconds);
+    return n;
+  }
+  async reserve(key: string, amount: number, limit: number, ttlSeconds: number): Promise<ReserveResult> {
+    const e = this.live(key);
+    if (!e) return { ok: false, total: 0, missing: true };
+    const total = Number(e.value);
+    if (total + amount > limit) return { ok: false, total, missing: false };
+    e.value = String(total + amount);
+    if (e.expiresAt === Infinity) e.expiresAt = Date.now() + ttlSeconds * 1000;
+    return { ok: true, total: total + amount, missing: false };
+  }
+  async adjust(key: string, delta: number, _ttlSeconds: number) {
+    const e = this.live(key);
+    if (!e) return null;
+    const n = Number(e.value) + delta;
+    e.value = String(n);
+    return n;
+  }
+  async seed(key: string, value: number, ttlSeconds: number) {
+    if (!this.live(key)) this.put(key, String(value), ttlSeconds);
+  }
+  async getNumber(key: string) {
+    const e = this.live(key);
+    return e ? Number(e.value) : null;
+  }
+  async publish(channel: string, message: string) {
+    for (const h of this.subs.get(channel) ?? []) queueMicrotask(() => h(message));
+  }
+  async subscribe(channel: string, handler: (m: string) => void) {
+    let set = this.subs.get(channel);
+    if (!set) this.subs.set(channel, (set = new Set()));
+    set.add(handler);
+  }
+  async ping() {}
+  async close() { clearInterval(this.sweeper); this.map.clear(); this.subs.clear(); }
+}

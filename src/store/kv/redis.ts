@@ -1,0 +1,91 @@
+// Redis KV through ioredis. Budget operations are Lua scripts so check-and-add is atomic across
+// every gateway instance sharing this Redis. Pub/sub uses a second connection, as Redis requires.
+import Redis from "ioredis";
+import type { KV, ReserveResult } from "./types.ts";
+
+// KEYS[1] counter; ARGV amount, limit, ttl. Returns {ok, total, missing}.
+const RESERVE = `
+local v = redis.call('GET', KEYS[1])
+if not v then return {0, 0, 1} end
+local total = tonumber(v)
+local amount = tonumber(ARGV[1])
+if total + amount > tonumber(ARGV[2]) then return {0, total, 0} end
+total = redis.call('INCRBY', KEYS[1], amount)
+if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
+return {1, total, 0}`;
+
+const ADJUST = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local total = redis.call('INCRBY', KEYS[1], ARGV[1])
+if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return total`;
+
+const INCR_WINDOW = `
+local n = redis.call('INCR', KEYS[1])
+if n == 1 or redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return n`;
+
+type Cmds = Redis & {
+  gwReserve(key: string, amount: number, limit: number, ttl: number): Promise<[number, number, number]>;
+  gwAdjust(key: string, delta: number, ttl: number): Promise<number | null>;
+  gwIncrWindow(key: string, ttl: number): Promise<number>;
+};
+
+export class RedisKV implements KV {
+  readonly kind = "redis" as const;
+  private r: Cmds;
+  private sub: Redis | null = null;
+  private handlers = new Map<string, Set<(m: string) => void>>();
+
+  constructor(private url: string) {
+    this.r = new Redis(url, { maxRetriesPerRequest: 2, enableAutoPipelining: true, lazyConnect: false }) as Cmds;
+    this.r.defineCommand("gwReserve", { numberOfKeys: 1, lua: RESERVE });
+    this.r.defineCommand("gwAdjust", { numberOfKeys: 1, lua: ADJUST });
+    this.r.defineCommand("gwIncrWindow", { numberOfKeys: 1, lua: INCR_WINDOW });
+    this.r.on("error", () => {}); // surfaced by the failing command and /readyz, not as a crash
+  }
+
+  async get(key: string) { return this.r.get(key); }
+  async set(key: string, value: string, ttlSeconds?: number) {
+    if (ttlSeconds) await this.r.set(key, value, "EX", Math.ceil(ttlSeconds));
+    else await this.r.set(key, value);
+  }
+  async del(key: string) { await this.r.del(key); }
+  async incrWindow(key: string, ttlSeconds: number) { return Number(await this.r.gwIncrWindow(key, Math.ceil(ttlSeconds))); }
+  async reserve(key: string, amount: number, limit: number, ttlSeconds: number): Promise<ReserveResult> {
+    const [ok, total, missing] = await this.r.gwReserve(key, Math.round(amount), Math.round(limit), Math.ceil(ttlSeconds));
+    return { ok: ok === 1, total: Number(total), missing: missing === 1 };
+  }
+  async adjust(key: string, delta: number, ttlSeconds: number) {
+    const v = await this.r.gwAdjust(key, Math.round(delta), Math.ceil(ttlSeconds));
+    return v === null ? null : Number(v);
+  }
+  async seed(key: string, value: number, ttlSeconds: number) {
+    await this.r.set(key, String(Math.round(value)), "EX", Math.ceil(ttlSeconds), "NX");
+  }
+  async getNumber(key: string) {
+    const v = await this.r.get(key);
+    return v === null ? null : Number(v);
+  }
+  async publish(channel: string, message: string) { await this.r.publish(channel, message); }
+  async subscribe(channel: string, handler: (m: string) => void) {
+    if (!this.sub) {
+      this.sub = new Redis(this.url, { maxRetriesPerRequest: null });
+      this.sub.on("error", () => {});
+      this.sub.on("message", (ch: string, msg: string) => {
+        for (const h of this.handlers.get(ch) ?? []) h(msg);
+      });
+    }
+    let set = this.handlers.get(channel);
+    if (!set) {
+      this.handlers.set(channel, (set = new Set()));
+      await this.sub.subscribe(channel);
+    }
+    set.add(handler);
+  }
+  async ping() { await this.r.ping(); }
+  async close() {
+    this.sub?.disconnect();
+    await this.r.quit().catch(() => this.r.disconnect());
+  }
+}
