@@ -1,0 +1,362 @@
+// A mock OpenAI-protocol upstream: a real Bun HTTP server on loopback that tests and benchmarks
+// point the gateway at (PROVIDER_<ID>_BASE_URL = mock.url). It answers, streams, fails with any
+// status, hangs, breaks mid-stream and records what it received.
+//
+// Behaviour comes from the request body's extra property `mock` (which the gateway forwards
+// untouched, so one request works direct and through the gateway), overriding the server default
+// set with setDefault(). Standalone: `npx bun test/mocks/openai-upstream.ts --port 9100`.
+
+export interface MockBehavior {
+  /** Answer with this HTTP status (non-2xx → an OpenAI-style error body). */
+  status?: number;
+  /** Error object for a non-2xx answer (default: an OpenAI-style error naming the status). */
+  error?: Record<string, unknown>;
+  /** Delay before the response headers. */
+  latency_ms?: number;
+  /** Streaming: delay between the headers and the first chunk. */
+  first_byte_ms?: number;
+  /** Streaming: number of content chunks (default 5). */
+  chunks?: number;
+  /** Streaming: delay between chunks. */
+  chunk_delay_ms?: number;
+  /** Streaming: the connection breaks after this many content chunks (0 = right after the headers). */
+  break_after?: number;
+  /** Never answer (until the client goes away). */
+  hang?: boolean;
+  /** Report usage (default true; streams also need stream_options.include_usage, like OpenAI). */
+  usage?: boolean;
+  /** Assistant text (split across the chunks when streaming). */
+  content?: string;
+  /** 404 model_not_found like OpenAI: true = every model, string(s) = only those model names. */
+  unknown_model?: boolean | string | string[];
+  /** Token counts reported in usage (defaults derive from the request and the answer). */
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  cached_tokens?: number;
+  /** Streaming: unusual but valid SSE (no space after `data:`, odd field order and spacing, CRLF). */
+  odd_format?: boolean;
+}
+
+export interface ReceivedRequest {
+  path: string;
+  headers: Record<string, string>;
+  body: any;
+}
+
+export interface MockUpstream {
+  /** Base URL including /v1, e.g. http://127.0.0.1:40123/v1 */
+  url: string;
+  port: number;
+  received: ReceivedRequest[];
+  /** Requests whose client went away before the answer was complete. */
+  readonly aborted: number;
+  setDefault(behavior: MockBehavior): void;
+  /** Resolves once `aborted` reaches n (or rejects after timeoutMs). */
+  waitForAborts(n: number, timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const enc = new TextEncoder();
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function unknownModel(b: MockBehavior, model: string): boolean {
+  const u = b.unknown_model;
+  if (u === undefined || u === false) return false;
+  if (u === true) return true;
+  return Array.isArray(u) ? u.includes(model) : u === model;
+}
+
+function errorBody(status: number, b: MockBehavior, model: string): Record<string, unknown> {
+  if (b.error) return { error: b.error };
+  if (status === 404) return notFound(model);
+  return {
+    error: {
+      message: `Mock upstream error with status ${status}.`,
+      type: status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error",
+      param: null,
+      code: status === 429 ? "rate_limit_exceeded" : null,
+    },
+  };
+}
+
+function notFound(model: string) {
+  return {
+    error: {
+      message: `The model \`${model}\` does not exist or you do not have access to it.`,
+      type: "invalid_request_error",
+      param: null,
+      code: "model_not_found",
+    },
+  };
+}
+
+function pieces(b: MockBehavior, n: number): string[] {
+  if (b.content === undefined) return Array.from({ length: n }, (_, i) => `tok${i} `);
+  const text = b.content;
+  const out: string[] = [];
+  const size = Math.ceil(text.length / Math.max(1, n));
+  for (let i = 0; i < n; i++) out.push(text.slice(i * size, (i + 1) * size));
+  return out;
+}
+
+function promptTokens(body: any, b: MockBehavior): number {
+  if (b.prompt_tokens !== undefined) return b.prompt_tokens;
+  const src = body?.messages ?? body?.input ?? "";
+  return Math.max(1, Math.ceil(JSON.stringify(src).length / 4));
+}
+
+function chatUsage(body: any, b: MockBehavior, completion: number) {
+  const p = promptTokens(body, b);
+  const c = b.completion_tokens ?? completion;
+  return {
+    prompt_tokens: p,
+    completion_tokens: c,
+    total_tokens: p + c,
+    prompt_tokens_details: { cached_tokens: b.cached_tokens ?? 0 },
+    completion_tokens_details: { reasoning_tokens: 0 },
+  };
+}
+
+function responsesUsage(body: any, b: MockBehavior, completion: number) {
+  const p = promptTokens(body, b);
+  const c = b.completion_tokens ?? completion;
+  return {
+    input_tokens: p,
+    input_tokens_details: { cached_tokens: b.cached_tokens ?? 0 },
+    output_tokens: c,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: p + c,
+  };
+}
+
+const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" };
+
+export async function startMockOpenAI(opts: { port?: number } = {}): Promise<MockUpstream> {
+  let defaults: MockBehavior = {};
+  let aborted = 0;
+  const received: ReceivedRequest[] = [];
+  const abortWaiters: Array<{ n: number; resolve: () => void }> = [];
+  let seq = 0;
+
+  const noteAbort = () => {
+    aborted++;
+    for (const w of abortWaiters.splice(0)) {
+      if (aborted >= w.n) w.resolve();
+      else abortWaiters.push(w);
+    }
+  };
+
+  /** Runs `fn` with a flag that turns true when the client goes away; counts the abort once. */
+  const watch = (req: Request) => {
+    const state = { gone: false, done: false };
+    req.signal.addEventListener("abort", () => {
+      if (state.gone || state.done) return;
+      state.gone = true;
+      noteAbort();
+    });
+    return state;
+  };
+
+  const wait = async (ms: number | undefined, state: { gone: boolean }) => {
+    if (!ms) return;
+    const end = Date.now() + ms;
+    while (!state.gone && Date.now() < end) await sleep(Math.min(50, end - Date.now()));
+  };
+
+  function streamChat(body: any, b: MockBehavior, state: { gone: boolean; done: boolean }, model: string): Response {
+    const n = b.chunks ?? 5;
+    const parts = pieces(b, n);
+    const id = `chatcmpl-mock${++seq}`;
+    const created = Math.floor(Date.now() / 1000);
+    const includeUsage = b.usage !== false && body?.stream_options?.include_usage === true;
+    const odd = b.odd_format === true;
+    const ev = (obj: Record<string, unknown>) => {
+      if (!odd) return `data: ${JSON.stringify(obj)}\n\n`;
+      // Reversed field order, spaces after separators, no space after `data:`, CRLF endings.
+      const reordered = Object.fromEntries(Object.entries(obj).reverse());
+      return `data:${JSON.stringify(reordered, null, 0).replace(/,"/g, ',  "').replace(/":/g, '" :')}\r\n\r\n`;
+    };
+    const chunk = (delta: Record<string, unknown>, finish: string | null) => {
+      const o: Record<string, unknown> = {
+        id, object: "chat.completion.chunk", created, model,
+        system_fingerprint: "fp_mock",
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      };
+      if (includeUsage) o.usage = null;
+      return ev(o);
+    };
+    const stream = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        try {
+          await wait(b.first_byte_ms, state);
+          for (let i = 0; i < n; i++) {
+            if (state.gone) return;
+            if (b.break_after !== undefined && i >= b.break_after) {
+              controller.error(new Error("mock upstream broke the stream"));
+              return;
+            }
+            if (i > 0) await wait(b.chunk_delay_ms, state);
+            if (state.gone) return;
+            controller.enqueue(enc.encode(chunk(i === 0 ? { role: "assistant", content: parts[i] } : { content: parts[i] }, null)));
+          }
+          if (b.break_after === n) {
+            controller.error(new Error("mock upstream broke the stream"));
+            return;
+          }
+          let tail = chunk({}, "stop");
+          if (includeUsage) {
+            tail += ev({ id, object: "chat.completion.chunk", created, model, system_fingerprint: "fp_mock", choices: [], usage: chatUsage(body, b, n) });
+          }
+          tail += odd ? "data:[DONE]\r\n\r\n" : "data: [DONE]\n\n";
+          controller.enqueue(enc.encode(tail));
+          state.done = true;
+          controller.close();
+        } catch {
+          // The client went away while we wrote; the abort listener counted it.
+        }
+      },
+      cancel() {
+        if (!state.done && !state.gone) { state.gone = true; noteAbort(); }
+      },
+    });
+    return new Response(stream, { headers: SSE_HEADERS });
+  }
+
+  function streamResponses(body: any, b: MockBehavior, state: { gone: boolean; done: boolean }, model: string): Response {
+    const n = b.chunks ?? 5;
+    const parts = pieces(b, n);
+    const id = `resp_mock${++seq}`;
+    const msgId = `msg_mock${seq}`;
+    const created = Math.floor(Date.now() / 1000);
+    let sn = 0;
+    const ev = (type: string, obj: Record<string, unknown>) =>
+      `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sn++, ...obj })}\n\n`;
+    const base = { id, object: "response", created_at: created, model, output: [] as unknown[] };
+    const stream = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        try {
+          await wait(b.first_byte_ms, state);
+          controller.enqueue(enc.encode(ev("response.created", { response: { ...base, status: "in_progress" } })
+            + ev("response.output_item.added", { output_index: 0, item: { id: msgId, type: "message", status: "in_progress", role: "assistant", content: [] } })));
+          for (let i = 0; i < n; i++) {
+            if (state.gone) return;
+            if (b.break_after !== undefined && i >= b.break_after) {
+              controller.error(new Error("mock upstream broke the stream"));
+              return;
+            }
+            if (i > 0) await wait(b.chunk_delay_ms, state);
+            if (state.gone) return;
+            controller.enqueue(enc.encode(ev("response.output_text.delta", { item_id: msgId, output_index: 0, content_index: 0, delta: parts[i] })));
+          }
+          const text = parts.join("");
+          const item = { id: msgId, type: "message", status: "completed", role: "assistant", content: [{ type: "output_text", text, annotations: [] }] };
+          const done: Record<string, unknown> = { ...base, status: "completed", output: [item] };
+          if (b.usage !== false) done.usage = responsesUsage(body, b, n);
+          controller.enqueue(enc.encode(ev("response.output_text.done", { item_id: msgId, output_index: 0, content_index: 0, text })
+            + ev("response.output_item.done", { output_index: 0, item })
+            + ev("response.completed", { response: done })));
+          state.done = true;
+          controller.close();
+        } catch {}
+      },
+      cancel() {
+        if (!state.done && !state.gone) { state.gone = true; noteAbort(); }
+      },
+    });
+    return new Response(stream, { headers: SSE_HEADERS });
+  }
+
+  function completeChat(body: any, b: MockBehavior, model: string) {
+    const n = b.chunks ?? 5;
+    const text = pieces(b, n).join("");
+    const out: Record<string, unknown> = {
+      id: `chatcmpl-mock${++seq}`, object: "chat.completion", created: Math.floor(Date.now() / 1000), model,
+      choices: [{ index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: "stop" }],
+      system_fingerprint: "fp_mock",
+    };
+    if (b.usage !== false) out.usage = chatUsage(body, b, n);
+    return out;
+  }
+
+  function completeResponses(body: any, b: MockBehavior, model: string) {
+    const n = b.chunks ?? 5;
+    const text = pieces(b, n).join("");
+    const out: Record<string, unknown> = {
+      id: `resp_mock${++seq}`, object: "response", created_at: Math.floor(Date.now() / 1000), status: "completed", model,
+      output: [{ id: `msg_mock${seq}`, type: "message", status: "completed", role: "assistant", content: [{ type: "output_text", text, annotations: [] }] }],
+    };
+    if (b.usage !== false) out.usage = responsesUsage(body, b, n);
+    return out;
+  }
+
+  const json = (obj: unknown, status = 200) =>
+    new Response(JSON.stringify(obj), { status, headers: { "content-type": "application/json" } });
+
+  const server = Bun.serve({
+    port: opts.port ?? 0,
+    hostname: "127.0.0.1",
+    idleTimeout: 255,
+    async fetch(req) {
+      const url = new URL(req.url);
+      const path = url.pathname;
+      const headers: Record<string, string> = {};
+      req.headers.forEach((v, k) => { headers[k] = v; });
+      if (req.method === "GET" && path === "/v1/models") {
+        received.push({ path, headers, body: null });
+        return json({
+          object: "list",
+          data: ["gpt-4o-mini", "gpt-4o", "gpt-4.1"].map((id) => ({ id, object: "model", created: 1700000000, owned_by: "mock" })),
+        });
+      }
+      if (req.method !== "POST" || (path !== "/v1/chat/completions" && path !== "/v1/responses")) {
+        return json({ error: { message: `No mock route for ${req.method} ${path}.`, type: "invalid_request_error", param: null, code: null } }, 404);
+      }
+      const state = watch(req);
+      const text = await req.text();
+      let body: any = text;
+      try { body = JSON.parse(text); } catch {}
+      received.push({ path, headers, body });
+      const b: MockBehavior = { ...defaults, ...(body && typeof body === "object" ? body.mock : undefined) };
+      const model = typeof body?.model === "string" ? body.model : "unknown";
+      if (b.hang) {
+        await new Promise<void>((resolve) => {
+          if (state.gone) resolve();
+          req.signal.addEventListener("abort", () => resolve());
+        });
+        return new Response(null, { status: 499 });
+      }
+      await wait(b.latency_ms, state);
+      if (state.gone) return new Response(null, { status: 499 });
+      if (unknownModel(b, model)) { state.done = true; return json(notFound(model), 404); }
+      const status = b.status ?? 200;
+      if (status < 200 || status > 299) { state.done = true; return json(errorBody(status, b, model), status); }
+      const chat = path === "/v1/chat/completions";
+      if (body?.stream === true) return chat ? streamChat(body, b, state, model) : streamResponses(body, b, state, model);
+      state.done = true;
+      return json(chat ? completeChat(body, b, model) : completeResponses(body, b, model));
+    },
+  });
+
+  return {
+    url: `http://127.0.0.1:${server.port}/v1`,
+    port: server.port!,
+    received,
+    get aborted() { return aborted; },
+    setDefault(behavior) { defaults = { ...behavior }; },
+    waitForAborts(n, timeoutMs = 5000) {
+      if (aborted >= n) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`expected ${n} aborted requests, saw ${aborted}`)), timeoutMs);
+        abortWaiters.push({ n, resolve: () => { clearTimeout(t); resolve(); } });
+      });
+    },
+    async stop() { await server.stop(true); },
+  };
+}
+
+if (import.meta.main) {
+  const i = process.argv.indexOf("--port");
+  const port = i > 0 ? Number(process.argv[i + 1]) : 0;
+  const mock = await startMockOpenAI({ port });
+  console.log(mock.url);
+}
