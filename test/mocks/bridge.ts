@@ -1,0 +1,104 @@
+// A mock self-hosted coding-agent bridge: a real Bun HTTP server on loopback speaking what a
+// bridge serves (CONTRACT §5): `GET /health` (2xx = healthy, togglable) and OpenAI-compatible
+// `POST /v1/chat/completions` behind `Authorization: Bearer <bridge token>`, JSON or SSE.
+// It records every request's headers so tests can prove the gateway sent only the bridge token.
+
+export interface BridgeReceived {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body: any;
+}
+
+export interface MockBridge {
+  url: string;
+  token: string;
+  received: BridgeReceived[];
+  /** Chat completion requests only. */
+  readonly completions: BridgeReceived[];
+  readonly healthChecks: number;
+  setHealthy(ok: boolean): void;
+  /** Every chat call answers with this status (null = normal). */
+  setFail(status: number | null): void;
+  /** Chat calls answer `302 Location: <url>` (null = off). */
+  setRedirect(location: string | null): void;
+  setReply(text: string | null): void;
+  stop(): Promise<void>;
+}
+
+const enc = new TextEncoder();
+
+export async function startMockBridge(opts: { token?: string; hostname?: string } = {}): Promise<MockBridge> {
+  const token = opts.token ?? `bridge-token-${Math.random().toString(36).slice(2, 12)}`;
+  const received: BridgeReceived[] = [];
+  let healthy = true;
+  let fail: number | null = null;
+  let redirect: string | null = null;
+  let reply: string | null = null;
+  let healthChecks = 0;
+  let seq = 0;
+
+  const json = (obj: unknown, status = 200, headers: Record<string, string> = {}) =>
+    new Response(JSON.stringify(obj), { status, headers: { "content-type": "application/json", ...headers } });
+
+  const server = Bun.serve({
+    port: 0,
+    hostname: opts.hostname ?? "127.0.0.1",
+    async fetch(req) {
+      const url = new URL(req.url);
+      const headers: Record<string, string> = {};
+      req.headers.forEach((v, k) => { headers[k] = v; });
+      const rec: BridgeReceived = { method: req.method, path: url.pathname, headers, body: null };
+      received.push(rec);
+      if (req.method === "GET" && url.pathname === "/health") {
+        healthChecks++;
+        return healthy ? json({ status: "ok" }) : json({ status: "down" }, 503);
+      }
+      if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") {
+        return json({ error: { message: `No mock route for ${req.method} ${url.pathname}.`, type: "invalid_request_error", code: null } }, 404);
+      }
+      const text = await req.text();
+      try { rec.body = JSON.parse(text); } catch { rec.body = text; }
+      if (headers.authorization !== `Bearer ${token}`) {
+        return json({ error: { message: "Invalid bridge token.", type: "authentication_error", code: "invalid_api_key" } }, 401);
+      }
+      if (redirect) return new Response(null, { status: 302, headers: { location: redirect } });
+      if (fail !== null) return json({ error: { message: `Mock bridge failing with ${fail}.`, type: "server_error", code: null } }, fail);
+      const body = rec.body ?? {};
+      const model = typeof body.model === "string" ? body.model : "coding-agent";
+      const last = Array.isArray(body.messages) ? body.messages[body.messages.length - 1] : null;
+      const content = reply ?? `bridge answer to: ${typeof last?.content === "string" ? last.content : ""}`;
+      const id = `chatcmpl-bridge${++seq}`;
+      const created = Math.floor(Date.now() / 1000);
+      const usage = { prompt_tokens: 7, completion_tokens: content.split(" ").length, total_tokens: 7 + content.split(" ").length };
+      if (body.stream === true) {
+        const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+          `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+        let out = chunk({ role: "assistant", content: "" }, null);
+        for (const w of content.split(/(?<= )/)) out += chunk({ content: w }, null);
+        out += chunk({}, "stop");
+        if (body.stream_options?.include_usage) out += `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], usage })}\n\n`;
+        out += "data: [DONE]\n\n";
+        return new Response(enc.encode(out), { headers: { "content-type": "text/event-stream" } });
+      }
+      return json({
+        id, object: "chat.completion", created, model,
+        choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+        usage,
+      });
+    },
+  });
+
+  return {
+    url: `http://${opts.hostname ?? "127.0.0.1"}:${server.port}`,
+    token,
+    received,
+    get completions() { return received.filter((r) => r.path === "/v1/chat/completions"); },
+    get healthChecks() { return healthChecks; },
+    setHealthy(ok) { healthy = ok; },
+    setFail(status) { fail = status; },
+    setRedirect(location) { redirect = location; },
+    setReply(text) { reply = text; },
+    async stop() { await server.stop(true); },
+  };
+}
