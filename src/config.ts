@@ -45,6 +45,8 @@ const schema = z.object({
   MAX_REQUEST_BYTES: positiveInt.default(10 * 1024 * 1024),
   UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
   EXPIRY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
+  // Stripe API address (tests point it at a loopback server speaking the Stripe API).
+  STRIPE_API_BASE_URL: url.optional(),
 });
 
 /** Vendors' public base URLs; PROVIDER_<ID>_BASE_URL overrides each. */
