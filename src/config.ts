@@ -44,6 +44,8 @@ const schema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   MAX_REQUEST_BYTES: positiveInt.default(10 * 1024 * 1024),
   UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
+  /** SSE keep-alive: a `:` comment goes to a streaming client when the upstream was quiet this long. */
+  KEEPALIVE_MS: positiveInt.default(15000),
   EXPIRY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   // Stripe API address (tests point it at a loopback server speaking the Stripe API).
   STRIPE_API_BASE_URL: url.optional(),
