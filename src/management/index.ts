@@ -1,7 +1,19 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
+import { routingKeyRoutes } from "./routing-keys/index.ts";
+import { credentialRoutes } from "./credentials/index.ts";
+import { bridgeRoutes } from "./bridges/index.ts";
+import { subSessionRoutes } from "./sub-session/index.ts";
+import { usageRoutes } from "./usage/index.ts";
+import { legacyRoutes } from "./legacy/index.ts";
 
 /** Everything under /v1/organizations/ and its legacy aliases. */
 export function managementRoutes(ctx: Ctx, app: Elysia): void {
   void ctx; void app;
+  routingKeyRoutes(ctx, app);
+  credentialRoutes(ctx, app);
+  bridgeRoutes(ctx, app);
+  subSessionRoutes(ctx, app);
+  usageRoutes(ctx, app);
+  legacyRoutes(ctx, app);
 }

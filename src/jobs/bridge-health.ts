@@ -1,0 +1,81 @@
+// Bridge health checks (CONTRACT §5): every BRIDGE_HEALTH_INTERVAL_SECONDS, GET {base_url}/health
+// for each live bridge. 2xx → `healthy`; anything else (other status, redirect, timeout, refused
+// connection, or an address the SSRF guard refuses) → `unhealthy` with `last_error`.
+// `last_health_at` records every check. A status change publishes an account invalidation so
+// instances holding the account's keys in cache see the new state at once.
+// Every instance runs the job; the checks are idempotent GETs, so overlap between instances is harmless.
+import { and, eq, isNull } from "drizzle-orm";
+import type { Ctx } from "../context.ts";
+import { GatewayError } from "../errors.ts";
+import { intervalJob, type Job } from "./job.ts";
+import { bridges } from "../store/db/schema/index.ts";
+import { publishInvalidation } from "../store/invalidation.ts";
+import { resolveAndCheck } from "../net/ssrf.ts";
+import { activeBridges, type BridgeRow } from "../management/bridges/service.ts";
+
+/** Checks at once, so one slow bridge cannot hold up the rest. */
+const CONCURRENCY = 8;
+const MAX_TIMEOUT_MS = 10_000;
+
+export interface HealthResult {
+  status: "healthy" | "unhealthy";
+  error: string | null;
+}
+
+export async function probeBridge(ctx: Ctx, baseUrl: string, timeoutMs: number): Promise<HealthResult> {
+  let url: URL;
+  try {
+    url = new URL(`${baseUrl}/health`);
+    await resolveAndCheck(ctx, url, "base_url");
+  } catch (e) {
+    return { status: "unhealthy", error: e instanceof GatewayError ? e.message : "The bridge base_url is not a valid URL." };
+  }
+  try {
+    // No redirects: a bridge must answer itself, and a redirect must not lead the check elsewhere.
+    const res = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
+    await res.body?.cancel();
+    if (res.status >= 200 && res.status <= 299) return { status: "healthy", error: null };
+    return { status: "unhealthy", error: `GET /health answered HTTP ${res.status}.` };
+  } catch (e) {
+    const timedOut = e instanceof Error && (e.name === "TimeoutError" || e.name === "AbortError");
+    return { status: "unhealthy", error: timedOut ? `GET /health did not answer within ${Math.round(timeoutMs / 1000)} s.` : "GET /health failed: the bridge could not be reached." };
+  }
+}
+
+async function checkOne(ctx: Ctx, b: BridgeRow, timeoutMs: number): Promise<boolean> {
+  const r = await probeBridge(ctx, b.baseUrl, timeoutMs);
+  const now = new Date();
+  const changed = r.status !== b.status;
+  // A bridge revoked while its check ran stays untouched.
+  const updated = await ctx.db.update(bridges)
+    .set({ status: r.status, lastError: r.error, lastHealthAt: now, ...(changed ? { updatedAt: now } : {}) })
+    .where(and(eq(bridges.id, b.id), isNull(bridges.revokedAt)))
+    .returning({ id: bridges.id });
+  if (changed && updated.length > 0) {
+    ctx.log.info({ bridgeId: b.id, accountId: b.accountId, from: b.status, to: r.status }, "bridge health changed");
+    await publishInvalidation(ctx, { kind: "account", accountId: b.accountId });
+  }
+  return changed;
+}
+
+/** One round over every live bridge. Returns how many changed status. */
+export async function checkBridges(ctx: Ctx): Promise<number> {
+  const timeoutMs = Math.min(MAX_TIMEOUT_MS, Math.max(1000, ctx.config.BRIDGE_HEALTH_INTERVAL_SECONDS * 1000));
+  const queue = await activeBridges(ctx.db);
+  let changed = 0;
+  const worker = async () => {
+    for (let b = queue.shift(); b; b = queue.shift()) {
+      try {
+        if (await checkOne(ctx, b, timeoutMs)) changed++;
+      } catch (e) {
+        ctx.log.warn({ bridgeId: b.id, err: e instanceof Error ? e.message : String(e) }, "bridge health check failed to record");
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  return changed;
+}
+
+export function bridgeHealthJob(ctx: Ctx): Job {
+  return intervalJob(ctx, "bridge-health", ctx.config.BRIDGE_HEALTH_INTERVAL_SECONDS * 1000, async () => { await checkBridges(ctx); });
+}

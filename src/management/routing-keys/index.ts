@@ -1,0 +1,43 @@
+// /v1/organizations/routing-keys: create (POST, SK), list (GET, AT, `?include=lanes`) and change
+// (PATCH ?id=, SK) routing keys (SPEC "Routing key", "Lane", PATCH body; CONTRACT §6 and §8).
+import type { Elysia } from "elysia";
+import type { Ctx } from "../../context.ts";
+import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
+import { authenticate } from "../guard.ts";
+import { readBody, readQuery } from "../zod-input.ts";
+import { createRoutingKeyBody, idQuery, listQuery, noQuery, patchRoutingKeyBody } from "./model.ts";
+import { createRoutingKey, listRoutingKeys, patchRoutingKey, presentRoutingKey, wireableLanes } from "./service.ts";
+
+export function routingKeyHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
+  return {
+    GET: async ({ request }) => {
+      const { account } = await authenticate(ctx, request, { write: false });
+      const q = readQuery(request, listQuery);
+      const rows = await listRoutingKeys(ctx.db, account.id);
+      const routing_keys = await Promise.all(rows.map((r) => presentRoutingKey(ctx, r)));
+      if (q.include === "lanes") return { routing_keys, lanes: await wireableLanes(ctx.db, account.id) };
+      return { routing_keys };
+    },
+    POST: async ({ request }) => {
+      const { account } = await authenticate(ctx, request, { write: true });
+      readQuery(request, noQuery);
+      const body = await readBody(ctx, request, createRoutingKeyBody);
+      const { row, raw } = await createRoutingKey(ctx, account.id, body);
+      ctx.log.info({ accountId: account.id, routingKeyId: row.id, keyPrefix: row.keyPrefix, lanes: row.lanes.length }, "routing key created");
+      return { routing_key: await presentRoutingKey(ctx, row), raw_key: raw };
+    },
+    PATCH: async ({ request }) => {
+      const { account } = await authenticate(ctx, request, { write: true });
+      const { id } = readQuery(request, idQuery);
+      const body = await readBody(ctx, request, patchRoutingKeyBody);
+      const { row, raw } = await patchRoutingKey(ctx, account.id, id, body);
+      ctx.log.info({ accountId: account.id, routingKeyId: row.id, keyPrefix: row.keyPrefix, fields: Object.keys(body) }, "routing key changed");
+      const routing_key = await presentRoutingKey(ctx, row);
+      return raw === undefined ? { routing_key } : { routing_key, raw_key: raw };
+    },
+  };
+}
+
+export function routingKeyRoutes(ctx: Ctx, app: Elysia): void {
+  mount(ctx, app, "/v1/organizations/routing-keys", routingKeyHandlers(ctx), MANAGEMENT);
+}

@@ -1,0 +1,76 @@
+// Request schemas for routing keys (SPEC "POST routing-keys body", "PATCH routing-keys body",
+// Lane table). Shape and types are checked here; rules that depend on the lane's provider or on
+// what the caller owns are in lane-rules.ts and service.ts.
+import { z } from "zod";
+import { API_KEY_PROVIDER_IDS } from "../../config.ts";
+
+export const ROUTING_KEY_LABEL_MAX = 60;
+export const MAX_LANES = 5;
+export const CLASSIFIER_INSTRUCTIONS_MIN = 10;
+
+export const LANE_KINDS = ["sub", "bridge", ...API_KEY_PROVIDER_IDS] as const;
+export const REASONING_EFFORTS = ["none", "low", "medium", "high", "xhigh", "max"] as const;
+export const VERBOSITIES = ["low", "medium", "high"] as const;
+export const SERVICE_TIERS = ["default", "priority"] as const;
+export const MODES = ["fallback", "classifier"] as const;
+
+const id = z.string().min(1).max(200);
+const text = (max: number) => z.string().trim().min(1).max(max);
+
+/**
+ * A lane as sent. Every field but `provider` may be omitted; `null` means "no value" (and on PATCH,
+ * for the per-lane settings, "clear the value the key had").
+ */
+export const laneInput = z.strictObject({
+  provider: z.enum(LANE_KINDS),
+  model: text(200).nullable().optional(),
+  credential_id: id.nullable().optional(),
+  sub_session_id: id.nullable().optional(),
+  bridge_instance_id: id.nullable().optional(),
+  category_key: text(64).nullable().optional(),
+  category_description: text(500).nullable().optional(),
+  fallback_to_default_model: z.boolean().nullable().optional(),
+  reasoning_effort: z.enum(REASONING_EFFORTS).nullable().optional(),
+  verbosity: z.enum(VERBOSITIES).nullable().optional(),
+  service_tier: z.enum(SERVICE_TIERS).nullable().optional(),
+});
+export type LaneInput = z.output<typeof laneInput>;
+
+const lanes = z.array(laneInput).max(MAX_LANES);
+const label = text(ROUTING_KEY_LABEL_MAX);
+// Any number; a non-positive one means "no budget" (SPEC), null too.
+const budget = z.number().max(1e9).nullable();
+
+const classifierFields = {
+  classifier_provider: z.enum(API_KEY_PROVIDER_IDS).nullable().optional(),
+  classifier_model: text(200).nullable().optional(),
+  classifier_instructions: z.string().trim().min(CLASSIFIER_INSTRUCTIONS_MIN).max(8000).nullable().optional(),
+  classifier_credential_id: id.nullable().optional(),
+};
+
+export const createRoutingKeyBody = z.strictObject({
+  label: label.optional(),
+  mode: z.enum(MODES).optional(),
+  monthly_budget_usd: budget.optional(),
+  budget_excludes_seats: z.boolean().optional(),
+  ...classifierFields,
+  providers: lanes.optional(),
+});
+export type CreateRoutingKeyBody = z.output<typeof createRoutingKeyBody>;
+
+/** SPEC's PATCH fields, plus the create-time settings so a key can be moved to classifier mode. */
+export const patchRoutingKeyBody = z.strictObject({
+  label: label.optional(),
+  mode: z.enum(MODES).optional(),
+  monthly_budget_usd: budget.optional(),
+  budget_excludes_seats: z.boolean().optional(),
+  revoked: z.boolean().optional(),
+  regenerate: z.boolean().optional(),
+  ...classifierFields,
+  providers: lanes.optional(),
+});
+export type PatchRoutingKeyBody = z.output<typeof patchRoutingKeyBody>;
+
+export const listQuery = z.strictObject({ include: z.literal("lanes").optional() });
+export const idQuery = z.strictObject({ id });
+export const noQuery = z.strictObject({});

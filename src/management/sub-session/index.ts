@@ -1,0 +1,81 @@
+// /v1/organizations/sub-session: connect (POST, SK), read (GET, AT) and disconnect (DELETE, SK)
+// the subscription sign-in (SPEC "Sub session", CONTRACT §4).
+import type { Elysia } from "elysia";
+import { z } from "zod";
+import type { Ctx } from "../../context.ts";
+import { badRequest, GatewayError } from "../../errors.ts";
+import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
+import { authenticate } from "../guard.ts";
+import { parseWith, readBody, readQuery } from "../zod-input.ts";
+import { authJsonSchema, connectBody, noQuery, type AuthJson } from "./model.ts";
+import { provisionSubHost } from "./provision.ts";
+import { latestSubSession, newSubSessionId, NO_SUB_SESSION, presentSubSession, replaceSubSession, revokeSubSessions, subSessionAad } from "./store.ts";
+
+const authJsonField = z.object({ auth_json: authJsonSchema });
+
+/** The sign-in file, given as the parsed object or as its JSON text. */
+function readAuthJson(value: unknown): AuthJson {
+  if (value === undefined || value === null) throw badRequest("`auth_json` is required: send the parsed sign-in file of the subscription CLI (its auth.json) as an object.");
+  let v = value;
+  if (typeof v === "string") {
+    try {
+      v = JSON.parse(v);
+    } catch {
+      throw badRequest("`auth_json` must be the sign-in file as a JSON object; the string given is not valid JSON.");
+    }
+  }
+  if (v === null || typeof v !== "object" || Array.isArray(v)) throw badRequest("`auth_json` must be the sign-in file as a JSON object.");
+  return parseWith(authJsonField, { auth_json: v }).auth_json;
+}
+
+/** Seals before anything is stored or sent upstream: a failure leaves no trace (500 encrypt_failed). */
+function sealAuth(ctx: Ctx, id: string, auth: AuthJson): string {
+  try {
+    return ctx.secrets.seal(JSON.stringify(auth), subSessionAad(id));
+  } catch (e) {
+    if (e instanceof GatewayError) throw e; // env_missing: no key configured
+    throw new GatewayError(500, "Encrypting the uploaded sign-in failed; nothing was stored. Retry the request.", { code: "encrypt_failed" });
+  }
+}
+
+export function subSessionHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
+  return {
+    GET: async ({ request }) => {
+      const { account } = await authenticate(ctx, request, { write: false });
+      readQuery(request, noQuery);
+      const row = await latestSubSession(ctx.db, account.id);
+      return row ? presentSubSession(row) : NO_SUB_SESSION;
+    },
+    POST: async ({ request }) => {
+      const { account } = await authenticate(ctx, request, { write: true });
+      readQuery(request, noQuery);
+      const body = await readBody(ctx, request, connectBody);
+      const auth = readAuthJson(body.auth_json);
+      const id = newSubSessionId();
+      const ciphertext = sealAuth(ctx, id, auth);
+      const p = await provisionSubHost(ctx, auth);
+      const row = await replaceSubSession(ctx, account.id, {
+        id,
+        ciphertext,
+        sourcePath: body.source_path ?? null,
+        expiresAt: body.ttl_seconds ? new Date(Date.now() + body.ttl_seconds * 1000) : null,
+        provisioned: p.provisioned,
+        accountStatus: p.accountStatus,
+        lastError: p.lastError,
+      });
+      ctx.log.info({ accountId: account.id, subSessionId: id, provisioned: p.provisioned, accountStatus: p.accountStatus }, "sub session connected");
+      return presentSubSession(row);
+    },
+    DELETE: async ({ request }) => {
+      const { account } = await authenticate(ctx, request, { write: true });
+      readQuery(request, noQuery);
+      const n = await revokeSubSessions(ctx, account.id);
+      if (n > 0) ctx.log.info({ accountId: account.id }, "sub session revoked");
+      return { connected: false, status: "revoked" };
+    },
+  };
+}
+
+export function subSessionRoutes(ctx: Ctx, app: Elysia): void {
+  mount(ctx, app, "/v1/organizations/sub-session", subSessionHandlers(ctx), MANAGEMENT);
+}

@@ -1,0 +1,135 @@
+// Sub sessions (the subscription sign-in) in Postgres. The auth_json is sealed with AES-256-GCM
+// bound to `sub_sessions:<id>` and cleared on revoke. An account has at most one live session
+// (revoked_at null); connecting again revokes the previous one in the same transaction.
+// loadSubAuth / saveSubAuth are what the sub lane uses to read the tokens and store refreshed ones.
+import { and, desc, eq, isNull } from "drizzle-orm";
+import type { Ctx } from "../../context.ts";
+import type { Db } from "../../store/db/client.ts";
+import { subSessions } from "../../store/db/schema/index.ts";
+import { newId } from "../../lib/ids.ts";
+import { iso } from "../../lib/time.ts";
+import { publishInvalidation } from "../../store/invalidation.ts";
+import type { AuthJson } from "./model.ts";
+
+export type { AuthJson } from "./model.ts";
+export type SubSessionRow = typeof subSessions.$inferSelect;
+
+export const subSessionAad = (id: string) => `sub_sessions:${id}`;
+
+/** The status a reader sees: a connected session past its `expires_at` reads as `expired`. */
+export function subSessionStatus(row: SubSessionRow, now = Date.now()): string {
+  if (row.revokedAt) return "revoked";
+  if (row.status === "connected" && row.expiresAt && row.expiresAt.getTime() <= now) return "expired";
+  return row.status;
+}
+
+export function presentSubSession(row: SubSessionRow, now = Date.now()) {
+  const status = subSessionStatus(row, now);
+  return {
+    id: row.id,
+    connected: status === "connected",
+    status,
+    connected_at: iso(row.connectedAt),
+    last_used_at: iso(row.lastUsedAt),
+    expires_at: iso(row.expiresAt),
+    last_error: row.lastError,
+    sub_host: { provisioned: row.provisioned, account_status: row.accountStatus },
+  };
+}
+
+/** What GET answers for an account that never connected a sign-in. */
+export const NO_SUB_SESSION = {
+  id: null,
+  connected: false,
+  status: "pending",
+  connected_at: null,
+  last_used_at: null,
+  expires_at: null,
+  last_error: null,
+  sub_host: null,
+} as const;
+
+/** The account's most recent session (live or revoked), for GET. */
+export async function latestSubSession(db: Db, accountId: string): Promise<SubSessionRow | null> {
+  const rows = await db.select().from(subSessions).where(eq(subSessions.accountId, accountId)).orderBy(desc(subSessions.createdAt), desc(subSessions.id)).limit(1);
+  return rows[0] ?? null;
+}
+
+/** The account's sessions that lanes may reference (not revoked). */
+export function liveSubSessions(db: Db, accountId: string): Promise<SubSessionRow[]> {
+  return db.select().from(subSessions).where(and(eq(subSessions.accountId, accountId), isNull(subSessions.revokedAt))).orderBy(desc(subSessions.createdAt));
+}
+
+export interface NewSubSession {
+  id: string;
+  ciphertext: string;
+  sourcePath: string | null;
+  expiresAt: Date | null;
+  provisioned: boolean;
+  accountStatus: string;
+  lastError: string | null;
+}
+
+export const newSubSessionId = () => newId("sub");
+
+/** Stores a fresh connected session and revokes any live one of the account, atomically. */
+export async function replaceSubSession(ctx: Ctx, accountId: string, s: NewSubSession): Promise<SubSessionRow> {
+  const now = new Date();
+  const row = await ctx.db.transaction(async (tx) => {
+    await tx.update(subSessions)
+      .set({ status: "revoked", revokedAt: now, authCiphertext: null, provisioned: false, updatedAt: now })
+      .where(and(eq(subSessions.accountId, accountId), isNull(subSessions.revokedAt)));
+    const [inserted] = await tx.insert(subSessions).values({
+      id: s.id,
+      accountId,
+      status: "connected",
+      authCiphertext: s.ciphertext,
+      sourcePath: s.sourcePath,
+      provisioned: s.provisioned,
+      accountStatus: s.accountStatus,
+      lastError: s.lastError,
+      connectedAt: now,
+      expiresAt: s.expiresAt,
+      createdAt: now,
+      updatedAt: now,
+    }).returning();
+    return inserted!;
+  });
+  await publishInvalidation(ctx, { kind: "account", accountId });
+  return row;
+}
+
+/** Revokes the account's live session(s): the sealed sign-in is erased. Returns how many. */
+export async function revokeSubSessions(ctx: Ctx, accountId: string): Promise<number> {
+  const now = new Date();
+  const rows = await ctx.db.update(subSessions)
+    .set({ status: "revoked", revokedAt: now, authCiphertext: null, provisioned: false, updatedAt: now })
+    .where(and(eq(subSessions.accountId, accountId), isNull(subSessions.revokedAt)))
+    .returning({ id: subSessions.id });
+  await publishInvalidation(ctx, { kind: "account", accountId });
+  return rows.length;
+}
+
+/**
+ * The decrypted sign-in of a live session, or null when the session is unknown, revoked or has
+ * no stored sign-in. Callers that serve traffic also check subSessionStatus() for `expired`.
+ */
+export async function loadSubAuth(ctx: Ctx, sessionId: string): Promise<AuthJson | null> {
+  const rows = await ctx.db.select({ c: subSessions.authCiphertext }).from(subSessions)
+    .where(and(eq(subSessions.id, sessionId), isNull(subSessions.revokedAt))).limit(1);
+  const c = rows[0]?.c;
+  if (!c) return null;
+  return JSON.parse(ctx.secrets.open(c, subSessionAad(sessionId))) as AuthJson;
+}
+
+/**
+ * Re-seals a session's sign-in after a token refresh. A session revoked meanwhile stays revoked
+ * and empty (returns false): a refresh racing a disconnect never brings the sign-in back.
+ */
+export async function saveSubAuth(ctx: Ctx, sessionId: string, authJson: AuthJson): Promise<boolean> {
+  const rows = await ctx.db.update(subSessions)
+    .set({ authCiphertext: ctx.secrets.seal(JSON.stringify(authJson), subSessionAad(sessionId)), updatedAt: new Date() })
+    .where(and(eq(subSessions.id, sessionId), isNull(subSessions.revokedAt)))
+    .returning({ id: subSessions.id });
+  return rows.length > 0;
+}

@@ -1,0 +1,92 @@
+// Management input through zod: a body or query that fails its schema becomes one 400
+// bad_request whose message is a plain sentence naming the field. Schemas are strict objects,
+// so a field the endpoint does not take (`plan`, `account_id`, spend…) is refused, never ignored.
+import type { z } from "zod";
+import { badRequest } from "../errors.ts";
+import { queryOf, readJsonObject } from "../http/request.ts";
+import type { Ctx } from "../context.ts";
+
+type Issue = z.core.$ZodIssue;
+
+/** `providers[2].credential_id`, or `the request body` for the root. */
+export function fieldPath(path: ReadonlyArray<PropertyKey>): string {
+  let out = "";
+  for (const p of path) out += typeof p === "number" ? `[${p}]` : out === "" ? String(p) : `.${String(p)}`;
+  return out;
+}
+
+function valueAt(data: unknown, path: ReadonlyArray<PropertyKey>): unknown {
+  let v: any = data;
+  for (const p of path) {
+    if (v === null || typeof v !== "object") return undefined;
+    v = v[p as any];
+  }
+  return v;
+}
+
+function typeName(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "object") return "an object";
+  return `a ${typeof v}`;
+}
+
+const article = (t: string) => (t === "array" || t === "object" || t === "integer" ? `an ${t}` : `a ${t}`);
+
+/** One issue as one sentence. Values the caller sent are never echoed (they may be secrets). */
+export function issueSentence(issue: Issue, data: unknown, where: "body" | "query" = "body"): string {
+  const name = fieldPath(issue.path);
+  const field = name === "" ? (where === "query" ? "the query" : "the request body") : `\`${name}\``;
+  switch (issue.code) {
+    case "unrecognized_keys": {
+      const keys = issue.keys.map((k) => `\`${name === "" ? k : `${name}.${k}`}\``).join(", ");
+      const noun = where === "query" ? "query parameter" : "field";
+      return `Unknown ${noun}${issue.keys.length > 1 ? "s" : ""} ${keys}; this endpoint does not accept ${issue.keys.length > 1 ? "them" : "it"}. Remove ${issue.keys.length > 1 ? "them" : "it"} and retry.`;
+    }
+    case "invalid_type": {
+      const got = valueAt(data, issue.path);
+      if (got === undefined) return `${field} is required.`;
+      return `${field} must be ${article(issue.expected)}, not ${typeName(got)}.`;
+    }
+    case "too_big": {
+      const max = Number(issue.maximum);
+      if (issue.origin === "string") return `${field} must be at most ${max} characters.`;
+      if (issue.origin === "array") return `${field} can have at most ${max} items.`;
+      return `${field} must be at most ${max}.`;
+    }
+    case "too_small": {
+      const min = Number(issue.minimum);
+      if (issue.origin === "string") return min <= 1 ? `${field} must not be empty.` : `${field} must be at least ${min} characters.`;
+      if (issue.origin === "array") return `${field} needs at least ${min} item${min === 1 ? "" : "s"}.`;
+      return issue.inclusive ? `${field} must be at least ${min}.` : `${field} must be greater than ${min}.`;
+    }
+    case "invalid_value":
+      return `${field} must be one of: ${issue.values.map((v) => JSON.stringify(v)).join(", ")}.`;
+    case "invalid_format":
+      return `${field} is not a valid ${issue.format}.`;
+    default: {
+      // Custom checks carry their own sentence; prefix the field when the sentence does not name it.
+      const m = issue.message.trim().replace(/\.?$/, ".");
+      return m.includes("`") ? m : `${field}: ${m}`;
+    }
+  }
+}
+
+export function parseWith<S extends z.ZodType>(schema: S, data: unknown, where: "body" | "query" = "body"): z.output<S> {
+  const r = schema.safeParse(data);
+  if (r.success) return r.data;
+  // Unknown fields first: a mass-assignment attempt is the most useful thing to report.
+  const issues = [...r.error.issues].sort((a, b) => Number(b.code === "unrecognized_keys") - Number(a.code === "unrecognized_keys"));
+  throw badRequest(issueSentence(issues[0]!, data, where));
+}
+
+/** Reads the JSON body (size-capped) and validates it. Call only after authenticate(). */
+export async function readBody<S extends z.ZodType>(ctx: Ctx, request: Request, schema: S): Promise<z.output<S>> {
+  const raw = await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES);
+  return parseWith(schema, raw, "body");
+}
+
+/** Validates the query string; unknown parameters are refused by the strict schema. */
+export function readQuery<S extends z.ZodType>(request: Request, schema: S): z.output<S> {
+  return parseWith(schema, queryOf(request), "query");
+}
