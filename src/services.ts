@@ -2,11 +2,17 @@
 // Jobs are started after the server listens and stopped (drained) on shutdown.
 import type { Ctx } from "./context.ts";
 import type { Job } from "./jobs/job.ts";
+import { createMailer } from "./mail/mailer.ts";
+import { accountExpiryJob } from "./jobs/account-expiry.ts";
 import { bridgeHealthJob } from "./jobs/bridge-health.ts";
 
 export async function startServices(ctx: Ctx): Promise<Job[]> {
   const jobs: Job[] = [];
-  void ctx;
+  const mailer = createMailer(ctx.config, ctx.log);
+  ctx.services.mailer = mailer;
+  ctx.onShutdown(() => mailer.close());
+  jobs.push(accountExpiryJob(ctx));
   jobs.push(bridgeHealthJob(ctx));
+  void ctx;
   return jobs;
 }

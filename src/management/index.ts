@@ -1,5 +1,7 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
+import { accountRoutes } from "./account/index.ts";
+import { tokenRoutes } from "./tokens/index.ts";
 import { routingKeyRoutes } from "./routing-keys/index.ts";
 import { credentialRoutes } from "./credentials/index.ts";
 import { bridgeRoutes } from "./bridges/index.ts";
@@ -10,6 +12,8 @@ import { legacyRoutes } from "./legacy/index.ts";
 /** Everything under /v1/organizations/ and its legacy aliases. */
 export function managementRoutes(ctx: Ctx, app: Elysia): void {
   void ctx; void app;
+  accountRoutes(ctx, app);
+  tokenRoutes(ctx, app);
   routingKeyRoutes(ctx, app);
   credentialRoutes(ctx, app);
   bridgeRoutes(ctx, app);

@@ -1,7 +1,46 @@
+// Everything at {site_url}: agent signup and verify, the checkout page, the billing webhook.
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
+import { GatewayError } from "../errors.ts";
+import { mount, MANAGEMENT, type RequestContext } from "../http/route.ts";
+import { clientIp, queryOf, readJsonObject } from "../http/request.ts";
+import { checkoutPage } from "./checkout-page.ts";
+import { parseSignup, signupBody, signupError, verifyBody } from "./model.ts";
+import { countSignupFromIp } from "./rate-limit.ts";
+import { agentSignup, agentVerify } from "./service.ts";
+import { handleBillingWebhook } from "./webhook.ts";
+
+const ACTIONS = ["agent-signup", "agent-verify"];
+
+/** Signup errors carry no `code` (SPEC Errors table): a shared helper's 400 loses its code here. */
+function codeless(e: unknown): never {
+  if (e instanceof GatewayError && e.status === 400 && e.code !== undefined) throw signupError(400, e.message);
+  throw e;
+}
+
+async function authAction(ctx: Ctx, { request, socketIp, requestId }: RequestContext) {
+  let action: string | undefined;
+  try {
+    const q = queryOf(request);
+    for (const k of Object.keys(q)) if (k !== "action") throw signupError(400, `Unknown query parameter \`${k}\`. Use ?action=agent-signup or ?action=agent-verify.`);
+    action = q.action;
+  } catch (e) { codeless(e); }
+  if (!action || !ACTIONS.includes(action)) {
+    throw signupError(400, `${action ? `Unknown action \`${action.slice(0, 40)}\`.` : "The query parameter `action` is missing."} Use ?action=agent-signup or ?action=agent-verify.`);
+  }
+  if (action === "agent-signup") {
+    // Every agent-signup request counts against its IP, valid or not.
+    await countSignupFromIp(ctx, clientIp(request, socketIp, ctx.config.TRUST_PROXY));
+    const body = parseSignup(signupBody, await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES).catch(codeless));
+    return agentSignup(ctx, { email: body.email, source: body.source, ip: clientIp(request, socketIp, ctx.config.TRUST_PROXY), requestId });
+  }
+  const body = parseSignup(verifyBody, await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES).catch(codeless));
+  return agentVerify(ctx, { email: body.email, code: body.code, requestId });
+}
 
 /** Agent signup and verify, checkout page, billing webhook (all at {site_url}). */
 export function signupRoutes(ctx: Ctx, app: Elysia): void {
-  void ctx; void app;
+  mount(ctx, app, "/api/auth", { POST: (rc) => authAction(ctx, rc) }, MANAGEMENT);
+  mount(ctx, app, "/api/billing/webhook", { POST: ({ request, requestId }) => handleBillingWebhook(ctx, request, requestId) }, MANAGEMENT);
+  mount(ctx, app, "/checkout", { GET: ({ request }) => checkoutPage(ctx, request) }, MANAGEMENT);
 }

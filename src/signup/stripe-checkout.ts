@@ -1,0 +1,74 @@
+// A real Stripe Checkout Session per new account when STRIPE_SECRET_KEY is set. The account id
+// travels as client_reference_id and comes back in the checkout.session.completed webhook.
+// Any failure leaves the account on the local checkout page ({site_url}/checkout?account=…).
+import Stripe from "stripe";
+import type { Ctx } from "../context.ts";
+import type { Account } from "../management/guard.ts";
+import { setStripeCheckoutUrl } from "./lifecycle.ts";
+
+// Stripe lets a Checkout Session live between 30 minutes and 24 hours.
+const MAX_SESSION_SECONDS = 24 * 3600 - 60;
+const MIN_SESSION_SECONDS = 31 * 60;
+
+function stripeClient(ctx: Ctx): Stripe | null {
+  const key = ctx.config.STRIPE_SECRET_KEY;
+  if (!key) return null;
+  const cached = ctx.services.stripe as Stripe | undefined;
+  if (cached) return cached;
+  const opts: Record<string, unknown> = { maxNetworkRetries: 1, timeout: 10_000, telemetry: false };
+  if (ctx.config.STRIPE_API_BASE_URL) {
+    const u = new URL(ctx.config.STRIPE_API_BASE_URL);
+    opts.protocol = u.protocol.replace(":", "");
+    opts.host = u.hostname;
+    opts.port = u.port || (u.protocol === "https:" ? "443" : "80");
+  }
+  const client = new Stripe(key, opts as ConstructorParameters<typeof Stripe>[1]);
+  ctx.services.stripe = client;
+  return client;
+}
+
+/** Creates the session and stores its URL on the account; returns the URL, or null (logged) on failure. */
+export async function createStripeCheckout(ctx: Ctx, account: Account, requestId?: string): Promise<string | null> {
+  const stripe = stripeClient(ctx);
+  if (!stripe) return null;
+  const local = `${ctx.config.siteUrl}/checkout?account=${encodeURIComponent(account.id)}`;
+  const lineItem = ctx.config.STRIPE_PRICE_ID
+    ? { price: ctx.config.STRIPE_PRICE_ID, quantity: 1 }
+    : {
+        quantity: 1,
+        price_data: {
+          currency: "usd",
+          unit_amount: Math.round(ctx.config.MEMBERSHIP_PRICE_USD * 100),
+          recurring: { interval: "month" as const },
+          product_data: { name: "Model Gateway membership" },
+        },
+      };
+  const now = Math.floor(Date.now() / 1000);
+  const untilDeadline = account.accountExpiresAt ? Math.floor(account.accountExpiresAt.getTime() / 1000) - now : MAX_SESSION_SECONDS;
+  const lifetime = Math.max(MIN_SESSION_SECONDS, Math.min(MAX_SESSION_SECONDS, untilDeadline));
+  try {
+    const session = await stripe.checkout.sessions.create({
+      mode: "subscription",
+      line_items: [lineItem],
+      client_reference_id: account.id,
+      customer_email: account.email,
+      metadata: { account_id: account.id },
+      subscription_data: { metadata: { account_id: account.id } },
+      success_url: local,
+      cancel_url: local,
+      expires_at: now + lifetime,
+    });
+    if (!session.url) throw new Error("the session has no url");
+    await setStripeCheckoutUrl(ctx.db, account.id, session.url);
+    ctx.log.info({ requestId, accountId: account.id, session: session.id }, "stripe checkout session created");
+    return session.url;
+  } catch (e) {
+    const err = e as { type?: string; statusCode?: number; message?: string };
+    ctx.log.warn({ requestId, accountId: account.id, stripeError: err.type ?? null, status: err.statusCode ?? null, reason: scrub(err.message ?? String(e), ctx.config.STRIPE_SECRET_KEY) }, "stripe checkout session could not be created; the local checkout page is used instead");
+    return null;
+  }
+}
+
+function scrub(text: string, secret: string | undefined): string {
+  return secret ? text.split(secret).join("[redacted]") : text;
+}
