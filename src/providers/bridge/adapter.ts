@@ -1,0 +1,52 @@
+// The `bridge` lane: a registered self-hosted coding-agent bridge serving OpenAI-compatible
+// `POST {base_url}/v1/chat/completions` (CONTRACT §5). The call carries ONLY the bridge's own
+// bearer token (decrypted with aad `bridges:<id>`): the headers are built from scratch, so the
+// caller's routing key, provider keys and any client header never reach the bridge. An
+// `unhealthy` (or revoked) bridge is skipped by fallback.
+import type { Json, WireProtocol } from "../../protocols/types.ts";
+import type { ProviderAdapter, ResolvedLane, UpstreamCall } from "../types.ts";
+import { bridgeFailure, bridgeFetch } from "./connect.ts";
+
+export function bridgeUnavailable(lane: ResolvedLane): string | null {
+  const b = lane.bridge;
+  if (!b) return "The bridge lane's bridge is revoked or no longer registered.";
+  if (b.status === "unhealthy") return "The bridge is unhealthy (its last health check failed); it is skipped until a check succeeds.";
+  return null;
+}
+
+export const bridgeAdapter: ProviderAdapter = {
+  id: "bridge",
+  kind: "bridge",
+  protocols: ["chat"] as const,
+  seat: false,
+
+  unavailable: bridgeUnavailable,
+
+  applySettings(_body: Json, _lane: ResolvedLane, _protocol: WireProtocol) {
+    // Bridges take no per-lane settings.
+  },
+
+  prepare({ ctx, lane, body, model }): UpstreamCall {
+    const b = lane.bridge!;
+    let token: string;
+    try {
+      token = ctx.secrets.open(b.tokenCiphertext, `bridges:${b.id}`);
+    } catch {
+      throw bridgeFailure("The bridge's stored token could not be decrypted; register the bridge again.");
+    }
+    body.model = model;
+    return {
+      url: `${b.baseUrl.replace(/\/+$/, "")}/v1/chat/completions`,
+      headers: {
+        authorization: `Bearer ${token}`,
+        "content-type": "application/json",
+        accept: body.stream === true ? "text/event-stream" : "application/json",
+      },
+      body: JSON.stringify(body),
+    };
+  },
+
+  send(ctx, _lane, call, signal) {
+    return bridgeFetch(ctx, call.url, { method: "POST", headers: call.headers, body: call.body, signal });
+  },
+};

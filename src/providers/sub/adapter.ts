@@ -1,0 +1,56 @@
+// The `sub` lane: serves through the account's connected subscription sign-in (CONTRACT §4).
+// It speaks the Responses protocol to `{SUB_API_BASE_URL}/responses` with the stored access token
+// and account id; the relay translates chat requests to it and back, and passes Responses
+// requests through untouched. Tier aliases resolve against the live catalog at request time.
+// Seat traffic: priced, excluded from a key's budget while budget_excludes_seats.
+import type { Json, WireProtocol } from "../../protocols/types.ts";
+import type { ProviderAdapter, ResolvedLane, UpstreamCall } from "../types.ts";
+import { resolveSubModel } from "./catalog.ts";
+import { subFetch, subUrl } from "./client.ts";
+import { applySubSettings } from "./settings.ts";
+
+/** Why the lane's session cannot serve now, or null. */
+export function subUnavailable(lane: ResolvedLane, now = Date.now()): string | null {
+  const s = lane.subSession;
+  if (!s) return "The sub lane's subscription sign-in is not connected; connect one with POST /v1/organizations/sub-session.";
+  if (s.status !== "connected") {
+    return `The subscription sign-in is ${s.status}${s.lastError ? ` (${s.lastError})` : ""}; connect it again with POST /v1/organizations/sub-session.`;
+  }
+  const expiresAt = (s as { expiresAt?: Date | string | null }).expiresAt;
+  if (expiresAt && new Date(expiresAt).getTime() <= now) {
+    return "The subscription sign-in expired (its ttl_seconds passed); connect it again with POST /v1/organizations/sub-session.";
+  }
+  if (!s.provisioned) {
+    return `The subscription sign-in is stored but its serving backend is not prepared${s.lastError ? `: ${s.lastError}` : ""}. Connect it again once the issue is resolved.`;
+  }
+  return null;
+}
+
+export const subAdapter: ProviderAdapter = {
+  id: "sub",
+  kind: "sub",
+  protocols: ["responses"] as const,
+  seat: true,
+
+  unavailable: (lane) => subUnavailable(lane),
+
+  applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol) {
+    if (protocol === "responses") applySubSettings(body, lane);
+  },
+
+  async prepare({ ctx, lane, body, model, stream }): Promise<UpstreamCall> {
+    const sessionId = lane.subSession!.id;
+    body.model = await resolveSubModel(ctx, sessionId, model);
+    // The subscription backend keeps no conversation state for API-style callers.
+    if (body.store === undefined) body.store = false;
+    return {
+      url: subUrl(ctx, "/responses"),
+      headers: { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json" },
+      body: JSON.stringify(body),
+    };
+  },
+
+  send(ctx, lane, call, signal) {
+    return subFetch(ctx, lane.subSession!.id, { method: "POST", url: call.url, headers: call.headers, body: call.body, signal });
+  },
+};

@@ -1,0 +1,47 @@
+// Fixtures for lane tests: a gateway pointed at the mock subscription backend and auth server,
+// an account, and its connected sign-in.
+import { eq } from "drizzle-orm";
+import { createAccount, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { startMockSubBackend, type MockSubBackend, type MockSubBackendOptions } from "../mocks/sub-backend.ts";
+import { makeAuthJson, startMockSubAuth, type MockSubAuth } from "../mocks/sub-auth.ts";
+import { subSessions } from "../../src/store/db/schema/index.ts";
+
+export interface SubWorld {
+  gw: TestGateway;
+  backend: MockSubBackend;
+  auth: MockSubAuth;
+  account: { id: string; token: string };
+  stop(): Promise<void>;
+}
+
+/** A gateway whose SUB_* URLs point at fresh mocks (strict backend: only issued tokens work). */
+export async function startSubWorld(env: Record<string, string> = {}, backendOpts: MockSubBackendOptions = {}): Promise<SubWorld> {
+  const backend = await startMockSubBackend({ strict: true, ...backendOpts });
+  const auth = await startMockSubAuth({ backend });
+  const gw = await startTestGateway({ SUB_API_BASE_URL: backend.url, SUB_AUTH_BASE_URL: auth.url, ...env });
+  const account = await createAccount(gw);
+  return {
+    gw, backend, auth, account,
+    async stop() {
+      await gw.stop();
+      await backend.stop();
+      await auth.stop();
+    },
+  };
+}
+
+/** Connects a sign-in through the management API; returns the session id and the file. */
+export async function connectSub(w: Pick<SubWorld, "gw" | "backend" | "auth" | "account">, opts: { accessTtl?: number; ttl_seconds?: number } = {}) {
+  const { accountId, authJson } = makeAuthJson({ backend: w.backend, auth: w.auth, accessTtl: opts.accessTtl });
+  const body: Record<string, unknown> = { auth_json: authJson };
+  if (opts.ttl_seconds !== undefined) body.ttl_seconds = opts.ttl_seconds;
+  const r = await w.gw.call("/v1/organizations/sub-session", { method: "POST", token: w.account.token, body });
+  if (r.status !== 200) throw new Error(`connect failed: ${r.status} ${JSON.stringify(r.body)}`);
+  return { sessionId: r.body.id as string, subAccountId: accountId, authJson, session: r.body };
+}
+
+/** The sealed sign-in as stored (tests prove secrets are not stored in clear). */
+export async function storedCiphertext(gw: TestGateway, sessionId: string): Promise<string | null> {
+  const rows = await gw.ctx.db.select({ c: subSessions.authCiphertext }).from(subSessions).where(eq(subSessions.id, sessionId));
+  return rows[0]?.c ?? null;
+}
