@@ -1,0 +1,226 @@
+// Chat pivot → Gemini generateContent request body (the model goes in the URL, not the body).
+//
+// - system/developer messages → systemInstruction; user → role "user"; assistant → role "model";
+//   tool results → functionResponse parts in a user turn; consecutive same-role turns merge.
+// - a functionResponse names its function: the name is looked up from the assistant tool call
+//   whose id the tool message answers.
+// - generationConfig carries temperature, topP, topK, maxOutputTokens, stopSequences,
+//   candidateCount (n), seed, penalties, responseMimeType/responseSchema, thinkingConfig.
+// - Gemini 3 models require the thought signature of a function call to come back with it; chat
+//   history cannot carry one, so the documented validator-skip value is sent instead.
+import { badRequest } from "../../errors.ts";
+import {
+  functionTools, isSet, maxTokensOf, parseArguments, parseDataUrl, partsOf, stopList, toolChoiceOf, unsupported, type ChatPart,
+} from "../pivot.ts";
+import type { ChatRequest, Json } from "../types.ts";
+import { toGeminiParameters, toGeminiSchema } from "./schema.ts";
+
+const LABEL = "gemini";
+export const SKIP_THOUGHT_SIGNATURE = "skip_thought_signature_validator";
+/** reasoning_effort → thinking budget in tokens (the mapping Google's own OpenAI-compatible endpoint uses). */
+const THINKING_BUDGET: Record<string, number> = { none: 0, minimal: 0, low: 1024, medium: 8192, high: 24576 };
+const MAX_STOP_SEQUENCES = 5;
+
+interface Content {
+  role: "user" | "model";
+  parts: Json[];
+}
+
+export function encodeGeminiRequest(req: ChatRequest, opts: { model: string; stream: boolean }): Json {
+  rejectInexpressible(req);
+  const { systemInstruction, contents } = convertMessages(req.messages, needsSignatureSkip(opts.model));
+  const body: Json = { contents };
+  if (systemInstruction) body.systemInstruction = systemInstruction;
+
+  const gc: Json = {};
+  if (isSet(req.temperature)) gc.temperature = req.temperature;
+  if (isSet(req.top_p)) gc.topP = req.top_p;
+  if (isSet(req.top_k)) gc.topK = req.top_k;
+  const max = maxTokensOf(req);
+  if (max !== null) gc.maxOutputTokens = max;
+  const stops = stopList(req.stop);
+  if (stops.length > MAX_STOP_SEQUENCES) unsupported(LABEL, `More than ${MAX_STOP_SEQUENCES} stop sequences`, `send at most ${MAX_STOP_SEQUENCES}`);
+  if (stops.length) gc.stopSequences = stops;
+  if (isSet(req.n, 1)) {
+    if (typeof req.n !== "number" || !Number.isInteger(req.n) || req.n < 1) throw badRequest("`n` must be a positive integer.");
+    gc.candidateCount = req.n;
+  }
+  if (isSet(req.seed)) gc.seed = req.seed;
+  if (isSet(req.presence_penalty, 0)) gc.presencePenalty = req.presence_penalty;
+  if (isSet(req.frequency_penalty, 0)) gc.frequencyPenalty = req.frequency_penalty;
+  Object.assign(gc, responseFormatConfig(req.response_format));
+  if (isSet(req.reasoning_effort)) {
+    const budget = THINKING_BUDGET[String(req.reasoning_effort)];
+    if (budget === undefined) unsupported(LABEL, `\`reasoning_effort\` "${req.reasoning_effort}"`, "send none, minimal, low, medium or high");
+    gc.thinkingConfig = { thinkingBudget: budget };
+  }
+  if (Object.keys(gc).length) body.generationConfig = gc;
+
+  const tools = functionTools(req.tools, LABEL);
+  const choice = toolChoiceOf(req.tool_choice);
+  if (tools.length) {
+    body.tools = [{
+      functionDeclarations: tools.map((t, i) => {
+        const fd: Json = { name: t.name };
+        if (t.description) fd.description = t.description;
+        const params = toGeminiParameters(t.parameters, `tools[${i}].function.parameters`);
+        if (params) fd.parameters = params;
+        return fd;
+      }),
+    }];
+    if (req.parallel_tool_calls === false) unsupported(LABEL, "`parallel_tool_calls: false`", "Gemini cannot limit an answer to one function call; remove it");
+    if (choice) {
+      const fcc: Json =
+        choice.kind === "auto" ? { mode: "AUTO" }
+        : choice.kind === "none" ? { mode: "NONE" }
+        : choice.kind === "required" ? { mode: "ANY" }
+        : { mode: "ANY", allowedFunctionNames: [choice.name] };
+      if (choice.kind === "function" && !tools.some((t) => t.name === choice.name)) throw badRequest(`\`tool_choice\` names "${choice.name}", which is not in \`tools\`.`);
+      body.toolConfig = { functionCallingConfig: fcc };
+    }
+  } else if (choice && choice.kind !== "none" && choice.kind !== "auto") {
+    throw badRequest("`tool_choice` requires `tools`.");
+  }
+  return body;
+}
+
+/** Gemini 1.x and 2.x do not validate thought signatures; later (and unknown) models do. */
+function needsSignatureSkip(model: string): boolean {
+  return !/^(models\/)?gemini-(1|2)(\.|-)/.test(model);
+}
+
+function rejectInexpressible(req: ChatRequest): void {
+  if (isSet(req.logprobs, false)) unsupported(LABEL, "`logprobs`");
+  if (isSet(req.top_logprobs, 0)) unsupported(LABEL, "`top_logprobs`");
+  if (req.logit_bias && Object.keys(req.logit_bias).length) unsupported(LABEL, "`logit_bias`");
+  if (isSet(req.verbosity, "medium")) unsupported(LABEL, "`verbosity`");
+  if (isSet(req.audio) || (Array.isArray(req.modalities) && req.modalities.some((m: unknown) => m !== "text"))) unsupported(LABEL, "Audio output (`modalities` / `audio`)");
+  if (isSet(req.prediction)) unsupported(LABEL, "`prediction`");
+  if (isSet(req.web_search_options)) unsupported(LABEL, "`web_search_options`");
+  if (isSet(req.service_tier, "auto", "default")) unsupported(LABEL, `\`service_tier\` "${req.service_tier}"`, "send \"auto\" or \"default\"");
+  if (isSet(req.functions) || isSet(req.function_call)) unsupported(LABEL, "The legacy `functions` / `function_call` fields", "send `tools` / `tool_choice`");
+}
+
+function responseFormatConfig(rf: unknown): Json {
+  if (rf === undefined || rf === null) return {};
+  if (typeof rf !== "object") throw badRequest("`response_format` must be an object.");
+  const f = rf as Json;
+  if (f.type === "text") return {};
+  if (f.type === "json_object") return { responseMimeType: "application/json" };
+  if (f.type === "json_schema") {
+    const js = f.json_schema;
+    if (!js || typeof js !== "object" || !js.schema || typeof js.schema !== "object") throw badRequest("`response_format.json_schema.schema` is required.");
+    return { responseMimeType: "application/json", responseSchema: toGeminiSchema(js.schema, "response_format.json_schema.schema") };
+  }
+  throw badRequest("`response_format.type` must be \"text\", \"json_object\" or \"json_schema\".");
+}
+
+function convertMessages(messages: Json[], skipSignatures: boolean): { systemInstruction: Json | null; contents: Content[] } {
+  if (!Array.isArray(messages)) throw badRequest("`messages` must be an array.");
+  const system: Json[] = [];
+  const contents: Content[] = [];
+  const callNames = new Map<string, string>();
+  const push = (role: Content["role"], parts: Json[]) => {
+    if (!parts.length) return;
+    const prev = contents[contents.length - 1];
+    if (prev && prev.role === role) prev.parts.push(...parts);
+    else contents.push({ role, parts });
+  };
+
+  messages.forEach((m, i) => {
+    const where = `messages[${i}]`;
+    if (!m || typeof m !== "object") throw badRequest(`${where} must be an object.`);
+    switch (m.role) {
+      case "system":
+      case "developer":
+        for (const p of partsOf(m.content, `${where}.content`)) {
+          if (p.type !== "text") unsupported(LABEL, `A ${p.type} part in a system message (${where})`, "send text only in system messages");
+          if (p.text) system.push({ text: p.text });
+        }
+        break;
+      case "user":
+        push("user", partsOf(m.content, `${where}.content`).map((p, j) => userPart(p, `${where}.content[${j}]`)).filter((p) => p.text !== ""));
+        break;
+      case "assistant": {
+        const parts: Json[] = [];
+        for (const p of partsOf(m.content, `${where}.content`)) {
+          if (p.type === "text" && p.text) parts.push({ text: p.text });
+          else if (p.type === "refusal" && p.refusal) parts.push({ text: p.refusal });
+          else if (p.type !== "text" && p.type !== "refusal") unsupported(LABEL, `A ${p.type} part in an assistant message (${where})`);
+        }
+        if (Array.isArray(m.tool_calls)) {
+          m.tool_calls.forEach((tc: Json, j: number) => {
+            const w = `${where}.tool_calls[${j}]`;
+            if (!tc || tc.type !== "function" || !tc.function?.name || !tc.id) throw badRequest(`${w} must be {id, type: "function", function: {name, arguments}}.`);
+            callNames.set(tc.id, tc.function.name);
+            const part: Json = { functionCall: { name: tc.function.name, args: parseArguments(tc.function.arguments, `${w}.function.arguments`) } };
+            // Only the first call of a step carries a signature (parallel calls share it).
+            if (skipSignatures && j === 0) part.thoughtSignature = SKIP_THOUGHT_SIGNATURE;
+            parts.push(part);
+          });
+        }
+        push("model", parts);
+        break;
+      }
+      case "tool": {
+        if (typeof m.tool_call_id !== "string" || !m.tool_call_id) throw badRequest(`${where}.tool_call_id is required on tool messages.`);
+        const name = callNames.get(m.tool_call_id) ?? (typeof m.name === "string" ? m.name : undefined);
+        if (!name) throw badRequest(`${where}.tool_call_id "${m.tool_call_id}" answers no earlier assistant tool call; Gemini needs the function's name.`);
+        const parts = partsOf(m.content, `${where}.content`);
+        if (parts.some((p) => p.type !== "text")) unsupported(LABEL, `A non-text tool result (${where})`, "send the tool result as text");
+        push("user", [{ functionResponse: { name, response: toolResponse(parts.map((p) => p.text ?? "").join("")) } }]);
+        break;
+      }
+      case "function":
+        unsupported(LABEL, `The legacy "function" role (${where})`, "send tool messages with tool_call_id");
+      // eslint-disable-next-line no-fallthrough
+      default:
+        throw badRequest(`${where}.role must be system, developer, user, assistant or tool.`);
+    }
+  });
+  if (!contents.length) unsupported(LABEL, "A request without user or assistant messages", "add a user message");
+  return { systemInstruction: system.length ? { parts: system } : null, contents };
+}
+
+/** A tool result is a string in chat; Gemini wants an object: a JSON object result is sent as is, anything else under `output`. */
+function toolResponse(text: string): Json {
+  try {
+    const v = JSON.parse(text);
+    if (v && typeof v === "object" && !Array.isArray(v)) return v;
+  } catch { /* not JSON: plain text */ }
+  return { output: text };
+}
+
+const MIME_BY_EXT: Record<string, string> = {
+  png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", gif: "image/gif", webp: "image/webp", heic: "image/heic", heif: "image/heif", pdf: "application/pdf",
+};
+
+function userPart(p: ChatPart, where: string): Json {
+  switch (p.type) {
+    case "text":
+      return { text: typeof p.text === "string" ? p.text : "" };
+    case "image_url": {
+      const url = typeof p.image_url === "string" ? p.image_url : p.image_url?.url;
+      if (typeof url !== "string" || !url) throw badRequest(`${where}.image_url.url is required.`);
+      const data = parseDataUrl(url);
+      if (data) return { inlineData: { mimeType: data.mediaType, data: data.data } };
+      if (!/^https?:\/\//i.test(url)) throw badRequest(`${where}.image_url.url must be an http(s) URL or a base64 data URL.`);
+      const ext = /\.([a-z0-9]+)(?:[?#]|$)/i.exec(new URL(url).pathname)?.[1]?.toLowerCase();
+      return { fileData: { mimeType: (ext && MIME_BY_EXT[ext]) || "image/jpeg", fileUri: url } };
+    }
+    case "input_audio": {
+      const a = p.input_audio ?? {};
+      if (typeof a.data !== "string" || typeof a.format !== "string") throw badRequest(`${where}.input_audio needs data and format.`);
+      return { inlineData: { mimeType: a.format === "mp3" ? "audio/mp3" : `audio/${a.format}`, data: a.data } };
+    }
+    case "file": {
+      const f = p.file ?? {};
+      if (f.file_id) unsupported(LABEL, `A file referenced by file_id (${where})`, "send the file inline as file_data");
+      const data = typeof f.file_data === "string" ? parseDataUrl(f.file_data) : null;
+      if (!data) throw badRequest(`${where}.file.file_data must be a base64 data URL.`);
+      return { inlineData: { mimeType: data.mediaType, data: data.data } };
+    }
+    default:
+      return unsupported(LABEL, `A content part of type ${JSON.stringify(p.type)} (${where})`);
+  }
+}

@@ -1,0 +1,139 @@
+// Chat pivot → a Responses request, for lanes that speak only Responses (the `sub` lane):
+// this is how /v1/chat/completions works there.
+//
+// Leading system/developer messages become `instructions`; later ones stay in place as
+// developer messages. Assistant tool calls become function_call items, tool messages
+// function_call_output items. The request is stateless (`store: false`), like a chat call.
+import { badRequest } from "../../errors.ts";
+import { functionTools, isSet, maxTokensOf, partsOf, stopList, textOf, toolChoiceOf, unsupported, type ChatPart } from "../pivot.ts";
+import type { ChatRequest, Json } from "../types.ts";
+
+const LABEL = "Responses";
+
+export function encodeResponsesRequest(req: ChatRequest, opts: { model: string; stream: boolean }): Json {
+  rejectInexpressible(req);
+  const { instructions, input } = convertMessages(req.messages);
+  const body: Json = { model: opts.model, input, store: false };
+  if (instructions) body.instructions = instructions;
+  if (opts.stream) body.stream = true;
+  const max = maxTokensOf(req);
+  if (max !== null) body.max_output_tokens = max;
+  for (const k of ["temperature", "top_p", "parallel_tool_calls", "user", "safety_identifier", "prompt_cache_key", "service_tier", "metadata"] as const) {
+    if (isSet(req[k])) body[k] = req[k];
+  }
+  if (isSet(req.reasoning_effort)) body.reasoning = { effort: req.reasoning_effort };
+  const text: Json = {};
+  const format = formatOf(req.response_format);
+  if (format) text.format = format;
+  if (isSet(req.verbosity)) text.verbosity = req.verbosity;
+  if (Object.keys(text).length) body.text = text;
+
+  const tools = functionTools(req.tools, LABEL).map((t) => {
+    const tool: Json = { type: "function", name: t.name, parameters: t.parameters ?? { type: "object", properties: {} } };
+    if (t.description !== undefined) tool.description = t.description;
+    // Responses makes function tools strict unless told otherwise; chat does the opposite.
+    tool.strict = t.strict ?? false;
+    return tool;
+  });
+  if (tools.length) body.tools = tools;
+  const choice = toolChoiceOf(req.tool_choice);
+  if (choice) body.tool_choice = choice.kind === "function" ? { type: "function", name: choice.name } : choice.kind;
+  return body;
+}
+
+function rejectInexpressible(req: ChatRequest): void {
+  if (stopList(req.stop).length) unsupported(LABEL, "`stop` sequences", "remove `stop`");
+  if (isSet(req.n, 1)) unsupported(LABEL, "`n` > 1 (several choices)", "send n = 1 and repeat the request");
+  if (isSet(req.logprobs, false)) unsupported(LABEL, "`logprobs`");
+  if (isSet(req.top_logprobs, 0)) unsupported(LABEL, "`top_logprobs`");
+  if (req.logit_bias && Object.keys(req.logit_bias).length) unsupported(LABEL, "`logit_bias`");
+  if (isSet(req.presence_penalty, 0)) unsupported(LABEL, "`presence_penalty`");
+  if (isSet(req.frequency_penalty, 0)) unsupported(LABEL, "`frequency_penalty`");
+  if (isSet(req.audio) || (Array.isArray(req.modalities) && req.modalities.some((m: unknown) => m !== "text"))) unsupported(LABEL, "Audio output (`modalities` / `audio`)");
+  if (isSet(req.prediction)) unsupported(LABEL, "`prediction`");
+  if (isSet(req.web_search_options)) unsupported(LABEL, "`web_search_options`");
+  if (isSet(req.functions) || isSet(req.function_call)) unsupported(LABEL, "The legacy `functions` / `function_call` fields", "send `tools` / `tool_choice`");
+}
+
+function formatOf(rf: unknown): Json | null {
+  if (rf === undefined || rf === null) return null;
+  if (typeof rf !== "object") throw badRequest("`response_format` must be an object.");
+  const f = rf as Json;
+  if (f.type === "text") return null;
+  if (f.type === "json_object") return { type: "json_object" };
+  if (f.type === "json_schema") {
+    const js = f.json_schema;
+    if (!js || typeof js !== "object" || !js.schema) throw badRequest("`response_format.json_schema.schema` is required.");
+    const out: Json = { type: "json_schema", name: js.name ?? "response", schema: js.schema };
+    if (js.strict !== undefined) out.strict = js.strict;
+    if (js.description !== undefined) out.description = js.description;
+    return out;
+  }
+  throw badRequest("`response_format.type` must be \"text\", \"json_object\" or \"json_schema\".");
+}
+
+function convertMessages(messages: Json[]): { instructions: string; input: Json[] } {
+  if (!Array.isArray(messages)) throw badRequest("`messages` must be an array.");
+  const instructions: string[] = [];
+  const input: Json[] = [];
+  messages.forEach((m, i) => {
+    const where = `messages[${i}]`;
+    if (!m || typeof m !== "object") throw badRequest(`${where} must be an object.`);
+    switch (m.role) {
+      case "system":
+      case "developer": {
+        const text = textOf(m.content);
+        if (!input.length) { if (text) instructions.push(text); }
+        else input.push({ type: "message", role: "developer", content: [{ type: "input_text", text }] });
+        break;
+      }
+      case "user":
+        input.push({ type: "message", role: "user", content: partsOf(m.content, `${where}.content`).map((p, j) => inputPart(p, `${where}.content[${j}]`)) });
+        break;
+      case "assistant": {
+        const parts = partsOf(m.content, `${where}.content`);
+        const text = parts.filter((p) => p.type === "text").map((p) => p.text ?? "").join("");
+        if (parts.some((p) => p.type !== "text" && p.type !== "refusal")) unsupported(LABEL, `A non-text part in an assistant message (${where})`);
+        if (text) input.push({ type: "message", role: "assistant", content: [{ type: "output_text", text, annotations: [] }] });
+        for (const [j, tc] of (Array.isArray(m.tool_calls) ? m.tool_calls : []).entries()) {
+          if (!tc || tc.type !== "function" || !tc.function?.name || !tc.id) throw badRequest(`${where}.tool_calls[${j}] must be {id, type: "function", function: {name, arguments}}.`);
+          input.push({ type: "function_call", call_id: tc.id, name: tc.function.name, arguments: typeof tc.function.arguments === "string" ? tc.function.arguments : JSON.stringify(tc.function.arguments ?? {}) });
+        }
+        break;
+      }
+      case "tool":
+        if (typeof m.tool_call_id !== "string" || !m.tool_call_id) throw badRequest(`${where}.tool_call_id is required on tool messages.`);
+        input.push({ type: "function_call_output", call_id: m.tool_call_id, output: textOf(m.content) });
+        break;
+      case "function":
+        unsupported(LABEL, `The legacy "function" role (${where})`, "send tool messages with tool_call_id");
+      // eslint-disable-next-line no-fallthrough
+      default:
+        throw badRequest(`${where}.role must be system, developer, user, assistant or tool.`);
+    }
+  });
+  return { instructions: instructions.join("\n\n"), input };
+}
+
+function inputPart(p: ChatPart, where: string): Json {
+  switch (p.type) {
+    case "text":
+      return { type: "input_text", text: typeof p.text === "string" ? p.text : "" };
+    case "image_url": {
+      const url = typeof p.image_url === "string" ? p.image_url : p.image_url?.url;
+      if (typeof url !== "string" || !url) throw badRequest(`${where}.image_url.url is required.`);
+      return { type: "input_image", image_url: url, detail: p.image_url?.detail ?? "auto" };
+    }
+    case "file": {
+      const f = p.file ?? {};
+      const out: Json = { type: "input_file" };
+      if (f.file_id) out.file_id = f.file_id;
+      if (f.file_data) out.file_data = f.file_data;
+      if (f.filename) out.filename = f.filename;
+      if (!out.file_id && !out.file_data) throw badRequest(`${where}.file needs file_id or file_data.`);
+      return out;
+    }
+    default:
+      return unsupported(LABEL, `A content part of type ${JSON.stringify(p.type)} (${where})`);
+  }
+}

@@ -1,0 +1,70 @@
+// A chat completion → a Response object (the answer of POST /v1/responses).
+import { randomToken } from "../../lib/crypto.ts";
+import { usageFromChat } from "../pivot.ts";
+import type { Json, Usage } from "../types.ts";
+import { responsesUsage } from "./usage.ts";
+
+export const newResponseId = () => `resp_${randomToken(32)}`;
+export const newMessageItemId = () => `msg_${randomToken(32)}`;
+export const newFunctionItemId = () => `fc_${randomToken(32)}`;
+
+/** chat finish_reason → Response status and incomplete_details. */
+export function statusOf(finishReason: string | null | undefined): { status: "completed" | "incomplete"; incomplete_details: Json | null } {
+  if (finishReason === "length") return { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } };
+  if (finishReason === "content_filter") return { status: "incomplete", incomplete_details: { reason: "content_filter" } };
+  return { status: "completed", incomplete_details: null };
+}
+
+/** The request-echo fields every Response object carries. */
+export function responseSkeleton(request: Json, id: string, model: string, createdAt: number): Json {
+  return {
+    id,
+    object: "response",
+    created_at: createdAt,
+    status: "in_progress",
+    background: false,
+    error: null,
+    incomplete_details: null,
+    instructions: request.instructions ?? null,
+    max_output_tokens: request.max_output_tokens ?? null,
+    max_tool_calls: null,
+    model,
+    output: [],
+    parallel_tool_calls: request.parallel_tool_calls ?? true,
+    previous_response_id: null,
+    reasoning: { effort: request.reasoning?.effort ?? null, summary: null },
+    service_tier: request.service_tier ?? "default",
+    store: false,
+    temperature: request.temperature ?? 1,
+    text: { format: request.text?.format ?? { type: "text" }, ...(request.text?.verbosity ? { verbosity: request.text.verbosity } : {}) },
+    tool_choice: request.tool_choice ?? "auto",
+    tools: Array.isArray(request.tools) ? request.tools : [],
+    top_p: request.top_p ?? 1,
+    truncation: request.truncation ?? "disabled",
+    usage: null,
+    user: request.user ?? null,
+    metadata: request.metadata ?? {},
+  };
+}
+
+export const outputTextPart = (text: string): Json => ({ type: "output_text", text, annotations: [], logprobs: [] });
+
+export function responsesFromPivot(completion: Json, usage: Usage | null, request: Json): Json {
+  const choice = Array.isArray(completion.choices) ? completion.choices[0] : undefined;
+  const message = choice?.message ?? {};
+  const created = typeof completion.created === "number" ? completion.created : Math.floor(Date.now() / 1000);
+  const r = responseSkeleton(request, newResponseId(), typeof completion.model === "string" ? completion.model : request.model, created);
+  const output: Json[] = [];
+  const content: Json[] = [];
+  if (typeof message.content === "string" && message.content) content.push(outputTextPart(message.content));
+  if (typeof message.refusal === "string" && message.refusal) content.push({ type: "refusal", refusal: message.refusal });
+  if (content.length) output.push({ id: newMessageItemId(), type: "message", status: "completed", role: "assistant", content });
+  for (const tc of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
+    output.push({ id: newFunctionItemId(), type: "function_call", status: "completed", arguments: tc.function?.arguments ?? "", call_id: tc.id, name: tc.function?.name });
+  }
+  Object.assign(r, statusOf(choice?.finish_reason));
+  r.output = output;
+  const u = usage ?? usageFromChat(completion.usage);
+  r.usage = u ? responsesUsage(u) : null;
+  return r;
+}

@@ -1,0 +1,160 @@
+// chat.completion.chunk objects → the Responses event stream.
+//
+// response.created, response.in_progress; then per output item: response.output_item.added,
+// (message) response.content_part.added + response.output_text.delta…, (function call)
+// response.function_call_arguments.delta…; at the end each open item is closed in order
+// (output_text.done, content_part.done / function_call_arguments.done, output_item.done) and
+// response.completed (or response.incomplete) carries the final Response with usage.
+// Every event has `type` and an increasing `sequence_number`, framed with an `event:` line.
+import { writeSseJson } from "../sse.ts";
+import type { ChunkEncoder, Json, Usage } from "../types.ts";
+import { newFunctionItemId, newMessageItemId, newResponseId, outputTextPart, responseSkeleton, statusOf } from "./from-pivot.ts";
+import { responsesUsage } from "./usage.ts";
+
+interface MessageItem {
+  kind: "message";
+  id: string;
+  outputIndex: number;
+  text: string;
+  refusal: string;
+  /** content_index of the output_text / refusal part once opened. */
+  textPart: number | null;
+  refusalPart: number | null;
+}
+interface CallItem {
+  kind: "call";
+  id: string;
+  outputIndex: number;
+  callId: string;
+  name: string;
+  arguments: string;
+}
+
+export function responsesStreamEncoder(request: Json): ChunkEncoder {
+  let seq = 0;
+  let response: Json | null = null;
+  let finishReason: string | null = null;
+  let closed = false;
+  const items: (MessageItem | CallItem)[] = [];
+  let message: MessageItem | null = null;
+  const calls = new Map<number, CallItem>();
+
+  const emit = (type: string, fields: Json): string => writeSseJson({ type, sequence_number: seq++, ...fields });
+
+  const open = (chunk: Json | null): string => {
+    if (response) return "";
+    const created = typeof chunk?.created === "number" ? chunk.created : Math.floor(Date.now() / 1000);
+    response = responseSkeleton(request, newResponseId(), typeof chunk?.model === "string" ? chunk.model : String(request.model ?? ""), created);
+    return emit("response.created", { response: { ...response } }) + emit("response.in_progress", { response: { ...response } });
+  };
+
+  const ensureMessage = (): string => {
+    if (message) return "";
+    message = { kind: "message", id: newMessageItemId(), outputIndex: items.length, text: "", refusal: "", textPart: null, refusalPart: null };
+    items.push(message);
+    return emit("response.output_item.added", { output_index: message.outputIndex, item: { id: message.id, type: "message", status: "in_progress", role: "assistant", content: [] } });
+  };
+  const partCount = (m: MessageItem) => (m.textPart !== null ? 1 : 0) + (m.refusalPart !== null ? 1 : 0);
+
+  const text = (delta: string): string => {
+    let s = ensureMessage();
+    const m = message!;
+    if (m.textPart === null) {
+      m.textPart = partCount(m);
+      s += emit("response.content_part.added", { item_id: m.id, output_index: m.outputIndex, content_index: m.textPart, part: outputTextPart("") });
+    }
+    m.text += delta;
+    return s + emit("response.output_text.delta", { item_id: m.id, output_index: m.outputIndex, content_index: m.textPart, delta, logprobs: [] });
+  };
+  const refusal = (delta: string): string => {
+    let s = ensureMessage();
+    const m = message!;
+    if (m.refusalPart === null) {
+      m.refusalPart = partCount(m);
+      s += emit("response.content_part.added", { item_id: m.id, output_index: m.outputIndex, content_index: m.refusalPart, part: { type: "refusal", refusal: "" } });
+    }
+    m.refusal += delta;
+    return s + emit("response.refusal.delta", { item_id: m.id, output_index: m.outputIndex, content_index: m.refusalPart, delta });
+  };
+  const toolCall = (tc: Json): string => {
+    const index = typeof tc.index === "number" ? tc.index : 0;
+    let s = "";
+    let c = calls.get(index);
+    if (!c) {
+      c = { kind: "call", id: newFunctionItemId(), outputIndex: items.length, callId: String(tc.id ?? ""), name: String(tc.function?.name ?? ""), arguments: "" };
+      calls.set(index, c);
+      items.push(c);
+      s += emit("response.output_item.added", { output_index: c.outputIndex, item: { id: c.id, type: "function_call", status: "in_progress", arguments: "", call_id: c.callId, name: c.name } });
+    }
+    const delta = tc.function?.arguments;
+    if (typeof delta === "string" && delta) {
+      c.arguments += delta;
+      s += emit("response.function_call_arguments.delta", { item_id: c.id, output_index: c.outputIndex, delta });
+    }
+    return s;
+  };
+
+  const messageContent = (m: MessageItem): Json[] => {
+    const parts: Json[] = [];
+    if (m.textPart !== null) parts[m.textPart] = outputTextPart(m.text);
+    if (m.refusalPart !== null) parts[m.refusalPart] = { type: "refusal", refusal: m.refusal };
+    return parts;
+  };
+  const doneItem = (it: MessageItem | CallItem): Json =>
+    it.kind === "message"
+      ? { id: it.id, type: "message", status: "completed", role: "assistant", content: messageContent(it) }
+      : { id: it.id, type: "function_call", status: "completed", arguments: it.arguments, call_id: it.callId, name: it.name };
+
+  const closeItems = (): string => {
+    let s = "";
+    for (const it of items) {
+      if (it.kind === "message") {
+        if (it.textPart !== null) {
+          s += emit("response.output_text.done", { item_id: it.id, output_index: it.outputIndex, content_index: it.textPart, text: it.text, logprobs: [] });
+          s += emit("response.content_part.done", { item_id: it.id, output_index: it.outputIndex, content_index: it.textPart, part: outputTextPart(it.text) });
+        }
+        if (it.refusalPart !== null) {
+          s += emit("response.refusal.done", { item_id: it.id, output_index: it.outputIndex, content_index: it.refusalPart, refusal: it.refusal });
+          s += emit("response.content_part.done", { item_id: it.id, output_index: it.outputIndex, content_index: it.refusalPart, part: { type: "refusal", refusal: it.refusal } });
+        }
+      } else {
+        s += emit("response.function_call_arguments.done", { item_id: it.id, output_index: it.outputIndex, name: it.name, arguments: it.arguments });
+      }
+      s += emit("response.output_item.done", { output_index: it.outputIndex, item: doneItem(it) });
+    }
+    return s;
+  };
+
+  return {
+    push(chunk: Json): string {
+      if (closed) return "";
+      let s = open(chunk);
+      const choice = Array.isArray(chunk.choices) ? chunk.choices.find((c: Json) => (c?.index ?? 0) === 0) : undefined;
+      if (!choice) return s; // a usage-only chunk: usage arrives through end()
+      const d = choice.delta ?? {};
+      if (typeof d.content === "string" && d.content) s += text(d.content);
+      if (typeof d.refusal === "string" && d.refusal) s += refusal(d.refusal);
+      if (Array.isArray(d.tool_calls)) for (const tc of d.tool_calls) s += toolCall(tc);
+      if (typeof choice.finish_reason === "string") finishReason = choice.finish_reason;
+      return s;
+    },
+    end(usage: Usage | null): string {
+      if (closed) return "";
+      closed = true;
+      let s = open(null) + closeItems();
+      const { status, incomplete_details } = statusOf(finishReason);
+      const final = { ...response!, status, incomplete_details, output: items.map(doneItem), usage: usage ? responsesUsage(usage) : null };
+      s += emit(status === "completed" ? "response.completed" : "response.incomplete", { response: final });
+      return s;
+    },
+    error(messageText: string): string {
+      if (closed) return "";
+      closed = true;
+      let s = open(null);
+      s += emit("error", { code: "upstream_error", message: messageText, param: null });
+      const failed = { ...response!, status: "failed", error: { code: "server_error", message: messageText }, output: items.map(doneItem) };
+      s += emit("response.failed", { response: failed });
+      return s;
+    },
+  };
+}

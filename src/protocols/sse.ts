@@ -1,0 +1,106 @@
+// Server-sent events for the translation path: bytes → text → lines → events, and back.
+// The pass-through hot path never comes here; only a stream whose protocol is translated does.
+//
+// Layers, as in openai-node: a streaming TextDecoder turns bytes into text (a chunk that ends
+// inside a multi-byte UTF-8 character keeps its tail for the next chunk), eventsource-parser
+// turns text into events (it holds back a trailing `\r` until it knows whether `\n` follows, so
+// a chunk split inside `\r\n\r\n` is one terminator, not two), and JSON parsing is left to the
+// codec that knows what the data means.
+import { createParser, type EventSourceParser } from "eventsource-parser";
+import type { SseEvent } from "./types.ts";
+
+/** Incremental SSE decoder: feed byte (or text) chunks, get the events they complete. */
+export interface SseDecoder {
+  push(chunk: Uint8Array | string): SseEvent[];
+  /** End of input: dispatches an event whose last line was complete but lacked the blank line; drops a cut-off line. */
+  end(): SseEvent[];
+}
+
+export function createSseDecoder(): SseDecoder {
+  const text = new TextDecoder("utf-8");
+  let out: SseEvent[] = [];
+  // Last character fed: tells end() whether the input stopped at a line boundary.
+  let last = "";
+  const parser: EventSourceParser = createParser({
+    onEvent(ev) {
+      const e: SseEvent = { data: ev.data };
+      if (ev.event !== undefined) e.event = ev.event;
+      if (ev.id !== undefined) e.id = ev.id;
+      out.push(e);
+    },
+  });
+  const feed = (s: string) => {
+    if (s.length === 0) return;
+    last = s[s.length - 1]!;
+    parser.feed(s);
+  };
+  const take = () => {
+    const r = out;
+    out = [];
+    return r;
+  };
+  return {
+    push(chunk) {
+      feed(typeof chunk === "string" ? chunk : text.decode(chunk, { stream: true }));
+      return take();
+    },
+    end() {
+      // Flush a dangling partial character (becomes U+FFFD, as any decoder would).
+      feed(text.decode());
+      // A complete last line without the closing blank line still makes an event (some upstreams
+      // end that way); a line cut off mid-way is a truncated stream and is dropped.
+      if (last === "\n") parser.feed("\n");
+      else if (last === "\r") parser.feed("\n\n");
+      last = "";
+      return take();
+    },
+  };
+}
+
+/** TransformStream of upstream bytes into SSE events. */
+export function sseEventStream(): TransformStream<Uint8Array | string, SseEvent> {
+  const dec = createSseDecoder();
+  return new TransformStream({
+    transform(chunk, controller) {
+      for (const ev of dec.push(chunk)) controller.enqueue(ev);
+    },
+    flush(controller) {
+      for (const ev of dec.end()) controller.enqueue(ev);
+    },
+  });
+}
+
+/** Reads a whole SSE body into events (tests and small bodies). */
+export async function readSseEvents(body: ReadableStream<Uint8Array>): Promise<SseEvent[]> {
+  const dec = createSseDecoder();
+  const events: SseEvent[] = [];
+  for await (const chunk of body) events.push(...dec.push(chunk));
+  events.push(...dec.end());
+  return events;
+}
+
+const LINE_BREAK = /[\r\n]/;
+
+/**
+ * One SSE event as text. `event` and `id` must not contain CR or LF (a line break there would
+ * let a value inject fields or whole events), so they throw; `data` may span lines and is
+ * written as one `data:` line per line, which a parser joins back with `\n`.
+ */
+export function writeSse(ev: SseEvent): string {
+  let s = "";
+  if (ev.event !== undefined) {
+    if (LINE_BREAK.test(ev.event)) throw new TypeError("SSE event name must not contain CR or LF");
+    s += `event: ${ev.event}\n`;
+  }
+  if (ev.id !== undefined) {
+    if (LINE_BREAK.test(ev.id)) throw new TypeError("SSE id must not contain CR or LF");
+    s += `id: ${ev.id}\n`;
+  }
+  for (const line of ev.data.split(/\r\n|\r|\n/)) s += `data: ${line}\n`;
+  return s + "\n";
+}
+
+/** `event: <type>` + `data: <json>`: the framing of Anthropic and Responses streams. */
+export function writeSseJson(data: { type?: unknown } & Record<string, unknown>, event?: string): string {
+  return writeSse({ event: event ?? (typeof data.type === "string" ? data.type : undefined), data: JSON.stringify(data) });
+}
