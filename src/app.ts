@@ -7,6 +7,7 @@ import { healthRoutes } from "./http/health.ts";
 import { signupRoutes } from "./signup/index.ts";
 import { managementRoutes } from "./management/index.ts";
 import { relayRoutes } from "./relay/routes.ts";
+import { metricsRoutes } from "./metrics/routes.ts";
 
 export function buildApp(ctx: Ctx): Elysia {
   const app = new Elysia();
@@ -14,6 +15,7 @@ export function buildApp(ctx: Ctx): Elysia {
   managementRoutes(ctx, app);
   signupRoutes(ctx, app);
   healthRoutes(ctx, app);
+  metricsRoutes(ctx, app);
   app.onError(({ code, path }) => {
     if (code === "NOT_FOUND") {
       const nested = path.startsWith("/v1/") && !path.startsWith("/v1/organizations");

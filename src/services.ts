@@ -5,9 +5,11 @@ import type { Job } from "./jobs/job.ts";
 import { createMailer } from "./mail/mailer.ts";
 import { accountExpiryJob } from "./jobs/account-expiry.ts";
 import { bridgeHealthJob } from "./jobs/bridge-health.ts";
+import { installMetrics } from "./metrics/index.ts";
 
 export async function startServices(ctx: Ctx): Promise<Job[]> {
   const jobs: Job[] = [];
+  installMetrics(ctx);
   const mailer = createMailer(ctx.config, ctx.log);
   ctx.services.mailer = mailer;
   ctx.onShutdown(() => mailer.close());
