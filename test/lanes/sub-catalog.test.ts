@@ -50,6 +50,12 @@ describe("per-lane settings on the Responses body", () => {
     expect(body.service_tier).toBe("priority");
   });
 
+  test("reasoning_effort max is sent as the protocol's top effort, xhigh", () => {
+    const body: Record<string, any> = { model: "m", input: "x" };
+    applySubSettings(body, lane({ reasoning_effort: "max" }));
+    expect(body.reasoning).toEqual({ effort: "xhigh" });
+  });
+
   test("a lane without settings leaves the client's values alone", () => {
     const body: Record<string, any> = { model: "m", input: "x", reasoning: { effort: "low" }, service_tier: "default" };
     applySubSettings(body, lane({}));

@@ -5,7 +5,7 @@
 // Seat traffic: priced, excluded from a key's budget while budget_excludes_seats.
 import type { Json, WireProtocol } from "../../protocols/types.ts";
 import type { ProviderAdapter, ResolvedLane, UpstreamCall } from "../types.ts";
-import { resolveSubModel } from "./catalog.ts";
+import { liveCatalog, resolveSubModel } from "./catalog.ts";
 import { subFetch, subUrl } from "./client.ts";
 import { applySubSettings } from "./settings.ts";
 
@@ -31,8 +31,16 @@ export const subAdapter: ProviderAdapter = {
   kind: "sub",
   protocols: ["responses"] as const,
   seat: true,
+  // The subscription serves OpenAI's models: seat traffic is priced from their catalog entries.
+  pricingId: "openai",
 
   unavailable: (lane) => subUnavailable(lane),
+
+  /** GET /v1/models: the session's live catalog (ids). */
+  async models(ctx, lane) {
+    if (subUnavailable(lane) !== null) return [];
+    return (await liveCatalog(ctx, lane.subSession!.id)).map((e) => e.id);
+  },
 
   applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol) {
     if (protocol === "responses") applySubSettings(body, lane);
