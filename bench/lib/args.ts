@@ -1,0 +1,54 @@
+// Command-line options of the benchmark runner.
+import { SCENARIOS } from "./scenarios.ts";
+
+export interface RunOptions {
+  mode: "full" | "smoke" | "soak";
+  rounds: number;
+  segmentS: number;
+  warmupS: number;
+  pattern: "ABBA" | "AB";
+  soakS: number;
+  only: string[] | null;
+  strict: boolean;
+  logLevel: string;
+}
+
+const HELP = `npm run bench [-- options]
+  (default)         every scenario, 3 rounds of A B B A, 4 s segments, a 60 s soak (~8 min)
+  --smoke           every scenario once (A B, 1 s each) and a 3 s soak: proves the runner works (CI)
+  --soak            idle memory, then 500 concurrent streams for 10 minutes, watching RSS
+  --rounds N        rounds of A B B A (default 3)
+  --segment S       seconds per segment (default 4)
+  --soak-seconds S  soak length (default 60; 600 with --soak; 0 = none)
+  --only a,b        only these scenarios: ${SCENARIOS.map((s) => s.id).join(", ")}
+  --log-level L     the gateway's LOG_LEVEL (default info, as deployed)
+  --strict          exit 1 when a timing target is missed (default: only on errors)`;
+
+export function parseArgs(argv: string[]): RunOptions {
+  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info" };
+  const num = (i: number, name: string) => {
+    const v = Number(argv[i + 1]);
+    if (!Number.isFinite(v) || v < 0) throw new Error(`${name} needs a number`);
+    return v;
+  };
+  let soakS: number | null = null;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--smoke") Object.assign(o, { mode: "smoke", rounds: 1, segmentS: 1, warmupS: 0.5, pattern: "AB", soakS: 3 });
+    else if (a === "--soak") Object.assign(o, { mode: "soak", soakS: 600 });
+    else if (a === "--rounds") o.rounds = Math.max(1, Math.round(num(i++, a)));
+    else if (a === "--segment") o.segmentS = num(i++, a);
+    else if (a === "--soak-seconds") soakS = num(i++, a);
+    else if (a === "--only") o.only = (argv[++i] ?? "").split(",").filter(Boolean);
+    else if (a === "--log-level") o.logLevel = argv[++i] ?? "info";
+    else if (a === "--strict") o.strict = true;
+    else if (a === "--help" || a === "-h") {
+      console.log(HELP);
+      process.exit(0);
+    } else throw new Error(`unknown option ${a}\n${HELP}`);
+  }
+  if (soakS !== null) o.soakS = soakS;
+  const unknown = o.only?.filter((id) => !SCENARIOS.some((s) => s.id === id)) ?? [];
+  if (unknown.length) throw new Error(`unknown scenario(s): ${unknown.join(", ")}`);
+  return o;
+}

@@ -1,0 +1,274 @@
+// Turns measured segments into per-scenario figures (medians over rounds), target verdicts, and the
+// markdown table + JSON the runner writes to bench/results/.
+import type { LoadResult } from "./http-load.ts";
+import { median, percentile, Samples } from "./stats.ts";
+import type { Side } from "./scenarios.ts";
+
+export interface Segment {
+  scenario: string;
+  round: number;
+  side: Side;
+  result: LoadResult;
+  /** Gateway CPU time over the segment (gateway side only), µs. */
+  gatewayCpuUs?: number;
+  /** Mock upstream CPU time over the segment, µs. */
+  mockCpuUs?: number;
+  rssKb?: number;
+  hwmKb?: number;
+}
+
+export interface SideFigures {
+  ok: number;
+  errors: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  ttfbP50?: number;
+  ttfbP99?: number;
+  gapP50?: number;
+  gapP99?: number;
+  coalescedPct?: number;
+}
+
+export interface ScenarioFigures {
+  id: string;
+  title: string;
+  note: string;
+  rounds: number;
+  direct: SideFigures;
+  gateway: SideFigures;
+  addedP50Ms: number;
+  addedP99Ms: number;
+  addedTtfbP50Ms?: number;
+  addedGapP50Ms?: number;
+  gatewayCpuUsPerReq: number;
+  mockCpuUsPerReq: number;
+  rssEndMb: number;
+  peakRssMb: number;
+  errors: number;
+  errorSamples: string[];
+}
+
+function pooled(segs: Segment[]): SideFigures {
+  const lat = new Samples();
+  const ttfb = new Samples();
+  const gap = new Samples();
+  let ok = 0, errors = 0, elapsed = 0, coalesced = 0, events = 0;
+  for (const s of segs) {
+    const r = s.result;
+    lat.merge(r.latencyMs);
+    if (r.ttfbMs) ttfb.merge(r.ttfbMs);
+    if (r.gapMs) gap.merge(r.gapMs);
+    ok += r.ok;
+    errors += r.errors;
+    elapsed += r.elapsedS;
+    coalesced += r.coalesced ?? 0;
+    events += r.events ?? 0;
+  }
+  const l = lat.sorted();
+  const out: SideFigures = { ok, errors, rps: elapsed ? ok / elapsed : 0, p50: percentile(l, 50), p99: percentile(l, 99) };
+  if (ttfb.length) {
+    const t = ttfb.sorted();
+    out.ttfbP50 = percentile(t, 50);
+    out.ttfbP99 = percentile(t, 99);
+  }
+  if (gap.length) {
+    const g = gap.sorted();
+    out.gapP50 = percentile(g, 50);
+    out.gapP99 = percentile(g, 99);
+    out.coalescedPct = events ? (100 * coalesced) / events : 0;
+  }
+  return out;
+}
+
+const med = <T>(rows: T[], f: (r: T) => number | undefined) => {
+  const v = rows.map(f).filter((x): x is number => x !== undefined && Number.isFinite(x));
+  return v.length ? median(v) : undefined;
+};
+
+function medianSide(rows: SideFigures[]): SideFigures {
+  const out: SideFigures = {
+    ok: rows.reduce((a, r) => a + r.ok, 0),
+    errors: rows.reduce((a, r) => a + r.errors, 0),
+    rps: med(rows, (r) => r.rps) ?? 0,
+    p50: med(rows, (r) => r.p50) ?? NaN,
+    p99: med(rows, (r) => r.p99) ?? NaN,
+  };
+  for (const k of ["ttfbP50", "ttfbP99", "gapP50", "gapP99", "coalescedPct"] as const) {
+    const v = med(rows, (r) => r[k]);
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
+}
+
+export function figuresFor(id: string, title: string, note: string, segs: Segment[]): ScenarioFigures {
+  const rounds = [...new Set(segs.map((s) => s.round))].sort((a, b) => a - b);
+  const perRound = rounds.map((round) => {
+    const a = segs.filter((s) => s.round === round && s.side === "direct");
+    const b = segs.filter((s) => s.round === round && s.side === "gateway");
+    const direct = pooled(a);
+    const gateway = pooled(b);
+    const gwOk = gateway.ok || 1;
+    const cpu = b.reduce((x, s) => x + (s.gatewayCpuUs ?? 0), 0) / gwOk;
+    const mockCpu = a.reduce((x, s) => x + (s.mockCpuUs ?? 0), 0) / (direct.ok || 1);
+    return {
+      direct, gateway,
+      addedP50: gateway.p50 - direct.p50,
+      addedP99: gateway.p99 - direct.p99,
+      addedTtfb: gateway.ttfbP50 !== undefined && direct.ttfbP50 !== undefined ? gateway.ttfbP50 - direct.ttfbP50 : undefined,
+      addedGap: gateway.gapP50 !== undefined && direct.gapP50 !== undefined ? gateway.gapP50 - direct.gapP50 : undefined,
+      cpu, mockCpu,
+    };
+  });
+  const gwSegs = segs.filter((s) => s.side === "gateway");
+  const last = gwSegs[gwSegs.length - 1];
+  const errorSamples = [...new Set(segs.flatMap((s) => s.result.errorSamples.map((e) => `${s.side}: ${e}`)))].slice(0, 5);
+  const f: ScenarioFigures = {
+    id, title, note,
+    rounds: rounds.length,
+    direct: medianSide(perRound.map((r) => r.direct)),
+    gateway: medianSide(perRound.map((r) => r.gateway)),
+    addedP50Ms: med(perRound, (r) => r.addedP50) ?? NaN,
+    addedP99Ms: med(perRound, (r) => r.addedP99) ?? NaN,
+    gatewayCpuUsPerReq: med(perRound, (r) => r.cpu) ?? NaN,
+    mockCpuUsPerReq: med(perRound, (r) => r.mockCpu) ?? NaN,
+    rssEndMb: (last?.rssKb ?? NaN) / 1024,
+    peakRssMb: Math.max(...gwSegs.map((s) => s.hwmKb ?? NaN)) / 1024,
+    errors: segs.reduce((a, s) => a + s.result.errors, 0),
+    errorSamples,
+  };
+  const t = med(perRound, (r) => r.addedTtfb);
+  if (t !== undefined) f.addedTtfbP50Ms = t;
+  const g = med(perRound, (r) => r.addedGap);
+  if (g !== undefined) f.addedGapP50Ms = g;
+  return f;
+}
+
+export interface Verdict {
+  target: string;
+  limit: string;
+  measured: string;
+  met: boolean;
+  margin: string;
+}
+
+/** `value` against an upper `limit`: met or missed, and by how much. */
+export function atMost(target: string, value: number | undefined, limit: number, unit: string, digits = 1): Verdict {
+  const v = value ?? NaN;
+  const fmt = (x: number) => `${x.toFixed(digits)} ${unit}`;
+  if (!Number.isFinite(v)) return { target, limit: `≤ ${fmt(limit)}`, measured: "n/a", met: false, margin: "not measured" };
+  const met = v <= limit;
+  const margin = met
+    ? v <= 0 ? `met, ${fmt(limit - v)} of headroom` : `met, ${fmt(limit - v)} under (${(limit / v).toFixed(1)}× headroom)`
+    : `missed by ${fmt(v - limit)} (${(v / limit).toFixed(2)}× the limit)`;
+  return { target, limit: `≤ ${fmt(limit)}`, measured: fmt(v), met, margin };
+}
+
+export interface SoakFigures {
+  durationS: number;
+  streams: number;
+  completed: number;
+  errors: number;
+  errorSamples: string[];
+  rssStartMb: number;
+  rssAfterWarmMb: number;
+  rssEndMb: number;
+  rssPeakMb: number;
+  samples: Array<{ t: number; rssMb: number }>;
+  gatewayCpuUsPerStream: number;
+}
+
+export interface MachineFacts {
+  cpu: string;
+  cores: number;
+  memoryGb: number;
+  kernel: string;
+  bun: string;
+  pinning: string;
+  stores: string;
+  logLevel: string;
+}
+
+export interface RunReport {
+  mode: "full" | "smoke" | "soak";
+  startedAt: string;
+  finishedAt: string;
+  machine: MachineFacts;
+  settings: { rounds: number; segmentS: number; pattern: string; warmupS: number };
+  idleRssMb: number;
+  idleRssAfterMb: number;
+  scenarios: ScenarioFigures[];
+  soak?: SoakFigures;
+  verdicts: Verdict[];
+  errors: number;
+  gatewayExit: string;
+}
+
+const n = (x: number | undefined, d = 2) => (x === undefined || !Number.isFinite(x) ? "–" : x.toFixed(d));
+const signed = (x: number | undefined, d = 2) => (x === undefined || !Number.isFinite(x) ? "–" : `${x >= 0 ? "+" : ""}${x.toFixed(d)}`);
+
+/** The reference: a popular TypeScript gateway measured the same way on the same kind of machine. */
+export const REFERENCE = { cpuUsPerReq: [560, 800], addedP50Ms32: 17, addedP50Ms1: 0.4, addedTtfbMs: 29, rpsOnCore: 1900 };
+
+export function markdown(r: RunReport): string {
+  const out: string[] = [];
+  out.push(`# Gateway benchmark (${r.mode}) — ${r.startedAt}`);
+  out.push("");
+  out.push(`Machine: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGb} GB, Linux ${r.machine.kernel}, Bun ${r.machine.bun}. ` +
+    `Pinning: ${r.machine.pinning}. Stores: ${r.machine.stores}; budgets and usage accounting on. Gateway LOG_LEVEL=${r.machine.logLevel}.`);
+  out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B), ` +
+    `${r.settings.segmentS} s per segment after a ${r.settings.warmupS} s warm-up; figures are medians over rounds. ` +
+    `Added = gateway − direct. CPU = gateway utime+stime over its segments ÷ requests served.`);
+  out.push("");
+  out.push("| scenario | req/s direct | req/s gateway | p50 ms direct → gw | p99 ms direct → gw | added p50 ms | added p99 ms | TTFB added p50 ms | gw CPU µs/req | RSS end / peak MB | errors |");
+  out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  for (const s of r.scenarios) {
+    out.push(`| ${s.title} | ${n(s.direct.rps, 0)} | ${n(s.gateway.rps, 0)} | ${n(s.direct.p50)} → ${n(s.gateway.p50)} | ${n(s.direct.p99)} → ${n(s.gateway.p99)} | ` +
+      `${signed(s.addedP50Ms)} | ${signed(s.addedP99Ms)} | ${signed(s.addedTtfbP50Ms)} | ${n(s.gatewayCpuUsPerReq, 0)} | ${n(s.rssEndMb, 0)} / ${n(s.peakRssMb, 0)} | ${s.errors} |`);
+  }
+  const paced = r.scenarios.filter((s) => s.gateway.gapP50 !== undefined);
+  if (paced.length) {
+    out.push("");
+    out.push("| stream gaps | gap p50 ms direct → gw | gap p99 ms direct → gw | events glued to the previous one, direct → gw |");
+    out.push("|---|---:|---:|---:|");
+    for (const s of paced) {
+      out.push(`| ${s.title} | ${n(s.direct.gapP50)} → ${n(s.gateway.gapP50)} | ${n(s.direct.gapP99)} → ${n(s.gateway.gapP99)} | ${n(s.direct.coalescedPct)}% → ${n(s.gateway.coalescedPct)}% |`);
+    }
+  }
+  out.push("");
+  out.push(`Idle RSS: ${n(r.idleRssMb, 1)} MB after boot and provisioning; ${n(r.idleRssAfterMb, 1)} MB idle after the run.`);
+  if (r.soak) {
+    const k = r.soak;
+    out.push(`Soak: ${k.streams} concurrent paced streams for ${k.durationS} s, ${k.completed} streams completed, ${k.errors} errors; ` +
+      `RSS ${n(k.rssStartMb, 1)} MB at start → ${n(k.rssAfterWarmMb, 1)} MB after warm-up → ${n(k.rssEndMb, 1)} MB at the end (peak ${n(k.rssPeakMb, 1)} MB); ` +
+      `${n(k.gatewayCpuUsPerStream, 0)} µs gateway CPU per stream.`);
+  }
+  out.push("");
+  out.push("| target | limit | measured | verdict |");
+  out.push("|---|---|---|---|");
+  for (const v of r.verdicts) out.push(`| ${v.target} | ${v.limit} | ${v.measured} | ${v.met ? "✅" : "❌"} ${v.margin} |`);
+  const chat = r.scenarios.find((s) => s.id === "chat");
+  const stream = r.scenarios.find((s) => s.id === "stream");
+  const better = [
+    chat && Number.isFinite(chat.gatewayCpuUsPerReq) ? `CPU/request ${(REFERENCE.cpuUsPerReq[0]! / chat.gatewayCpuUsPerReq).toFixed(1)}–${(REFERENCE.cpuUsPerReq[1]! / chat.gatewayCpuUsPerReq).toFixed(1)}× lower` : null,
+    chat && chat.addedP50Ms > 0 ? `added p50 at 32 connections ${(REFERENCE.addedP50Ms32 / chat.addedP50Ms).toFixed(0)}× lower` : null,
+    stream?.addedTtfbP50Ms !== undefined && stream.addedTtfbP50Ms > 0 ? `added time to first byte ${(REFERENCE.addedTtfbMs / stream.addedTtfbP50Ms).toFixed(0)}× lower` : null,
+  ].filter(Boolean);
+  if (better.length) {
+    out.push("");
+    out.push(`Against the reference TypeScript gateway on this kind of machine (${REFERENCE.cpuUsPerReq.join("–")} µs CPU/request, ` +
+      `+${REFERENCE.addedP50Ms32} ms p50 at 32 connections, +${REFERENCE.addedTtfbMs} ms to first byte): ${better.join(", ")}.`);
+  }
+  out.push("");
+  for (const s of r.scenarios) out.push(`- **${s.title}**: ${s.note}`);
+  const failed = r.scenarios.filter((s) => s.errors > 0);
+  if (failed.length || (r.soak && r.soak.errors)) {
+    out.push("");
+    out.push("Errors:");
+    for (const s of failed) for (const e of s.errorSamples) out.push(`- ${s.id}: ${e}`);
+    if (r.soak) for (const e of new Set(r.soak.errorSamples)) out.push(`- soak: ${e}`);
+  }
+  out.push("");
+  out.push(`Gateway exit: ${r.gatewayExit}.`);
+  return out.join("\n") + "\n";
+}

@@ -1,0 +1,236 @@
+// The benchmark scenarios. Each one is the same workload sent two ways: DIRECT to the mock upstream
+// and THROUGH the gateway (whose only lane points at that mock), so the difference is the gateway.
+// The mock's behaviour rides in the request body (`mock`), which the gateway forwards untouched.
+import type { Shot, JsonShot, StreamShot } from "./loop-client.ts";
+
+export type Side = "direct" | "gateway";
+
+export interface Endpoints {
+  /** Mock upstream base, including /v1. */
+  mockBase: string;
+  gatewayBase: string;
+  routingKey: string;
+}
+
+export interface Scenario {
+  id: string;
+  title: string;
+  /** autocannon for plain request/response at a fixed connection count; loop for the rest. */
+  driver: "autocannon" | "loop";
+  concurrency: number;
+  /** What the scenario proves (printed under the table). */
+  note: string;
+  /** Returns the request factory for one side. */
+  shots(side: Side, ep: Endpoints): () => Shot;
+}
+
+export const MODEL = "gpt-4o-mini";
+const PROMPT = [{ role: "user", content: "Summarise the last deployment log in one sentence." }];
+
+function headers(side: Side, ep: Endpoints): Record<string, string> {
+  // Direct calls carry a provider-style key so both sides send the same bytes in the same headers.
+  const key = side === "gateway" ? ep.routingKey : "sk-bench-direct-0000000000000000";
+  return { "content-type": "application/json", authorization: `Bearer ${key}` };
+}
+
+function chatUrl(side: Side, ep: Endpoints) {
+  return side === "gateway" ? `${ep.gatewayBase}/v1/chat/completions` : `${ep.mockBase}/chat/completions`;
+}
+
+function responsesUrl(side: Side, ep: Endpoints) {
+  return side === "gateway" ? `${ep.gatewayBase}/v1/responses` : `${ep.mockBase}/responses`;
+}
+
+const isObject = (want: string) => (text: string): string | null => {
+  try {
+    const o = JSON.parse(text) as { object?: string };
+    return o.object === want ? null : `expected object "${want}", got ${text.slice(0, 160)}`;
+  } catch {
+    return `not JSON: ${text.slice(0, 160)}`;
+  }
+};
+
+export function chatJson(side: Side, ep: Endpoints, mock: Record<string, unknown>, messages: unknown[] = PROMPT): JsonShot {
+  return {
+    type: "json",
+    url: chatUrl(side, ep),
+    headers: headers(side, ep),
+    body: JSON.stringify({ model: MODEL, messages, max_tokens: 256, mock }),
+    check: isObject("chat.completion"),
+  };
+}
+
+export function chatStream(side: Side, ep: Endpoints, mock: Record<string, unknown>, gapEvents = 0): StreamShot {
+  return {
+    type: "stream",
+    url: chatUrl(side, ep),
+    headers: headers(side, ep),
+    body: JSON.stringify({ model: MODEL, messages: PROMPT, max_tokens: 256, stream: true, stream_options: { include_usage: true }, mock }),
+    doneMarker: "[DONE]",
+    gapEvents,
+  };
+}
+
+export function responsesJson(side: Side, ep: Endpoints, mock: Record<string, unknown>): JsonShot {
+  return {
+    type: "json",
+    url: responsesUrl(side, ep),
+    headers: headers(side, ep),
+    body: JSON.stringify({ model: MODEL, input: "Summarise the last deployment log in one sentence.", max_output_tokens: 256, mock }),
+    check: isObject("response"),
+  };
+}
+
+export function responsesStream(side: Side, ep: Endpoints, mock: Record<string, unknown>): StreamShot {
+  return {
+    type: "stream",
+    url: responsesUrl(side, ep),
+    headers: headers(side, ep),
+    body: JSON.stringify({ model: MODEL, input: "Summarise the last deployment log in one sentence.", max_output_tokens: 256, stream: true, mock }),
+    doneMarker: "response.completed",
+    gapEvents: 0,
+  };
+}
+
+function blitzCheck(prompts: number) {
+  return (text: string): string | null => {
+    try {
+      const o = JSON.parse(text) as { object?: string; results?: Array<{ index: number; error?: { message?: string } }> };
+      if (o.object !== "blitz.result") return `expected blitz.result, got ${text.slice(0, 160)}`;
+      if (o.results?.length !== prompts) return `expected ${prompts} results, got ${o.results?.length}`;
+      const failed = o.results.find((r) => r.error);
+      return failed ? `prompt ${failed.index} failed: ${failed.error?.message ?? "error"}` : null;
+    } catch {
+      return `not JSON: ${text.slice(0, 160)}`;
+    }
+  };
+}
+
+/** One /blitz batch through the gateway, or the same prompts fanned out concurrently to the mock. */
+export function blitz(side: Side, ep: Endpoints, prompts: number, mock: Record<string, unknown>): Shot {
+  const items = Array.from({ length: prompts }, (_, i) => ({ messages: [{ role: "user", content: `Classify ticket #${i} by urgency.` }], mock }));
+  if (side === "gateway") {
+    return {
+      type: "json",
+      url: `${ep.gatewayBase}/blitz`,
+      headers: headers(side, ep),
+      body: JSON.stringify({ model: MODEL, max_tokens: 64, prompts: items }),
+      check: blitzCheck(prompts),
+    };
+  }
+  return {
+    type: "fanout",
+    shots: items.map((p) => ({
+      type: "json" as const,
+      url: chatUrl(side, ep),
+      headers: headers(side, ep),
+      body: JSON.stringify({ model: MODEL, max_tokens: 64, ...p }),
+      check: isObject("chat.completion"),
+    })),
+  };
+}
+
+/** An agent's long conversation: ~16 kB of history, the usual shape of fleet traffic. */
+function longHistory(): unknown[] {
+  const turns: unknown[] = [{ role: "system", content: "You are a careful coding agent. Answer with a patch." }];
+  for (let i = 0; i < 16; i++) {
+    turns.push({ role: "user", content: `Step ${i}: ` + "the build log says the test at line 42 fails intermittently; ".repeat(8) });
+    turns.push({ role: "assistant", content: `Looked at step ${i}. ` + "the flaky assertion depends on wall-clock ordering; ".repeat(8) });
+  }
+  return turns;
+}
+
+/** Weighted pick among request kinds; the same sequence of kinds on both sides. */
+function mixed(side: Side, ep: Endpoints): () => Shot {
+  const history = longHistory();
+  const kinds: Array<[number, Shot]> = [
+    [40, chatStream(side, ep, { chunks: 20, chunk_delay_ms: 10 })],
+    [20, chatJson(side, ep, { chunks: 20, latency_ms: 30 })],
+    [10, chatJson(side, ep, { chunks: 40, latency_ms: 30 }, history)],
+    [15, responsesStream(side, ep, { chunks: 20, chunk_delay_ms: 10 })],
+    [12, responsesJson(side, ep, { chunks: 20, latency_ms: 30 })],
+    [3, blitz(side, ep, 10, { latency_ms: 30 })],
+  ];
+  const total = kinds.reduce((a, [w]) => a + w, 0);
+  // A fixed pseudo-random sequence (LCG): both sides see the same mix in the same order.
+  let seed = 12345;
+  return () => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    let r = seed % total;
+    for (const [w, shot] of kinds) {
+      if (r < w) return shot;
+      r -= w;
+    }
+    return kinds[0]![1];
+  };
+}
+
+const fixed = (s: Shot) => () => s;
+
+export const PACED_DELAY_MS = 20;
+export const BLITZ_UPSTREAM_MS = 300;
+
+export const SCENARIOS: Scenario[] = [
+  {
+    id: "chat",
+    title: "chat, non-streaming, 32 connections",
+    driver: "autocannon",
+    concurrency: 32,
+    note: "POST /v1/chat/completions, 20-token answer, no upstream delay: the gateway's own cost per request and the latency it adds under load.",
+    shots: (side, ep) => fixed(chatJson(side, ep, { chunks: 20 })),
+  },
+  {
+    id: "chat-1",
+    title: "chat, non-streaming, 1 connection",
+    driver: "autocannon",
+    concurrency: 1,
+    note: "The same request from a single client: the latency the gateway adds when nothing queues.",
+    shots: (side, ep) => fixed(chatJson(side, ep, { chunks: 20 })),
+  },
+  {
+    id: "stream",
+    title: "chat, streaming 20 chunks, 32 streams",
+    driver: "loop",
+    concurrency: 32,
+    note: "stream: true, 20 content chunks sent back to back: time to first byte and CPU per stream.",
+    shots: (side, ep) => fixed(chatStream(side, ep, { chunks: 20, chunk_delay_ms: 0 })),
+  },
+  {
+    id: "stream-paced",
+    title: `chat, streaming 20 chunks ${PACED_DELAY_MS} ms apart, 64 streams`,
+    driver: "loop",
+    concurrency: 64,
+    note: `The upstream pauses ${PACED_DELAY_MS} ms between chunks: each chunk must reach the client as it arrives (gap p50 ≈ ${PACED_DELAY_MS} ms, none glued to the previous one).`,
+    shots: (side, ep) => fixed(chatStream(side, ep, { chunks: 20, chunk_delay_ms: PACED_DELAY_MS }, 20)),
+  },
+  {
+    id: "responses",
+    title: "responses, non-streaming, 32 connections",
+    driver: "autocannon",
+    concurrency: 32,
+    note: "POST /v1/responses on an OpenAI lane: the Responses protocol passes through.",
+    shots: (side, ep) => fixed(responsesJson(side, ep, { chunks: 20 })),
+  },
+  {
+    id: "blitz",
+    title: `/blitz, 50 prompts, ${BLITZ_UPSTREAM_MS} ms upstream, 4 batches in flight`,
+    driver: "loop",
+    concurrency: 4,
+    note: `One batch of 50 prompts whose upstream answers take ${BLITZ_UPSTREAM_MS} ms each; direct = the same 50 requests fanned out by the client.`,
+    shots: (side, ep) => fixed(blitz(side, ep, 50, { latency_ms: BLITZ_UPSTREAM_MS })),
+  },
+  {
+    id: "mixed",
+    title: "mixed fleet, 64 clients",
+    driver: "loop",
+    concurrency: 64,
+    note: "40% paced chat streams, 30% chat (10% with 16 kB of history), 15% responses streams, 12% responses, 3% /blitz of 10; upstream 30 ms or 10 ms/chunk.",
+    shots: mixed,
+  },
+];
+
+/** The soak: many long-lived paced streams through the gateway, watching its memory. */
+export function soakShot(ep: Endpoints): () => Shot {
+  return fixed(chatStream("gateway", ep, { chunks: 20, chunk_delay_ms: 50 }));
+}
+export const SOAK_STREAMS = 500;
