@@ -38,7 +38,8 @@ export function isExpired(account: Account, now = Date.now()): boolean {
 
 export async function authenticate(ctx: Ctx, request: Request, opts: GuardOptions): Promise<Caller> {
   const token = bearer(request);
-  if (!token) throw noToken();
+  // `Authorization: Bearer` with nothing after it is no token, not an unknown one.
+  if (!token || token.toLowerCase() === "bearer") throw noToken();
   if (!token.startsWith("sk_") && !token.startsWith("rk_")) throw invalidAccountToken();
   const rows = await ctx.db
     .select({ token: accountTokens, account: accounts })

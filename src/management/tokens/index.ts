@@ -2,30 +2,30 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../../context.ts";
 import { mount, MANAGEMENT } from "../../http/route.ts";
-import { onlyQuery, queryOf, readJsonObject } from "../../http/request.ts";
+import { readBody, readQuery } from "../zod-input.ts";
 import { authenticate } from "../guard.ts";
-import { createTokenBody, deleteTokenQuery, parseOr400, tokenView } from "./model.ts";
+import { createTokenBody, deleteTokenQuery, noQuery, tokenView } from "./model.ts";
 import { issueAccountToken, listAccountTokens, revokeAccountToken } from "./service.ts";
 
 export function tokenRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/v1/organizations/tokens", {
     GET: async ({ request }) => {
       const { account } = await authenticate(ctx, request, { write: false });
-      onlyQuery(queryOf(request), []);
+      readQuery(request, noQuery);
       const rows = await listAccountTokens(ctx.db, account.id);
       return { tokens: rows.map(tokenView) };
     },
     POST: async ({ request, requestId }) => {
       const { account } = await authenticate(ctx, request, { write: true });
-      onlyQuery(queryOf(request), []);
-      const body = parseOr400(createTokenBody, await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES));
+      readQuery(request, noQuery);
+      const body = await readBody(ctx, request, createTokenBody);
       const { row, raw } = await issueAccountToken(ctx.db, account.id, body.scope, body.label ?? "default");
       ctx.log.info({ requestId, accountId: account.id, tokenId: row.id, prefix: row.prefix, scope: row.scope }, "account token created");
       return { token: tokenView(row), account_token: raw };
     },
     DELETE: async ({ request, requestId }) => {
       const { account } = await authenticate(ctx, request, { write: true });
-      const q = parseOr400(deleteTokenQuery, queryOf(request), "query");
+      const q = readQuery(request, deleteTokenQuery);
       await revokeAccountToken(ctx.db, account.id, q.id);
       ctx.log.info({ requestId, accountId: account.id, tokenId: q.id }, "account token revoked");
       return { revoked: true };
