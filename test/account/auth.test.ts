@@ -32,7 +32,7 @@ describe(`management authentication (${storesLabel})`, () => {
   const me = (headers: Record<string, string> = {}) => gw.call("/v1/organizations/me", { headers });
 
   test("management with no token answers 401 with no code", async () => {
-    for (const h of [{}, { authorization: "" }, { authorization: "Bearer" }, { authorization: "Bearer    " }]) {
+    for (const h of [{}, { authorization: "" }, { authorization: "Bearer" }, { authorization: "Bearer    " }] as Array<Record<string, string>>) {
       const r = await me(h);
       expect(r.status).toBe(401);
       expect(Object.keys(r.body)).toEqual(["error"]);
