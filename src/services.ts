@@ -2,6 +2,7 @@
 // Jobs are started after the server listens and stopped (drained) on shutdown.
 import type { Ctx } from "./context.ts";
 import type { Job } from "./jobs/job.ts";
+import { startRelayServices } from "./relay/services.ts";
 import { createMailer } from "./mail/mailer.ts";
 import { accountExpiryJob } from "./jobs/account-expiry.ts";
 import { bridgeHealthJob } from "./jobs/bridge-health.ts";
@@ -9,6 +10,7 @@ import { installMetrics } from "./metrics/index.ts";
 
 export async function startServices(ctx: Ctx): Promise<Job[]> {
   const jobs: Job[] = [];
+  jobs.push(...(await startRelayServices(ctx)));
   installMetrics(ctx);
   const mailer = createMailer(ctx.config, ctx.log);
   ctx.services.mailer = mailer;

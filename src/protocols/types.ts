@@ -12,6 +12,7 @@ export type ClientShape = "chat" | "responses";
 
 /** Token counts of one attempt; every codec fills what its protocol reports. */
 export interface Usage {
+  /** All input tokens, cached and cache-write tokens included (OpenAI's meaning; cost is split by the counts below). */
   prompt_tokens: number;
   completion_tokens: number;
   /** Input tokens served from the provider's cache (priced lower). */
@@ -44,6 +45,8 @@ export interface UpstreamErrorInfo {
   retryable: boolean;
   /** The upstream does not know the requested model (fallback_to_default_model applies). */
   modelNotFound: boolean;
+  /** The upstream's own error code, when it gave one (shown to the client on a non-retryable 4xx). */
+  code?: string;
 }
 
 /** Incremental decoder of an upstream stream into chat chunks (state lives in the closure). */
@@ -68,6 +71,13 @@ export interface UpstreamCodec {
   errorOf(status: number, bodyText: string): UpstreamErrorInfo;
   /** Usage block of a native (pass-through) answer or of one stream event's data; null when absent. */
   usageOf(body: Json): Usage | null;
+  /**
+   * Pass-through: a client body already in this protocol → the upstream body (shallow copy, `model`
+   * set, usage requested on streams). A protocol without it is never passed through untranslated.
+   */
+  passThroughRequest?(body: Json, opts: { model: string; stream: boolean }): Json;
+  /** Pass-through streams: a parsed event the client did not ask for (chat: the include_usage chunk). */
+  hideFromClient?(event: Json, request: Json): boolean;
 }
 
 /** Incremental encoder of chat chunks into the client's SSE bytes. */

@@ -39,11 +39,18 @@ export interface ProviderAdapter {
   readonly protocols: readonly WireProtocol[];
   /** Seat traffic (subscription): priced, excluded from budgets while budget_excludes_seats. */
   readonly seat: boolean;
+  /** Provider id in the pricing catalog (@pydantic/genai-prices) when it differs from `id`. */
+  readonly pricingId?: string;
+  /** Models the lane serves for `GET /v1/models` when the lane names none (default: the catalog's models for pricingId). */
+  models?(ctx: Ctx, lane: ResolvedLane, signal: AbortSignal): Promise<string[]>;
   /** Whether the lane can serve now; a reason string makes the lane fail over with that reason. */
   unavailable(lane: ResolvedLane): string | null;
   /** Applies per-lane settings (reasoning_effort…) to the upstream body, in place. */
   applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol): void;
-  /** Builds the upstream HTTP call (URL, auth headers, serialized body). */
+  /**
+   * Builds the upstream HTTP call (URL, auth headers, serialized body). prepare and send may throw a
+   * GatewayError: `retryable: true` fails this lane over, otherwise it goes back to the client.
+   */
   prepare(args: AdapterRequestArgs): Promise<UpstreamCall> | UpstreamCall;
   /** Sends it. Default: fetch. `sub` refreshes on 401; `bridge` pins the checked address. */
   send(ctx: Ctx, lane: ResolvedLane, call: UpstreamCall, signal: AbortSignal): Promise<Response>;

@@ -1,7 +1,15 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
+import { INFERENCE, mount } from "../http/route.ts";
+import { keyInfo } from "./key-info.ts";
+import { listModels } from "./models.ts";
+import { handleInference } from "./pipeline.ts";
 
 /** The inference endpoints: the hot path. */
 export function relayRoutes(ctx: Ctx, app: Elysia): void {
-  void ctx; void app;
+  const created = Math.floor(Date.now() / 1000);
+  mount(ctx, app, "/v1/chat/completions", { POST: (rc) => handleInference(ctx, rc, "chat") }, INFERENCE);
+  mount(ctx, app, "/v1/responses", { POST: (rc) => handleInference(ctx, rc, "responses") }, INFERENCE);
+  mount(ctx, app, "/v1/models", { GET: (rc) => listModels(ctx, rc.request, created) }, INFERENCE);
+  mount(ctx, app, "/v1/key", { GET: (rc) => keyInfo(ctx, rc.request) }, INFERENCE);
 }

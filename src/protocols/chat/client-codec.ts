@@ -1,0 +1,38 @@
+// The chat-completions client shape. Chat is the pivot, so requests and completions pass as
+// they are; the stream encoder writes chat SSE (`data: {chunk}` … `data: [DONE]`) and shows a
+// usage chunk only to a client that asked for it with stream_options.include_usage.
+import { chatUsage } from "../pivot.ts";
+import type { ChatRequest, ChunkEncoder, ClientCodec, Json, Usage } from "../types.ts";
+
+/** The SSE error event that ends a stream broken after its first byte (no [DONE] follows). */
+export function chatStreamError(message: string, code = "upstream_error"): string {
+  return `event: error\ndata: ${JSON.stringify({ error: { message, type: "server_error", code } })}\n\n`;
+}
+
+export const chatClientCodec: ClientCodec = {
+  shape: "chat",
+  toPivot: (body) => body as ChatRequest,
+  fromPivot(completion: Json, usage: Usage | null) {
+    if (usage && !completion.usage) return { ...completion, usage: chatUsage(usage) };
+    return completion;
+  },
+  streamEncoder(request: Json): ChunkEncoder {
+    const wantsUsage = request.stream_options?.include_usage === true;
+    let base: { id: string; created: number; model: string } | null = null;
+    return {
+      push(chunk) {
+        base ??= { id: chunk.id, created: chunk.created, model: chunk.model };
+        return `data: ${JSON.stringify(chunk)}\n\n`;
+      },
+      end(usage) {
+        let s = "";
+        if (wantsUsage && usage) {
+          const b = base ?? { id: "chatcmpl-gateway", created: Math.floor(Date.now() / 1000), model: String(request.model ?? "") };
+          s += `data: ${JSON.stringify({ id: b.id, object: "chat.completion.chunk", created: b.created, model: b.model, choices: [], usage: chatUsage(usage) })}\n\n`;
+        }
+        return s + "data: [DONE]\n\n";
+      },
+      error: (message) => chatStreamError(message),
+    };
+  },
+};

@@ -1,0 +1,28 @@
+// One adapter per OpenAI-compatible vendor, built from its data row: Chat Completions only,
+// bearer auth, no per-lane settings (reasoning_effort belongs to `openai` lanes).
+import type { Json } from "../../protocols/types.ts";
+import type { ProviderAdapter } from "../types.ts";
+import { apiKeyOf, bearerCall, postJson } from "../openai/http.ts";
+import type { CompatibleVendor } from "./vendors.ts";
+
+export function compatibleAdapter(v: CompatibleVendor): ProviderAdapter {
+  return {
+    id: v.id,
+    kind: "api_key",
+    protocols: ["chat"] as const,
+    seat: false,
+    pricingId: v.pricingId,
+    unavailable: () => null,
+    applySettings(body: Json) {
+      if (!v.streamOptions && body.stream_options) {
+        const { include_usage: _relayAsked, ...rest } = body.stream_options as Json;
+        if (Object.keys(rest).length) body.stream_options = rest;
+        else delete body.stream_options;
+      }
+    },
+    prepare({ ctx, lane, body, stream }) {
+      return bearerCall(`${ctx.config.providerBaseUrls[v.id]}/chat/completions`, apiKeyOf(ctx, lane), JSON.stringify(body), stream);
+    },
+    send: (_ctx, _lane, call, signal) => postJson(call, signal),
+  };
+}

@@ -1,0 +1,29 @@
+// `openai`: native Chat Completions and Responses (CONTRACT §3), the one API-key provider that
+// accepts the lane setting `reasoning_effort`.
+import type { Json, WireProtocol } from "../../protocols/types.ts";
+import type { ProviderAdapter, ResolvedLane } from "../types.ts";
+import { apiKeyOf, bearerCall, postJson } from "./http.ts";
+
+/** Lane values → OpenAI's. `max` is the gateway's name for the top setting; OpenAI calls it `xhigh`. */
+const EFFORT: Record<string, string> = { none: "none", low: "low", medium: "medium", high: "high", xhigh: "xhigh", max: "xhigh" };
+
+export const openaiAdapter: ProviderAdapter = {
+  id: "openai",
+  kind: "api_key",
+  protocols: ["chat", "responses"] as const,
+  seat: false,
+  unavailable: () => null,
+  applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol) {
+    const effort = lane.reasoning_effort ? EFFORT[lane.reasoning_effort] ?? lane.reasoning_effort : null;
+    if (!effort) return;
+    // The key owner's lane setting wins over what the client sent.
+    if (protocol === "responses") body.reasoning = { ...(body.reasoning ?? {}), effort };
+    else body.reasoning_effort = effort;
+  },
+  prepare({ ctx, lane, protocol, body, stream }) {
+    const base = ctx.config.providerBaseUrls.openai;
+    const path = protocol === "responses" ? "/responses" : "/chat/completions";
+    return bearerCall(base + path, apiKeyOf(ctx, lane), JSON.stringify(body), stream);
+  },
+  send: (_ctx, _lane, call, signal) => postJson(call, signal),
+};

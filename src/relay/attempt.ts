@@ -1,0 +1,278 @@
+// One lane, one upstream call (DESIGN "attempt"): pick pass-through or translation, build the
+// body, send with an AbortController tied to the client and the upstream timeout, classify
+// the answer. Knows protocols only through the codec tables and vendors only through adapters.
+import type { Ctx } from "../context.ts";
+import { GatewayError } from "../errors.ts";
+import { clientCodecs, upstreamCodecs } from "../protocols/index.ts";
+import type { ChatRequest, ClientCodec, ClientShape, Json, UpstreamCodec, Usage, WireProtocol } from "../protocols/types.ts";
+import { getAdapter } from "../providers/registry.ts";
+import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
+import type { Reservation } from "./budget/counters.ts";
+import type { KeyContext } from "./key-context.ts";
+import { observerOf } from "./observer.ts";
+import { costUsd } from "./pricing.ts";
+import { noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
+import { defaultModelRetry, laneModel } from "./routing/model.ts";
+import { PassThroughTap } from "./stream/sse-tap.ts";
+import { TranslateTap } from "./stream/translate.ts";
+import type { UsageQueue } from "./usage-queue.ts";
+
+export type Endpoint = "chat" | "responses" | "blitz";
+
+/** One inference request as the relay carries it from lane to lane. */
+export interface RelayRequest {
+  ctx: Ctx;
+  key: KeyContext;
+  endpoint: Endpoint;
+  shape: ClientShape;
+  /** The client's body, parsed once; never mutated (each attempt shallow-copies). */
+  body: Json;
+  bytes: number;
+  stream: boolean;
+  model: string;
+  requestId: string;
+  /** Aborts when the client goes away. */
+  signal: AbortSignal;
+  startedAt: number;
+  /** Cost that counts toward the key's budget (seat traffic excluded while budget_excludes_seats). */
+  countedUsd: number;
+  reservation: Reservation | null;
+  pivot?: ChatRequest;
+}
+
+export type LaneResult =
+  | { kind: "json"; attempt: Attempt; status: number; text: string; parsed: Json; usage: Usage }
+  | { kind: "stream"; attempt: Attempt; res: Response; tap: PassThroughTap | TranslateTap; ac: AbortController; done(): void }
+  | { kind: "failed"; failure: LaneFailure }
+  | { kind: "client"; error: GatewayError }
+  | { kind: "aborted" };
+
+/** Usage when the upstream reported none: a quarter token per byte in, `completion` out. */
+export function estimatedUsage(rr: RelayRequest, completion: number): Usage {
+  return { prompt_tokens: Math.ceil(rr.bytes / 4), completion_tokens: completion, cached_tokens: 0, cache_write_tokens: 0 };
+}
+
+/** The record of one upstream attempt; finish() queues its usage row exactly once. */
+export class Attempt {
+  readonly startedAt = performance.now();
+  ttfbMs: number | null = null;
+  private finished = false;
+
+  constructor(readonly rr: RelayRequest, readonly lane: ResolvedLane, readonly adapter: ProviderAdapter, readonly model: string) {}
+
+  get provider(): string {
+    return this.lane.provider;
+  }
+
+  markFirstByte(): void {
+    if (this.ttfbMs === null) this.ttfbMs = Math.round(performance.now() - this.startedAt);
+  }
+
+  finish(status: number, outcome: "ok" | "error" | "aborted" | "broken", errorCode: string | null, usage: Usage | null): void {
+    if (this.finished) return;
+    this.finished = true;
+    const rr = this.rr;
+    const cost = usage ? costUsd(this.adapter.pricingId ?? this.adapter.id, this.model, usage) : 0;
+    const seat = this.adapter.seat;
+    if (!(seat && rr.key.budgetExcludesSeats)) rr.countedUsd += cost;
+    const q = rr.ctx.services.usageQueue as UsageQueue | undefined;
+    q?.push({
+      requestId: rr.requestId,
+      accountId: rr.key.accountId,
+      routingKeyId: rr.key.id,
+      endpoint: rr.endpoint,
+      laneIndex: this.lane.index,
+      provider: this.lane.provider,
+      model: this.model,
+      status,
+      outcome,
+      errorCode,
+      promptTokens: usage?.prompt_tokens ?? 0,
+      completionTokens: usage?.completion_tokens ?? 0,
+      cachedTokens: usage?.cached_tokens ?? 0,
+      cacheWriteTokens: usage?.cache_write_tokens ?? 0,
+      costUsd: cost,
+      latencyMs: Math.round(performance.now() - this.startedAt),
+      ttfbMs: this.ttfbMs,
+      seat,
+      createdAt: new Date(),
+    });
+  }
+}
+
+class TimeoutError extends Error {
+  override name = "TimeoutError";
+}
+
+const failed = (lane: ResolvedLane, status: number, code: string, message: string): LaneResult => ({
+  kind: "failed",
+  failure: { provider: lane.provider, laneIndex: lane.index, status, code, message },
+});
+
+/** Tries one lane, including the one retry of fallback_to_default_model. */
+export async function tryLane(rr: RelayRequest, lane: ResolvedLane): Promise<LaneResult> {
+  const adapter = getAdapter(lane.provider);
+  if (!adapter) return failed(lane, 0, "unsupported_provider", `The provider "${lane.provider}" is not supported by this gateway.`);
+  const why = adapter.unavailable(lane);
+  if (why) return failed(lane, 0, "lane_unavailable", why);
+  if (adapter.kind === "api_key" && !lane.credential) {
+    // SPEC: a streaming request on a lane whose saved key is gone is the client's 400; a plain one fails over.
+    if (rr.stream) return { kind: "client", error: noCredential(lane.provider, lane.index) };
+    return failed(lane, 0, "no_credential", `The ${lane.provider} lane's saved API key was deleted.`);
+  }
+  let model = laneModel(rr.model, lane);
+  for (;;) {
+    const r = await attemptOnce(rr, lane, adapter, model);
+    if (r.kind !== "model") return r;
+    const retry = defaultModelRetry(model, lane);
+    if (!retry) return { kind: "failed", failure: r.failure };
+    model = retry;
+  }
+}
+
+type OnceResult = LaneResult | { kind: "model"; failure: LaneFailure };
+
+interface Plan {
+  protocol: WireProtocol;
+  codec: UpstreamCodec;
+  /** Set on the translation path (the client's shape is not a protocol the lane speaks). */
+  client: ClientCodec | null;
+  body: Json;
+}
+
+/** Pass-through when the lane speaks the client's shape natively, else client → pivot → lane protocol. */
+function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Plan | string {
+  const native = adapter.protocols.includes(rr.shape) ? upstreamCodecs[rr.shape] : undefined;
+  if (native?.passThroughRequest) {
+    return { protocol: rr.shape, codec: native, client: null, body: native.passThroughRequest(rr.body, { model, stream: rr.stream }) };
+  }
+  const protocol = adapter.protocols[0]!;
+  const codec = upstreamCodecs[protocol];
+  const client = clientCodecs[rr.shape];
+  if (!codec || !client) {
+    return `Requests in the ${rr.shape} shape are not supported yet on ${adapter.id} lanes (no ${rr.shape} → ${protocol} translation is installed).`;
+  }
+  rr.pivot ??= client.toPivot(rr.body);
+  return { protocol, codec, client, body: codec.encodeRequest(rr.pivot, { model, stream: rr.stream }) };
+}
+
+async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: ProviderAdapter, model: string): Promise<OnceResult> {
+  const { ctx } = rr;
+  let plan: Plan | string;
+  try {
+    plan = planBody(rr, adapter, model);
+  } catch (e) {
+    if (e instanceof GatewayError) return { kind: "client", error: e }; // e.g. 400 unsupported_feature
+    throw e;
+  }
+  if (typeof plan === "string") return failed(lane, 0, "unsupported_shape", plan);
+  const { codec, protocol, client, body } = plan;
+  adapter.applySettings(body, lane, protocol);
+  const attempt = new Attempt(rr, lane, adapter, model);
+
+  const ac = new AbortController();
+  const onClientAbort = () => ac.abort();
+  rr.signal.addEventListener("abort", onClientAbort);
+  const timer = setTimeout(() => ac.abort(new TimeoutError()), ctx.config.UPSTREAM_TIMEOUT_SECONDS * 1000);
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    clearTimeout(timer);
+    rr.signal.removeEventListener("abort", onClientAbort);
+  };
+
+  let res: Response;
+  try {
+    const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: rr.stream });
+    res = await adapter.send(ctx, lane, call, ac.signal);
+  } catch (e) {
+    release();
+    return sendFailure(rr, attempt, ac, e);
+  }
+  // Time to first byte: the answer's headers for a plain request; streams mark their first event.
+  if (!rr.stream) attempt.markFirstByte();
+
+  if (!res.ok) {
+    let text = "";
+    try {
+      text = await res.text();
+    } catch {}
+    release();
+    const info = codec.errorOf(res.status, text);
+    const code = info.code ?? `http_${res.status}`;
+    attempt.finish(res.status, "error", code, null);
+    observerOf(ctx).upstreamError({ provider: lane.provider, status: res.status, code });
+    const failure: LaneFailure = { provider: lane.provider, laneIndex: lane.index, status: res.status, code, message: info.message };
+    if (info.modelNotFound) return { kind: "model", failure };
+    if (info.retryable) return { kind: "failed", failure };
+    return { kind: "client", error: upstreamRejected(lane.provider, res.status, info.message, info.code) };
+  }
+
+  if (!rr.stream) {
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (e) {
+      release();
+      return sendFailure(rr, attempt, ac, e);
+    }
+    release();
+    let parsed: Json;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      attempt.finish(res.status, "error", "bad_upstream_body", null);
+      return failed(lane, res.status, "bad_upstream_body", "The upstream answered 2xx with a body that is not JSON.");
+    }
+    let usage: Usage | null;
+    if (client === null) {
+      // Pass-through: the client gets the upstream's bytes; only usage is read.
+      usage = codec.usageOf(parsed);
+    } else {
+      const d = codec.decodeResponse(parsed, { model });
+      usage = d.usage;
+      parsed = client.fromPivot(d.completion, d.usage, rr.body);
+      text = JSON.stringify(parsed);
+    }
+    const u = usage ?? estimatedUsage(rr, Math.ceil(text.length / 4));
+    attempt.finish(res.status, "ok", null, u);
+    return { kind: "json", attempt, status: res.status, text, parsed, usage: u };
+  }
+
+  if (!res.body) {
+    release();
+    attempt.finish(res.status, "broken", "empty_stream", null);
+    return failed(lane, res.status, "empty_stream", "The upstream answered the stream with an empty body.");
+  }
+  // From here the stream driver owns the timeout (idle-based) and the abort.
+  clearTimeout(timer);
+  const tap = client === null
+    ? new PassThroughTap(codec, rr.body)
+    : new TranslateTap(codec.streamDecoder({ model, id: `chatcmpl-${rr.requestId}`, created: Math.floor(Date.now() / 1000) }), client.streamEncoder(rr.body));
+  return { kind: "stream", attempt, res, tap, ac, done: release };
+}
+
+function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e: unknown): OnceResult {
+  const lane = attempt.lane;
+  if (rr.signal.aborted) {
+    attempt.finish(0, "aborted", "client_closed", null);
+    return { kind: "aborted" };
+  }
+  if (ac.signal.reason instanceof TimeoutError) {
+    attempt.finish(0, "error", "timeout", null);
+    observerOf(rr.ctx).upstreamError({ provider: lane.provider, status: 0, code: "timeout" });
+    return failed(lane, 0, "timeout", `The upstream did not answer within ${rr.ctx.config.UPSTREAM_TIMEOUT_SECONDS} s.`);
+  }
+  if (e instanceof GatewayError) {
+    if (!e.retryable) return { kind: "client", error: e };
+    attempt.finish(0, "error", e.code ?? "lane_failed", null);
+    return failed(lane, 0, e.code ?? "lane_failed", e.message);
+  }
+  attempt.finish(0, "error", "connection_failed", null);
+  observerOf(rr.ctx).upstreamError({ provider: lane.provider, status: 0, code: "connection_failed" });
+  const why = e instanceof Error ? e.message : String(e);
+  return failed(lane, 0, "connection_failed", `Could not reach the upstream: ${why}`);
+}
+
+export { TimeoutError };

@@ -1,0 +1,52 @@
+// Routing-key auth for inference (SPEC Authentication 5): bearer → prefix check → sha256 →
+// in-process cache → Postgres on a miss. A warm key runs no query and no await on I/O.
+import type { Ctx } from "../context.ts";
+import { GatewayError } from "../errors.ts";
+import { bearer } from "../http/request.ts";
+import { sha256Hex } from "../lib/crypto.ts";
+import { createKeyCache, type KeyCache } from "./key-cache.ts";
+import type { KeyContext } from "./key-context.ts";
+
+export type { KeyContext } from "./key-context.ts";
+
+function signupRequired(ctx: Ctx, why: string): GatewayError {
+  return new GatewayError(401, `${why} Inference needs a routing key (gw_…). An agent can sign up at ${ctx.config.siteUrl}/api/auth?action=agent-signup, then create a key with POST /v1/organizations/routing-keys.`, { code: "signup_required" });
+}
+
+function invalidKey(message: string): GatewayError {
+  return new GatewayError(401, message, { code: "invalid_api_key" });
+}
+
+const UNKNOWN = "The routing key is unknown or revoked. Send a live gw_ key in the Authorization header; list or create keys with /v1/organizations/routing-keys.";
+
+function keyCacheOf(ctx: Ctx): KeyCache {
+  let kc = ctx.services.keyCache as KeyCache | undefined;
+  if (!kc) ctx.services.keyCache = kc = createKeyCache(ctx);
+  return kc;
+}
+
+/** Checks the token's form; returns the key hash or throws the matching 401. Synchronous. */
+export function routingKeyHash(ctx: Ctx, token: string | null): string {
+  if (!token) throw signupRequired(ctx, "No API key was sent.");
+  if (token.startsWith("sk-")) throw signupRequired(ctx, "That is an upstream provider key, not a gateway routing key; the gateway never forwards raw provider keys.");
+  if (token.startsWith("sk_") || token.startsWith("rk_")) {
+    throw invalidKey("That is an account token (sk_/rk_), which only works on the /v1/organizations management endpoints. Inference needs a routing key (gw_…): create one with POST /v1/organizations/routing-keys and send it instead.");
+  }
+  if (!token.startsWith("gw_") || token.length > 256) throw invalidKey(UNKNOWN);
+  return sha256Hex(token);
+}
+
+function check(key: KeyContext | null): KeyContext {
+  if (!key) throw invalidKey(UNKNOWN);
+  // An unpaid account passing its deadline between the expiry sweep and now is already gone.
+  if (key.accountExpiresAtMs !== null && key.accountExpiresAtMs <= Date.now()) throw invalidKey(UNKNOWN);
+  return key;
+}
+
+/** Resolves the request's routing key or throws (rejects with) 401 signup_required / invalid_api_key. */
+export async function resolveRoutingKey(ctx: Ctx, request: Request): Promise<KeyContext> {
+  const hash = routingKeyHash(ctx, bearer(request));
+  const kc = keyCacheOf(ctx);
+  const hit = kc.peek(hash);
+  return check(hit !== undefined ? hit : await kc.load(hash));
+}

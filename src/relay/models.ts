@@ -1,0 +1,73 @@
+// GET /v1/models: without a key, the general catalog (every model the pricing catalog lists for
+// the API-key providers, plus the lane aliases); with a routing key, what that key's lanes
+// serve. Object-list shape as OpenAI's.
+import type { Ctx } from "../context.ts";
+import { bearer } from "../http/request.ts";
+import { allAdapters, getAdapter } from "../providers/registry.ts";
+import { resolveRoutingKey } from "./auth.ts";
+import { catalogProvider } from "./pricing.ts";
+
+interface ModelEntry {
+  id: string;
+  object: "model";
+  created: number;
+  owned_by: string;
+}
+
+/** Lane aliases by lane kind (SPEC Model entry). */
+const KIND_ALIASES: Record<string, string[]> = { sub: ["sub/flagship", "sub/mini"], bridge: ["bridge/coding-agent"] };
+
+function catalogModels(pricingId: string): string[] {
+  return catalogProvider({ providerId: pricingId })?.models.map((m) => m.id) ?? [];
+}
+
+function entries(pairs: Iterable<[string, string]>, created: number): ModelEntry[] {
+  const seen = new Set<string>();
+  const out: ModelEntry[] = [];
+  for (const [id, owner] of pairs) {
+    if (seen.has(id)) continue;
+    seen.add(id);
+    out.push({ id, object: "model", created, owned_by: owner });
+  }
+  return out;
+}
+
+let general: { created: number; data: ModelEntry[] } | null = null;
+
+function generalCatalog(created: number): ModelEntry[] {
+  if (general) return general.data;
+  const pairs: [string, string][] = [];
+  for (const a of allAdapters()) {
+    if (a.kind === "api_key") for (const id of catalogModels(a.pricingId ?? a.id)) pairs.push([id, a.id]);
+  }
+  for (const [kind, ids] of Object.entries(KIND_ALIASES)) for (const id of ids) pairs.push([id, kind]);
+  general = { created, data: entries(pairs, created) };
+  return general.data;
+}
+
+export async function listModels(ctx: Ctx, request: Request, created: number): Promise<object> {
+  if (bearer(request) === null) return { object: "list", data: generalCatalog(created) };
+  const key = await resolveRoutingKey(ctx, request);
+  const pairs: [string, string][] = [];
+  const kinds = new Set<string>();
+  for (const lane of key.lanes) {
+    const a = getAdapter(lane.provider);
+    if (!a) continue;
+    kinds.add(a.kind);
+    if (lane.model) {
+      pairs.push([lane.model, lane.provider]);
+      continue;
+    }
+    let ids: string[] | null = null;
+    if (a.models) {
+      try {
+        ids = await a.models(ctx, lane, request.signal);
+      } catch (e) {
+        ctx.log.warn({ provider: lane.provider, err: e instanceof Error ? e.message : String(e) }, "lane model list unavailable; using the catalog");
+      }
+    }
+    for (const id of ids ?? catalogModels(a.pricingId ?? a.id)) pairs.push([id, lane.provider]);
+  }
+  for (const kind of kinds) for (const id of KIND_ALIASES[kind] ?? []) pairs.push([id, kind]);
+  return { object: "list", data: entries(pairs, created) };
+}

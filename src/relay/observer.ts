@@ -1,0 +1,23 @@
+// Observability hook of the hot path. The relay calls these at fixed points; the metrics module
+// installs an implementation as `ctx.services.relayObserver`. Calls are synchronous and must be
+// cheap (counters, histograms), never I/O.
+import type { Ctx } from "../context.ts";
+
+export interface RelayObserver {
+  requestDone(i: { endpoint: string; provider: string | null; outcome: string; status: number; latencyMs: number; ttfbMs: number | null }): void;
+  fallback(i: { endpoint: string; fromProvider: string; reason: string }): void;
+  budgetRejected(i: { endpoint: string }): void;
+  upstreamError(i: { provider: string; status: number; code: string }): void;
+  usageQueueDepth?(): number;
+}
+
+export const noopObserver: RelayObserver = {
+  requestDone() {},
+  fallback() {},
+  budgetRejected() {},
+  upstreamError() {},
+};
+
+export function observerOf(ctx: Ctx): RelayObserver {
+  return (ctx.services.relayObserver as RelayObserver | undefined) ?? noopObserver;
+}

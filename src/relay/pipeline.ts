@@ -1,0 +1,212 @@
+// The hot path, top-down (DESIGN "Data path"): auth → body → admission (budget reserve) →
+// plan → lanes in order → relay → settle. handleInference answers HTTP; runChat is the same
+// executor without an HTTP response, for /blitz.
+import type { Ctx } from "../context.ts";
+import { asGatewayError, GatewayError } from "../errors.ts";
+import type { RequestContext } from "../http/route.ts";
+import { monthKey } from "../lib/time.ts";
+import { clientCodecs } from "../protocols/index.ts";
+import type { ChatRequest, ClientShape, Json, Usage } from "../protocols/types.ts";
+import type { ResolvedLane } from "../providers/types.ts";
+import { tryLane, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
+import { resolveRoutingKey } from "./auth.ts";
+import { reserve, settle, type Reservation } from "./budget/counters.ts";
+import { estimateCostUsd } from "./budget/estimate.ts";
+import type { KeyContext } from "./key-context.ts";
+import { observerOf } from "./observer.ts";
+import { allLanesFailed, budgetExceeded, noProviders, type LaneFailure } from "./relay-errors.ts";
+import { readInferenceBody } from "./request-body.ts";
+import { planLanes } from "./routing/plan.ts";
+import { streamResponse } from "./stream/relay-stream.ts";
+import type { UsageQueue } from "./usage-queue.ts";
+
+export { estimateCostUsd } from "./budget/estimate.ts";
+
+/** Walks the planned lanes in order; each call to next() resumes after the last lane tried. */
+class LaneRunner {
+  private i = 0;
+  private last: LaneFailure | null = null;
+
+  constructor(private rr: RelayRequest, private lanes: ResolvedLane[]) {}
+
+  /** The next lane that answers (or an error for the client); a failed lane moves on. */
+  async next(): Promise<LaneResult> {
+    while (this.i < this.lanes.length) {
+      const lane = this.lanes[this.i++]!;
+      const r = await tryLane(this.rr, lane);
+      if (r.kind !== "failed") return r;
+      this.failed(r.failure);
+      if (this.rr.signal.aborted) return { kind: "aborted" };
+    }
+    return { kind: "client", error: allLanesFailed(this.lanes.length, this.last) };
+  }
+
+  /** Records a lane's failure (also used by the stream driver for a stream broken before content). */
+  failed(f: LaneFailure): void {
+    this.last = f;
+    if (this.i < this.lanes.length) observerOf(this.rr.ctx).fallback({ endpoint: this.rr.endpoint, fromProvider: f.provider, reason: f.code });
+  }
+}
+
+function logSettleError(ctx: Ctx, e: unknown) {
+  ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed");
+}
+
+/**
+ * Replaces the reservation with the real cost (releasing it on error, disconnect or fallback);
+ * keys without a budget still add their spend to the month counter /v1/key reports. Not awaited:
+ * the KV command is issued now, in order, on the shared connection.
+ */
+function settleBudget(rr: RelayRequest): void {
+  const { ctx, key } = rr;
+  if (rr.reservation) {
+    settle(ctx, key, rr.reservation, rr.countedUsd).catch((e) => logSettleError(ctx, e));
+    rr.reservation = null;
+  } else if (rr.countedUsd > 0) {
+    const zero: Reservation = { keyId: key.id, month: monthKey(), nano: 0 };
+    settle(ctx, key, zero, rr.countedUsd).catch((e) => logSettleError(ctx, e));
+  }
+}
+
+/** Reserves the request's estimate; throws 402 budget_exceeded when it does not fit. */
+async function admit(rr: RelayRequest): Promise<void> {
+  const { ctx, key } = rr;
+  if (key.monthlyBudgetUsd === null) return;
+  const est = estimateCostUsd(ctx, key, rr.body, rr.bytes);
+  if (est === null) return; // only seat lanes, which the budget leaves out
+  const r = await reserve(ctx, key, est);
+  if (!r) {
+    observerOf(ctx).budgetRejected({ endpoint: rr.endpoint });
+    throw budgetExceeded(key.monthlyBudgetUsd, monthKey());
+  }
+  rr.reservation = r;
+}
+
+function pivotFor(rr: RelayRequest): ChatRequest {
+  if (rr.pivot) return rr.pivot;
+  const codec = clientCodecs[rr.shape];
+  return codec ? (rr.pivot = codec.toPivot(rr.body)) : (rr.body as ChatRequest);
+}
+
+function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal }): RelayRequest {
+  return {
+    ctx, key,
+    endpoint: i.endpoint,
+    shape: i.shape,
+    body: i.body,
+    bytes: i.bytes,
+    stream: i.stream,
+    model: String(i.body.model),
+    requestId: i.requestId,
+    signal: i.signal,
+    startedAt: performance.now(),
+    countedUsd: 0,
+    reservation: null,
+  };
+}
+
+function done(rr: RelayRequest, outcome: string, status: number, provider: string | null, ttfbMs: number | null) {
+  settleBudget(rr);
+  observerOf(rr.ctx).requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs });
+}
+
+/** POST /v1/chat/completions and POST /v1/responses. Order: key 401 → body 413/400 → lanes 400 → budget 402. */
+export async function handleInference(ctx: Ctx, rc: RequestContext, shape: ClientShape): Promise<Response> {
+  const key = await resolveRoutingKey(ctx, rc.request);
+  const parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
+  (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
+  if (key.lanes.length === 0) throw noProviders();
+  const rr = newRelayRequest(ctx, key, { endpoint: shape, shape, body: parsed.body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal });
+  await admit(rr);
+
+  let first: LaneResult;
+  let runner: LaneRunner;
+  try {
+    const lanes = key.mode === "classifier" ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
+    runner = new LaneRunner(rr, lanes);
+    first = await runner.next();
+  } catch (e) {
+    done(rr, "error", asGatewayError(e).status, null, null);
+    throw e;
+  }
+  switch (first.kind) {
+    case "json":
+      done(rr, "ok", first.status, first.attempt.provider, first.attempt.ttfbMs);
+      return new Response(first.text, { status: first.status, headers: { "content-type": "application/json" } });
+    case "stream":
+      return streamResponse(rr, first, {
+        nextLane: (f) => {
+          runner.failed(f);
+          return runner.next();
+        },
+        done: (outcome, status, provider, ttfbMs) => done(rr, outcome, status, provider, ttfbMs),
+      });
+    case "aborted":
+      done(rr, "aborted", 499, null, null);
+      return new Response(null, { status: 499 });
+    case "client":
+    case "failed": {
+      const err = first.kind === "client" ? first.error : allLanesFailed(1, first.failure);
+      done(rr, "error", err.status, null, null);
+      throw err;
+    }
+  }
+}
+
+export type RunChatResult =
+  | { ok: true; status: number; body: Json; usage: Usage; provider: string; costUsd: number }
+  | { ok: false; error: GatewayError; costUsd: number };
+
+export interface RunChatOptions {
+  shape?: ClientShape;
+  stream?: false;
+  signal: AbortSignal;
+  endpoint?: Endpoint;
+  requestId: string;
+  /** "reserve": this call reserves and settles its own estimate; "prereserved": the caller did (and settles with costUsd). */
+  budget: "reserve" | "prereserved";
+  /** Size of the request in bytes when known (sharpens the estimate). */
+  bodyBytes?: number;
+}
+
+/**
+ * Runs one non-streaming request through the key's lanes without producing an HTTP response
+ * (the /blitz executor). Never throws for request-level failures: they come back as `error`.
+ */
+export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunChatOptions): Promise<RunChatResult> {
+  const shape = opts.shape ?? "chat";
+  const rr = newRelayRequest(ctx, key, {
+    endpoint: opts.endpoint ?? "blitz",
+    shape,
+    body: { ...body, stream: false },
+    bytes: opts.bodyBytes ?? JSON.stringify(body.messages ?? body.input ?? "").length,
+    stream: false,
+    requestId: opts.requestId,
+    signal: opts.signal,
+  });
+  try {
+    if (key.lanes.length === 0) throw noProviders();
+    if (opts.budget === "reserve") await admit(rr);
+    const lanes = key.mode === "classifier" ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
+    const r = await new LaneRunner(rr, lanes).next();
+    const finish = (outcome: string, status: number, provider: string | null, ttfb: number | null) => {
+      if (opts.budget === "reserve") settleBudget(rr);
+      observerOf(ctx).requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs: ttfb });
+    };
+    if (r.kind === "json") {
+      finish("ok", r.status, r.attempt.provider, r.attempt.ttfbMs);
+      return { ok: true, status: r.status, body: r.parsed, usage: r.usage, provider: r.attempt.provider, costUsd: rr.countedUsd };
+    }
+    const err = r.kind === "client" ? r.error
+      : r.kind === "failed" ? allLanesFailed(1, r.failure)
+      : new GatewayError(499, "The request was cancelled before an answer arrived.", { code: "cancelled" });
+    finish(r.kind === "aborted" ? "aborted" : "error", err.status, null, null);
+    return { ok: false, error: err, costUsd: rr.countedUsd };
+  } catch (e) {
+    if (opts.budget === "reserve") settleBudget(rr);
+    return { ok: false, error: asGatewayError(e), costUsd: rr.countedUsd };
+  }
+}
+
+/** The budget-counted cost a prereserved caller settles (exported for blitz's batch settle). */
+export { settle as settleReservation, reserve as reserveBudget } from "./budget/counters.ts";

@@ -1,0 +1,88 @@
+// Usage → cost in USD, from @pydantic/genai-prices: the pricing catalog maintained by Pydantic,
+// covering the vendors we route to with per-model input, output and cached-token (cache read and
+// write) prices, so no price table is kept by hand here.
+//
+// calcPrice matches model names against the whole catalog (tens of µs per call), too slow for
+// every request: the matched flat price of a provider+model is memoised and applied here.
+// Models whose price varies (token tiers, time-of-day or date-bound prices) go through
+// calcPrice on every call, so they are always priced exactly as the catalog says.
+import { calcPrice, type ModelPrice } from "@pydantic/genai-prices";
+import type { Usage } from "../protocols/types.ts";
+
+interface FlatPrice {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+}
+
+/** null = not in the catalog; "dynamic" = price depends on the call, use calcPrice each time. */
+type Entry = FlatPrice | "dynamic" | null;
+
+// A pure memo of immutable catalog data (no gateway state), shared by every instance in the process.
+const memo = new Map<string, Entry>();
+const MEMO_MAX = 5000;
+
+function isNum(v: unknown): v is number {
+  return typeof v === "number" && Number.isFinite(v);
+}
+
+function lookup(pricingId: string, model: string): Entry {
+  const k = `${pricingId}\u0000${model}`;
+  let e = memo.get(k);
+  if (e !== undefined) return e;
+  const r = calcPrice({ input_tokens: 1, output_tokens: 1 }, model, { providerId: pricingId });
+  if (!r) e = null;
+  else if (Array.isArray(r.model.prices)) e = "dynamic";
+  else {
+    const p: ModelPrice = r.model_price;
+    const input = p.input_mtok, output = p.output_mtok;
+    const read = p.cache_read_mtok ?? input, write = p.cache_write_mtok ?? input;
+    e = isNum(input) && isNum(output) && isNum(read) && isNum(write)
+      ? { input: input / 1e6, output: output / 1e6, cacheRead: read / 1e6, cacheWrite: write / 1e6 }
+      : "dynamic";
+  }
+  if (memo.size >= MEMO_MAX) memo.clear();
+  memo.set(k, e);
+  return e;
+}
+
+/** Cost of one attempt in USD; 0 for a model the catalog does not know. */
+export function costUsd(pricingId: string, model: string, u: Usage): number {
+  const e = lookup(pricingId, model);
+  if (e === null) return 0;
+  const cached = Math.min(u.cached_tokens, u.prompt_tokens);
+  const write = Math.min(u.cache_write_tokens, u.prompt_tokens - cached);
+  if (e === "dynamic") {
+    const r = calcPrice(
+      { input_tokens: u.prompt_tokens, cache_read_tokens: cached, cache_write_tokens: write, output_tokens: u.completion_tokens },
+      model,
+      { providerId: pricingId },
+    );
+    return r ? r.total_price : 0;
+  }
+  return (u.prompt_tokens - cached - write) * e.input + cached * e.cacheRead + write * e.cacheWrite + u.completion_tokens * e.output;
+}
+
+/** Price per token (input, output) for budget estimates; dynamic prices are sampled at a large prompt so tiers err high. */
+export function unitPrices(pricingId: string, model: string): { input: number; output: number } | null {
+  const e = lookup(pricingId, model);
+  if (e === null) return null;
+  if (e !== "dynamic") return { input: e.input, output: e.output };
+  const k = `${pricingId}\u0000${model}`;
+  const hit = dynamicUnits.get(k);
+  if (hit && Date.now() - hit.at < 60_000) return hit.v;
+  const big = 1_000_000;
+  const i = calcPrice({ input_tokens: big, output_tokens: 0 }, model, { providerId: pricingId });
+  const o = calcPrice({ input_tokens: big, output_tokens: big }, model, { providerId: pricingId });
+  const v = i && o ? { input: i.total_price / big, output: Math.max(0, o.total_price - i.total_price) / big } : null;
+  if (dynamicUnits.size >= MEMO_MAX) dynamicUnits.clear();
+  dynamicUnits.set(k, { at: Date.now(), v });
+  return v;
+}
+
+// Estimates of time-dependent prices are re-sampled every minute.
+const dynamicUnits = new Map<string, { at: number; v: { input: number; output: number } | null }>();
+
+/** Every model the catalog lists for a provider (the general `GET /v1/models` list). */
+export { findProvider as catalogProvider } from "@pydantic/genai-prices";

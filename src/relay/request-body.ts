@@ -1,0 +1,60 @@
+// Reading and validating an inference body: the size cap first (413, before any parsing), one
+// JSON.parse, then the fields SPEC requires. Missing `model`/`messages`/`input` answer 400 in the
+// nested shape with type invalid_request_error and no code (CONTRACT §6). Every other property
+// rides along untouched.
+import { GatewayError } from "../errors.ts";
+import { tooLarge } from "../http/request.ts";
+import type { ClientShape, Json } from "../protocols/types.ts";
+
+const invalid = (message: string) => new GatewayError(400, message, { type: "invalid_request_error" });
+
+/** The body text and its size in bytes, refusing more than maxBytes before anything is parsed. */
+async function readCapped(request: Request, maxBytes: number): Promise<{ text: string; bytes: number }> {
+  const declared = request.headers.get("content-length");
+  if (declared !== null) {
+    const bytes = Number(declared);
+    if (bytes > maxBytes) throw tooLarge(maxBytes);
+    return { text: await request.text(), bytes };
+  }
+  // No length given (chunked): count as it arrives and stop at the cap.
+  if (!request.body) return { text: "", bytes: 0 };
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of request.body as unknown as AsyncIterable<Uint8Array>) {
+    total += chunk.length;
+    if (total > maxBytes) throw tooLarge(maxBytes);
+    parts.push(chunk);
+  }
+  return { text: Buffer.concat(parts).toString("utf8"), bytes: total };
+}
+
+export interface InferenceBody {
+  body: Json;
+  bytes: number;
+  stream: boolean;
+  model: string;
+}
+
+export async function readInferenceBody(request: Request, shape: ClientShape, maxBytes: number): Promise<InferenceBody> {
+  const raw = await readCapped(request, maxBytes);
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.text);
+  } catch {
+    throw invalid(raw.text.trim() === "" ? "The request body is empty; send a JSON object." : "The request body is not valid JSON; send a JSON object.");
+  }
+  if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalid("The request body must be a JSON object.");
+  const b = body as Json;
+  if (typeof b.model !== "string" || b.model === "") throw invalid("Missing required parameter: `model` (a string naming the model).");
+  if (shape === "chat") {
+    if (!Array.isArray(b.messages)) throw invalid("Missing required parameter: `messages` (an array of message objects).");
+    for (let i = 0; i < b.messages.length; i++) {
+      const m = b.messages[i];
+      if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(`messages[${i}] must be an object with a \`role\`.`);
+    }
+  } else if (b.input === undefined || b.input === null) {
+    throw invalid("Missing required parameter: `input` (a string or an array of input items).");
+  }
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") throw invalid("`stream` must be a boolean.");
+  return { body: b, bytes: raw.bytes, stream: b.stream === true, model: b.model };
+}

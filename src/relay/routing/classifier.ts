@@ -1,0 +1,218 @@
+// Classifier mode (CONTRACT §8): before forwarding, the key's classifier model picks the lane
+// that fits the request; that lane is tried first and the rest of the chain follows in order.
+//
+// The prompt is two chat messages, sent to classifier_provider / classifier_model with the key's
+// classifier credential (classifier_credential_id, else the account's oldest saved key for that
+// provider) through that provider's registered adapter and codec, so any vendor works:
+//
+//   system:
+//     <classifier_instructions>
+//
+//     Categories (category_key: category_description):
+//     - <category_key>: <category_description>
+//     - ...
+//
+//     Answer with exactly one category_key from the list above and nothing else.
+//   user:
+//     <the request's last user message, text parts joined, at most 8000 characters>
+//
+// Only lanes with a category_key are listed (several lanes may share one; they all move up, in
+// chain order). The answer is matched to a key ignoring case, surrounding quotes, backticks and
+// punctuation; an answer that names no listed key, or a classifier that fails or times out,
+// leaves the chain order as it is. No call is made when fewer than two categories exist.
+//
+// The call is metered like any other attempt: one usage record with endpoint "classifier", its
+// cost priced from the pricing catalog and counted against the key's budget.
+import type { Ctx } from "../../context.ts";
+import { GatewayError } from "../../errors.ts";
+import { upstreamCodecs } from "../../protocols/index.ts";
+import type { ChatRequest, Json, Usage } from "../../protocols/types.ts";
+import { getAdapter } from "../../providers/registry.ts";
+import type { ProviderAdapter, ResolvedLane } from "../../providers/types.ts";
+import { monthKey } from "../../lib/time.ts";
+import { settle } from "../budget/counters.ts";
+import type { KeyContext } from "../key-context.ts";
+import { costUsd } from "../pricing.ts";
+import type { UsageQueue } from "../usage-queue.ts";
+import type { Classifier } from "./plan.ts";
+
+const TIMEOUT_MS = 15_000;
+const MAX_MESSAGE_CHARS = 8000;
+
+/** The classifier's chat messages for a request (exported for tests and the README). */
+export function classifierMessages(instructions: string, categories: Array<{ key: string; description: string | null }>, userText: string): Json[] {
+  const list = categories.map((c) => `- ${c.key}: ${c.description ?? ""}`.trimEnd()).join("\n");
+  const system = `${instructions.trim()}\n\nCategories (category_key: category_description):\n${list}\n\nAnswer with exactly one category_key from the list above and nothing else.`;
+  return [
+    { role: "system", content: system },
+    { role: "user", content: userText.slice(0, MAX_MESSAGE_CHARS) },
+  ];
+}
+
+/** Text of the request's last user message (string content, or its text parts joined). */
+export function lastUserText(req: ChatRequest): string {
+  for (let i = req.messages.length - 1; i >= 0; i--) {
+    const m = req.messages[i];
+    if (m?.role !== "user") continue;
+    if (typeof m.content === "string") return m.content;
+    if (Array.isArray(m.content)) {
+      return m.content.map((p: Json) => (typeof p?.text === "string" ? p.text : "")).filter(Boolean).join("\n");
+    }
+    return "";
+  }
+  return "";
+}
+
+/** The listed category an answer names, or null for anything else. */
+export function matchCategory(answer: string, keys: string[]): string | null {
+  const clean = (s: string) => s.trim().replace(/^[\s"'`*]+|[\s"'`*.,;:!]+$/g, "").toLowerCase();
+  const a = clean(answer.split("\n")[0] ?? "");
+  const exact = keys.find((k) => clean(k) === a);
+  if (exact !== undefined) return exact;
+  // A short answer such as "category: code" names one key as a whole word.
+  if (answer.length > 200) return null;
+  const lower = answer.toLowerCase();
+  const named = keys.filter((k) => new RegExp(`(^|[^\\w-])${escapeRe(k.toLowerCase())}($|[^\\w-])`).test(lower));
+  return named.length === 1 ? named[0]! : null;
+}
+
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/** The chain with the lanes of `chosen` first, the rest in their order. */
+export function reorder(lanes: ResolvedLane[], chosen: string): ResolvedLane[] {
+  const first = lanes.filter((l) => l.category_key === chosen);
+  return [...first, ...lanes.filter((l) => l.category_key !== chosen)];
+}
+
+// The classifier "lane" of a key, built once per cached KeyContext so the adapter's decrypted
+// key (kept on the lane object) is reused while the key stays cached.
+const classifierLanes = new WeakMap<KeyContext, ResolvedLane>();
+
+function classifierLane(key: KeyContext): ResolvedLane {
+  let lane = classifierLanes.get(key);
+  if (!lane) {
+    lane = {
+      provider: key.classifierProvider!,
+      model: key.classifierModel,
+      credential_id: key.classifierCredential?.id ?? null,
+      sub_session_id: null,
+      bridge_instance_id: null,
+      category_key: null,
+      category_description: null,
+      fallback_to_default_model: false,
+      reasoning_effort: null,
+      verbosity: null,
+      service_tier: null,
+      index: -1,
+      credential: key.classifierCredential,
+      bridge: null,
+      subSession: null,
+    };
+    classifierLanes.set(key, lane);
+  }
+  return lane;
+}
+
+interface Outcome {
+  status: number;
+  outcome: "ok" | "error" | "aborted";
+  errorCode: string | null;
+  usage: Usage | null;
+  answer: string | null;
+}
+
+async function ask(ctx: Ctx, adapter: ProviderAdapter, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal): Promise<Outcome> {
+  const protocol = adapter.protocols.find((p) => upstreamCodecs[p]) ?? null;
+  const codec = protocol ? upstreamCodecs[protocol] : undefined;
+  if (!protocol || !codec) return { status: 0, outcome: "error", errorCode: "no_codec", usage: null, answer: null };
+  const body = codec.encodeRequest({ model, messages }, { model, stream: false });
+  const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: false });
+  const res = await adapter.send(ctx, lane, call, signal);
+  const text = await res.text();
+  if (!res.ok) {
+    const info = codec.errorOf(res.status, text);
+    return { status: res.status, outcome: "error", errorCode: info.code ?? "upstream_error", usage: null, answer: null };
+  }
+  let parsed: Json;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { status: res.status, outcome: "error", errorCode: "bad_response", usage: null, answer: null };
+  }
+  const { completion, usage } = codec.decodeResponse(parsed, { model });
+  const content = completion?.choices?.[0]?.message?.content;
+  const answer = typeof content === "string" ? content : Array.isArray(content) ? content.map((p: Json) => p?.text ?? "").join("") : null;
+  return { status: res.status, outcome: "ok", errorCode: null, usage, answer };
+}
+
+/** Records the classifier call: one usage record, and its cost added to the key's month spend. */
+async function meter(ctx: Ctx, key: KeyContext, adapter: ProviderAdapter, model: string, o: Outcome, latencyMs: number): Promise<void> {
+  const cost = o.usage ? costUsd(adapter.pricingId ?? adapter.id, model, o.usage) : 0;
+  const queue = ctx.services.usageQueue as UsageQueue | undefined;
+  queue?.push({
+    accountId: key.accountId,
+    routingKeyId: key.id,
+    endpoint: "classifier",
+    laneIndex: null,
+    provider: adapter.id,
+    model,
+    status: o.status,
+    outcome: o.outcome,
+    errorCode: o.errorCode,
+    promptTokens: o.usage?.prompt_tokens ?? 0,
+    completionTokens: o.usage?.completion_tokens ?? 0,
+    cachedTokens: o.usage?.cached_tokens ?? 0,
+    cacheWriteTokens: o.usage?.cache_write_tokens ?? 0,
+    costUsd: cost,
+    latencyMs,
+    ttfbMs: null,
+    seat: adapter.seat,
+  });
+  if (cost > 0 && !(adapter.seat && key.budgetExcludesSeats)) {
+    // Adds the cost to the month's counter (nothing was reserved for it; a zero reservation settles to the cost).
+    await settle(ctx, key, { keyId: key.id, month: monthKey(), nano: 0 }, cost);
+  }
+}
+
+export const classifyLanes: Classifier = async (ctx, key, req, signal) => {
+  const lanes = key.lanes;
+  const categories: Array<{ key: string; description: string | null }> = [];
+  for (const l of lanes) {
+    if (l.category_key && !categories.some((c) => c.key === l.category_key)) categories.push({ key: l.category_key, description: l.category_description });
+  }
+  if (categories.length < 2) return lanes;
+  const adapter = key.classifierProvider ? getAdapter(key.classifierProvider) : undefined;
+  const model = key.classifierModel;
+  if (!adapter || !model || !key.classifierInstructions) {
+    ctx.log.warn({ keyId: key.id, provider: key.classifierProvider }, "classifier not usable; chain order kept");
+    return lanes;
+  }
+  const messages = classifierMessages(key.classifierInstructions, categories, lastUserText(req));
+  const started = Date.now();
+  const callSignal = AbortSignal.any([signal, AbortSignal.timeout(TIMEOUT_MS)]);
+  let o: Outcome;
+  try {
+    o = await ask(ctx, adapter, classifierLane(key), model, messages, callSignal);
+  } catch (e) {
+    const aborted = signal.aborted;
+    o = { status: 0, outcome: aborted ? "aborted" : "error", errorCode: e instanceof GatewayError ? e.code ?? "upstream_error" : aborted ? "client_closed" : "connection_error", usage: null, answer: null };
+  }
+  // Metering never holds up the request.
+  void meter(ctx, key, adapter, model, o, Date.now() - started).catch((e) =>
+    ctx.log.error({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "classifier metering failed"));
+  if (o.outcome !== "ok" || o.answer === null) {
+    ctx.log.warn({ keyId: key.id, provider: adapter.id, status: o.status, code: o.errorCode }, "classifier failed; chain order kept");
+    return lanes;
+  }
+  const chosen = matchCategory(o.answer, categories.map((c) => c.key));
+  if (!chosen) {
+    ctx.log.warn({ keyId: key.id, provider: adapter.id }, "classifier answered no listed category; chain order kept");
+    return lanes;
+  }
+  return reorder(lanes, chosen);
+};
+
+/** Registers the classifier service the routing plan calls in classifier mode. */
+export function registerClassifier(ctx: Ctx): void {
+  ctx.services.classifier = classifyLanes;
+}

@@ -1,0 +1,60 @@
+// The translating relay: upstream SSE in the lane's protocol → chat chunks (upstream codec's
+// decoder) → the client's SSE (client codec's encoder). Used only when the client's shape is not
+// a protocol the lane speaks; the same-protocol case never comes here (see sse-tap.ts).
+import { createParser, type EventSourceParser } from "eventsource-parser";
+import type { ChunkDecoder, ChunkEncoder, SseEvent, Usage } from "../../protocols/types.ts";
+
+const enc = new TextEncoder();
+
+export class TranslateTap {
+  delivered = false;
+  forwarded = 0;
+  private text = new TextDecoder("utf-8");
+  private parser: EventSourceParser;
+  private pending: SseEvent[] = [];
+
+  constructor(private decoder: ChunkDecoder, private encoder: ChunkEncoder) {
+    this.parser = createParser({
+      onEvent: (ev) => {
+        const e: SseEvent = { data: ev.data };
+        if (ev.event !== undefined) e.event = ev.event;
+        if (ev.id !== undefined) e.id = ev.id;
+        this.pending.push(e);
+      },
+    });
+  }
+
+  get usage(): Usage | null {
+    return this.decoder.usage();
+  }
+
+  /** Upstream bytes → client bytes (null when nothing complete). Throws UpstreamStreamError on an upstream error event. */
+  push(chunk: Uint8Array): Uint8Array | null {
+    this.parser.feed(this.text.decode(chunk, { stream: true }));
+    return this.drain(false);
+  }
+
+  /** End of upstream: the decoder's last chunks and the encoder's normal ending. */
+  end(): Uint8Array | null {
+    this.parser.feed(this.text.decode());
+    this.parser.feed("\n\n");
+    const body = this.drain(true) ?? new Uint8Array(0);
+    const tail = enc.encode(this.encoder.end(this.decoder.usage()));
+    const out = new Uint8Array(body.length + tail.length);
+    out.set(body, 0);
+    out.set(tail, body.length);
+    return out;
+  }
+
+  private drain(final: boolean): Uint8Array | null {
+    let s = "";
+    const events = this.pending;
+    this.pending = [];
+    for (const ev of events) for (const c of this.decoder.push(ev)) s += this.encoder.push(c);
+    if (final) for (const c of this.decoder.end()) s += this.encoder.push(c);
+    if (s === "") return null;
+    this.delivered = true;
+    this.forwarded++;
+    return enc.encode(s);
+  }
+}

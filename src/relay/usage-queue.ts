@@ -1,0 +1,120 @@
+// Usage records (one per attempt, CONTRACT §7) and routing keys' last_used_at, written off the
+// hot path: requests push into memory, a job flushes every second or as soon as a batch fills,
+// and shutdown drains what is left. A failed flush keeps its rows for the next one.
+import { sql } from "drizzle-orm";
+import type { Ctx } from "../context.ts";
+import { intervalJob, type Job } from "../jobs/job.ts";
+import { usageRecords } from "../store/db/schema/index.ts";
+
+export type UsageRow = typeof usageRecords.$inferInsert;
+
+const FLUSH_INTERVAL_MS = 1000;
+/** Rows that trigger a flush before the interval, and the size of one INSERT. */
+const BATCH_ROWS = 500;
+/** Beyond this (a long database outage) the oldest rows are dropped, loudly, to protect memory. */
+const MAX_PENDING = 200_000;
+
+export interface UsageQueue {
+  push(row: UsageRow): void;
+  /** Marks a routing key used now; written with the next flush (one UPDATE per flush, not per request). */
+  touchKey(keyId: string): void;
+  /** Writes everything queued so far. */
+  flush(): Promise<void>;
+  depth(): number;
+  /** Holds timed flushes (tests that count queries around one request; shutdown ordering). */
+  pause(): void;
+  resume(): void;
+  job: Job;
+}
+
+export function createUsageQueue(ctx: Ctx): UsageQueue {
+  let rows: UsageRow[] = [];
+  let touched = new Map<string, number>();
+  let paused = false;
+  let flushing: Promise<void> | null = null;
+  let sizeFlushScheduled = false;
+
+  async function writeOnce(): Promise<void> {
+    const batch = rows;
+    const keys = touched;
+    rows = [];
+    touched = new Map();
+    try {
+      for (let i = 0; i < batch.length; i += BATCH_ROWS) {
+        await ctx.db.insert(usageRecords).values(batch.slice(i, i + BATCH_ROWS));
+      }
+    } catch (e) {
+      rows = batch.concat(rows);
+      if (rows.length > MAX_PENDING) {
+        const dropped = rows.length - MAX_PENDING;
+        rows = rows.slice(dropped);
+        ctx.log.error({ dropped }, "usage queue over capacity: dropped the oldest usage records");
+      }
+      for (const [k, t] of keys) if ((touched.get(k) ?? 0) < t) touched.set(k, t);
+      throw e;
+    }
+    if (keys.size) {
+      try {
+        const values = sql.join([...keys].map(([id, t]) => sql`(${id}, ${new Date(t).toISOString()}::timestamptz)`), sql`, `);
+        await ctx.db.execute(sql`update routing_keys set last_used_at = v.t from (values ${values}) as v(id, t)
+          where routing_keys.id = v.id and (routing_keys.last_used_at is null or routing_keys.last_used_at < v.t)`);
+      } catch (e) {
+        for (const [k, t] of keys) if ((touched.get(k) ?? 0) < t) touched.set(k, t);
+        throw e;
+      }
+    }
+  }
+
+  async function flush(): Promise<void> {
+    // One writer at a time; whoever comes while one runs waits for it, then writes what is left.
+    while (flushing) await flushing;
+    if (rows.length === 0 && touched.size === 0) return;
+    flushing = writeOnce().finally(() => { flushing = null; });
+    await flushing;
+  }
+
+  const job = intervalJob(ctx, "usage-flush", FLUSH_INTERVAL_MS, async () => {
+    if (!paused) await flush();
+  });
+
+  return {
+    push(row) {
+      rows.push(row);
+      if (rows.length >= BATCH_ROWS && !paused && !sizeFlushScheduled) {
+        sizeFlushScheduled = true;
+        setTimeout(() => {
+          sizeFlushScheduled = false;
+          void flush().catch((e) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "usage flush failed"));
+        }, 0);
+      }
+    },
+    touchKey(keyId) {
+      touched.set(keyId, Date.now());
+    },
+    flush,
+    depth: () => rows.length,
+    pause() { paused = true; },
+    resume() { paused = false; },
+    job,
+  };
+}
+
+/** Registers the queue as `ctx.services.usageQueue`, its job, and the drain on shutdown. */
+export function startUsageQueue(ctx: Ctx): UsageQueue {
+  const q = createUsageQueue(ctx);
+  ctx.services.usageQueue = q;
+  ctx.onShutdown(async () => {
+    await q.job.stop();
+    // Drain: retry a few times so a blip at shutdown does not lose records.
+    for (let i = 0; i < 3; i++) {
+      try {
+        await q.flush();
+        return;
+      } catch (e) {
+        ctx.log.error({ err: e instanceof Error ? e.message : String(e), pending: q.depth() }, "usage drain failed; retrying");
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  });
+  return q;
+}

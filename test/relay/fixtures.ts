@@ -1,0 +1,79 @@
+// Fixtures for relay tests: saved credentials and routing keys inserted directly (their
+// management endpoints have their own tests), encrypted and hashed exactly as management does.
+import { eq } from "drizzle-orm";
+import type { Gateway } from "../../src/gateway.ts";
+import { randomToken, sha256Hex } from "../../src/lib/crypto.ts";
+import { newId } from "../../src/lib/ids.ts";
+import { credentials, routingKeys, type LaneRow } from "../../src/store/db/schema/index.ts";
+import { publishInvalidation } from "../../src/store/invalidation.ts";
+
+export async function addCredential(gw: Gateway, accountId: string, provider: string, apiKey = `sk-test-${randomToken(24)}`) {
+  const id = newId("cred");
+  await gw.ctx.db.insert(credentials).values({
+    id, accountId, provider, label: provider,
+    keyCiphertext: gw.ctx.secrets.seal(apiKey, `credentials:${id}`),
+    keyFingerprint: apiKey.slice(-4),
+  });
+  return { id, apiKey };
+}
+
+export function lane(provider: string, credentialId: string | null, extra: Partial<LaneRow> = {}): LaneRow {
+  return {
+    provider,
+    model: null,
+    credential_id: credentialId,
+    sub_session_id: null,
+    bridge_instance_id: null,
+    category_key: null,
+    category_description: null,
+    fallback_to_default_model: true,
+    reasoning_effort: null,
+    verbosity: null,
+    service_tier: null,
+    ...extra,
+  };
+}
+
+export interface KeyOptions {
+  lanes: LaneRow[];
+  monthlyBudgetUsd?: number | null;
+  budgetExcludesSeats?: boolean;
+  label?: string;
+}
+
+export async function addRoutingKey(gw: Gateway, accountId: string, opts: KeyOptions) {
+  const id = newId("rkey");
+  const raw = `gw_${randomToken(40)}`;
+  await gw.ctx.db.insert(routingKeys).values({
+    id, accountId,
+    label: opts.label ?? "test",
+    keyHash: sha256Hex(raw),
+    keyPrefix: raw.slice(0, 10),
+    monthlyBudgetUsd: opts.monthlyBudgetUsd ?? null,
+    budgetExcludesSeats: opts.budgetExcludesSeats ?? true,
+    lanes: opts.lanes,
+  });
+  return { id, raw, hash: sha256Hex(raw) };
+}
+
+/** Revokes a key the way management does: row update, then the invalidation message. */
+export async function revokeKey(gw: Gateway, key: { id: string; hash: string }) {
+  await gw.ctx.db.update(routingKeys).set({ revokedAt: new Date() }).where(eq(routingKeys.id, key.id));
+  await publishInvalidation(gw.ctx, { kind: "key", hash: key.hash });
+}
+
+export const chatBody = (extra: Record<string, unknown> = {}) => ({
+  model: "gpt-4o-mini",
+  messages: [{ role: "user", content: "Say hello." }],
+  ...extra,
+});
+
+/** Reads an SSE response fully as text. */
+export async function readText(res: Response): Promise<string> {
+  return await res.text();
+}
+
+/** data: payloads of an SSE text (comments and blank lines dropped). */
+export function dataLines(sse: string): string[] {
+  return sse.split(/\r\n|\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim());
+}
