@@ -19,7 +19,7 @@ export async function registerBridge(gw: TestGateway, token: string, baseUrl: st
   return r.body.bridge as Record<string, any> & { id: string };
 }
 
-export function authJson(tag = crypto.randomUUID()) {
+export function authJson(tag: string = crypto.randomUUID()) {
   return {
     tokens: {
       access_token: `at-${tag}-${crypto.randomUUID()}`,
