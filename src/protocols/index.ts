@@ -1,11 +1,18 @@
 // The codec tables the relay looks protocols up in. One line per protocol; the relay never names one.
 import type { ClientCodec, ClientShape, UpstreamCodec, WireProtocol } from "./types.ts";
 import { chatClientCodec, chatUpstreamCodec } from "./chat/index.ts";
+import { anthropicCodec } from "./anthropic/index.ts";
+import { geminiCodec } from "./gemini/index.ts";
+import { responsesClientCodec, responsesUpstreamCodec } from "./responses/index.ts";
 
 export const upstreamCodecs: Partial<Record<WireProtocol, UpstreamCodec>> = {
   chat: chatUpstreamCodec,
+  responses: responsesUpstreamCodec,
+  anthropic: anthropicCodec,
+  gemini: geminiCodec,
 };
 
 export const clientCodecs: Partial<Record<ClientShape, ClientCodec>> = {
   chat: chatClientCodec,
+  responses: responsesClientCodec,
 };

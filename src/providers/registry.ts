@@ -4,6 +4,8 @@ import type { ProviderAdapter } from "./types.ts";
 import { openaiAdapter } from "./openai/adapter.ts";
 import { compatibleAdapter } from "./openai-compatible/adapter.ts";
 import { COMPATIBLE_VENDORS } from "./openai-compatible/vendors.ts";
+import { anthropicAdapter } from "./anthropic/adapter.ts";
+import { googleAdapter } from "./google/adapter.ts";
 
 const adapters = new Map<string, ProviderAdapter>();
 
@@ -21,3 +23,5 @@ export function allAdapters(): ProviderAdapter[] {
 
 registerAdapter(openaiAdapter);
 for (const v of COMPATIBLE_VENDORS) registerAdapter(compatibleAdapter(v));
+registerAdapter(anthropicAdapter);
+registerAdapter(googleAdapter);

@@ -56,37 +56,37 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
           const m = d.message ?? {};
           if (typeof m.model === "string" && m.model) base.model = m.model;
           takeUsage(m.usage);
-          return start();
+          // The role chunk waits for the first content: an error right after message_start then
+          // reaches the relay before any byte went to the client, so another lane can still serve.
+          return [];
         }
         case "content_block_start": {
-          const out = start();
           const cb = d.content_block ?? {};
           const index = Number(d.index);
           if (cb.type === "text") {
             blocks.set(index, { kind: "text" });
-            if (typeof cb.text === "string" && cb.text) out.push(chatChunk(base, { content: cb.text }));
+            if (typeof cb.text === "string" && cb.text) return [...start(), chatChunk(base, { content: cb.text })];
           } else if (cb.type === "tool_use" && cb.name === JSON_TOOL_NAME) {
             blocks.set(index, { kind: "json" });
             jsonAnswer = true;
           } else if (cb.type === "tool_use") {
             const toolIndex = tools++;
             blocks.set(index, { kind: "tool", toolIndex });
-            out.push(chatChunk(base, { tool_calls: [{ index: toolIndex, id: String(cb.id), type: "function", function: { name: String(cb.name), arguments: "" } }] }));
+            return [...start(), chatChunk(base, { tool_calls: [{ index: toolIndex, id: String(cb.id), type: "function", function: { name: String(cb.name), arguments: "" } }] })];
           } else blocks.set(index, { kind: "other" });
-          return out;
+          return [];
         }
         case "content_block_delta": {
-          const out = start();
           const b = blocks.get(Number(d.index));
           const delta = d.delta ?? {};
           if (delta.type === "text_delta" && typeof delta.text === "string" && delta.text) {
-            if (!b || b.kind === "text") out.push(chatChunk(base, { content: delta.text }));
+            if (!b || b.kind === "text") return [...start(), chatChunk(base, { content: delta.text })];
           } else if (delta.type === "input_json_delta" && typeof delta.partial_json === "string" && delta.partial_json) {
-            if (b?.kind === "tool") out.push(chatChunk(base, { tool_calls: [{ index: b.toolIndex, function: { arguments: delta.partial_json } }] }));
-            else if (b?.kind === "json") out.push(chatChunk(base, { content: delta.partial_json }));
+            if (b?.kind === "tool") return [...start(), chatChunk(base, { tool_calls: [{ index: b.toolIndex, function: { arguments: delta.partial_json } }] })];
+            if (b?.kind === "json") return [...start(), chatChunk(base, { content: delta.partial_json })];
           }
           // thinking_delta, signature_delta, citations_delta: no chat equivalent.
-          return out;
+          return [];
         }
         case "content_block_stop":
           return [];

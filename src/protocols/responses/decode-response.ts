@@ -1,6 +1,7 @@
 // A Response object (from a Responses-only lane) → chat completion.
 import { chatCompletion, type AssistantTurn } from "../pivot.ts";
-import { UpstreamStreamError, type Json, type Usage } from "../types.ts";
+import { GatewayError } from "../../errors.ts";
+import type { Json, Usage } from "../types.ts";
 import { usageFromResponses } from "./usage.ts";
 
 /** Response status (+ incomplete reason, + whether it called functions) → chat finish_reason. */
@@ -28,7 +29,9 @@ export function outputToTurn(output: unknown): { text: string; refusal: string; 
 }
 
 export function decodeResponsesResponse(body: Json, opts: { model: string; id?: string; created?: number }): { completion: Json; usage: Usage | null } {
-  if (body.status === "failed") throw new UpstreamStreamError(`The upstream response failed: ${body.error?.message ?? "no message"}`);
+  if (body.status === "failed") {
+    throw new GatewayError(502, `The upstream answered with a failed response: ${body.error?.message ?? "no message"}. Retry the request.`, { code: "upstream_error" });
+  }
   const { text, refusal, calls } = outputToTurn(body.output);
   const usage = usageFromResponses(body.usage);
   const completion = chatCompletion(

@@ -64,10 +64,11 @@ export function responsesStreamDecoder(opts: { model: string; id: string; create
         case "response.created":
         case "response.in_progress":
           if (typeof d.response?.model === "string" && d.response.model) base.model = d.response.model;
-          return start();
+          // The role chunk waits for content, so an error before any content can still fail over.
+          return [];
         case "response.output_item.added":
-          out.push(...start());
           if (d.item?.type === "function_call") {
+            out.push(...start());
             const c = callFor(d.item, out);
             fullArguments(c, d.item.arguments, out);
           }
@@ -94,7 +95,10 @@ export function responsesStreamDecoder(opts: { model: string; id: string; create
           return out;
         }
         case "response.output_item.done":
-          if (d.item?.type === "function_call") fullArguments(callFor(d.item, out), d.item.arguments, out);
+          if (d.item?.type === "function_call") {
+            out.push(...start());
+            fullArguments(callFor(d.item, out), d.item.arguments, out);
+          }
           return out;
         case "response.completed":
         case "response.incomplete":

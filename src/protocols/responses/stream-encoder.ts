@@ -150,10 +150,13 @@ export function responsesStreamEncoder(request: Json): ChunkEncoder {
     error(messageText: string): string {
       if (closed) return "";
       closed = true;
-      let s = open(null);
-      s += emit("error", { code: "upstream_error", message: messageText, param: null });
-      const failed = { ...response!, status: "failed", error: { code: "server_error", message: messageText }, output: items.map(doneItem) };
-      s += emit("response.failed", { response: failed });
+      let s = emit("error", { code: "upstream_error", message: messageText, param: null });
+      // The stream this encoder wrote also gets its terminal state; an encoder that wrote nothing
+      // (an error after pass-through bytes, or before any content) adds only the error event.
+      if (response) {
+        const failed = { ...(response as Json), status: "failed", error: { code: "server_error", message: messageText }, output: items.map(doneItem) };
+        s += emit("response.failed", { response: failed });
+      }
       return s;
     },
   };

@@ -1,0 +1,30 @@
+// `anthropic`: the Anthropic Messages API, native (CONTRACT §3): POST {base}/v1/messages with
+// `x-api-key` and `anthropic-version: 2023-06-01`. Either client shape is translated to Messages
+// by the anthropic codec (src/protocols/anthropic) and back.
+import type { ProviderAdapter } from "../types.ts";
+import { apiKeyOf, postJson } from "../openai/http.ts";
+
+export const ANTHROPIC_VERSION = "2023-06-01";
+
+export const anthropicAdapter: ProviderAdapter = {
+  id: "anthropic",
+  kind: "api_key",
+  protocols: ["anthropic"] as const,
+  seat: false,
+  unavailable: () => null,
+  // No per-lane settings apply: reasoning_effort, verbosity and service_tier belong to other lanes.
+  applySettings: () => {},
+  prepare({ ctx, lane, body, stream }) {
+    return {
+      url: `${ctx.config.providerBaseUrls.anthropic}/v1/messages`,
+      headers: {
+        "x-api-key": apiKeyOf(ctx, lane),
+        "anthropic-version": ANTHROPIC_VERSION,
+        "content-type": "application/json",
+        accept: stream ? "text/event-stream" : "application/json",
+      },
+      body: JSON.stringify(body),
+    };
+  },
+  send: (_ctx, _lane, call, signal) => postJson(call, signal),
+};

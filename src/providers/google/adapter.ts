@@ -1,0 +1,32 @@
+// `google`: the Gemini API, native (CONTRACT §3): POST {base}/models/{model}:generateContent, or
+// :streamGenerateContent?alt=sse for streams, with the key in `x-goog-api-key` (never in the URL,
+// where it would reach access logs). The model travels in the path, not the body.
+import type { ProviderAdapter } from "../types.ts";
+import { apiKeyOf, postJson } from "../openai/http.ts";
+
+/** `gemini-2.5-flash` or `models/gemini-2.5-flash` → the path segment. */
+export function modelPath(model: string): string {
+  return `models/${encodeURIComponent(model.replace(/^models\//, ""))}`;
+}
+
+export const googleAdapter: ProviderAdapter = {
+  id: "google",
+  kind: "api_key",
+  protocols: ["gemini"] as const,
+  seat: false,
+  unavailable: () => null,
+  applySettings: () => {},
+  prepare({ ctx, lane, model, body, stream }) {
+    const method = stream ? "streamGenerateContent?alt=sse" : "generateContent";
+    return {
+      url: `${ctx.config.providerBaseUrls.google}/${modelPath(model)}:${method}`,
+      headers: {
+        "x-goog-api-key": apiKeyOf(ctx, lane),
+        "content-type": "application/json",
+        accept: stream ? "text/event-stream" : "application/json",
+      },
+      body: JSON.stringify(body),
+    };
+  },
+  send: (_ctx, _lane, call, signal) => postJson(call, signal),
+};
