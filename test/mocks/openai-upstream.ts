@@ -35,6 +35,11 @@ export interface MockBehavior {
   cached_tokens?: number;
   /** Streaming: unusual but valid SSE (no space after `data:`, odd field order and spacing, CRLF). */
   odd_format?: boolean;
+  /**
+   * Streaming: an SSE comment right away, before first_byte_ms (as OpenRouter's `: OPENROUTER
+   * PROCESSING`). It flushes the headers, so a break_after: 0 then breaks a stream already answered 200.
+   */
+  processing_comment?: boolean;
 }
 
 export interface ReceivedRequest {
@@ -188,11 +193,12 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
     const stream = new ReadableStream<Uint8Array>({
       async start(controller) {
         try {
+          if (b.processing_comment) controller.enqueue(enc.encode(": PROCESSING\n\n"));
           await wait(b.first_byte_ms, state);
           for (let i = 0; i < n; i++) {
             if (state.gone) return;
             if (b.break_after !== undefined && i >= b.break_after) {
-              controller.error(new Error("mock upstream broke the stream"));
+              controller.error(undefined); // resets the connection (an Error would also be printed by Bun)
               return;
             }
             if (i > 0) await wait(b.chunk_delay_ms, state);
@@ -200,7 +206,7 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
             controller.enqueue(enc.encode(chunk(i === 0 ? { role: "assistant", content: parts[i] } : { content: parts[i] }, null)));
           }
           if (b.break_after === n) {
-            controller.error(new Error("mock upstream broke the stream"));
+            controller.error(undefined); // resets the connection (an Error would also be printed by Bun)
             return;
           }
           let tail = chunk({}, "stop");
@@ -241,7 +247,7 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
           for (let i = 0; i < n; i++) {
             if (state.gone) return;
             if (b.break_after !== undefined && i >= b.break_after) {
-              controller.error(new Error("mock upstream broke the stream"));
+              controller.error(undefined); // resets the connection (an Error would also be printed by Bun)
               return;
             }
             if (i > 0) await wait(b.chunk_delay_ms, state);
