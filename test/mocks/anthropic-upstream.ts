@@ -1,0 +1,235 @@
+// A mock Anthropic Messages API: a real Bun HTTP server on loopback that tests point the gateway
+// at (PROVIDER_ANTHROPIC_BASE_URL = mock.url). POST /v1/messages only.
+//
+// It checks what the gateway sends as strictly as Anthropic does and answers the vendor's error
+// shape ({"type":"error","error":{"type","message"}}) otherwise: the x-api-key and
+// anthropic-version headers, required fields (model, max_tokens, messages), no unknown fields,
+// temperature within 0..1, roles alternating and starting with user, block types per role,
+// non-empty text, every tool_use answered by tool_result blocks leading the next user turn and
+// every tool_result answering a tool_use of the turn before, tool names and schemas, tool_choice.
+// Valid requests get the next queued reply (fixtures under test/fixtures/anthropic/, framed as
+// Anthropic frames them: `event: <type>\ndata: <json>\n\n`), or a generated answer.
+import { headersOf, isObject, lastUserText, resolveEvents, resolveJson, sseBody, type Received, type VendorReply } from "../fixtures/replay.ts";
+
+export interface MockAnthropic {
+  /** Base URL (what PROVIDER_ANTHROPIC_BASE_URL takes), e.g. http://127.0.0.1:40123 */
+  url: string;
+  apiKey: string;
+  received: Received[];
+  /** Valid requests only, in order (the ones that were served). */
+  readonly served: Received[];
+  enqueue(...replies: VendorReply[]): void;
+  stop(): Promise<void>;
+}
+
+const TOP_LEVEL = new Set(["model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream", "temperature", "top_p", "top_k", "tools", "tool_choice", "service_tier", "thinking", "container", "mcp_servers", "context_management"]);
+const USER_BLOCKS = new Set(["text", "image", "document", "tool_result", "search_result"]);
+const ASSISTANT_BLOCKS = new Set(["text", "tool_use", "thinking", "redacted_thinking"]);
+const IMAGE_TYPES = new Set(["image/jpeg", "image/png", "image/gif", "image/webp"]);
+
+class Invalid extends Error {
+  constructor(message: string, readonly status = 400, readonly type = "invalid_request_error") {
+    super(message);
+  }
+}
+
+function check(cond: unknown, message: string): asserts cond {
+  if (!cond) throw new Invalid(message);
+}
+
+function validateBlock(b: any, where: string, role: string): void {
+  check(isObject(b) && typeof b.type === "string", `${where}: Input should be a valid dictionary or object to extract fields from`);
+  check((role === "user" ? USER_BLOCKS : ASSISTANT_BLOCKS).has(b.type), `${where}.type: '${b.type}' blocks are not allowed in ${role} messages`);
+  switch (b.type) {
+    case "text":
+      check(typeof b.text === "string", `${where}.text: Field required`);
+      check(b.text.length > 0, `${where}: text content blocks must be non-empty`);
+      break;
+    case "image": {
+      const s = b.source;
+      check(isObject(s), `${where}.source: Field required`);
+      if (s.type === "base64") {
+        check(IMAGE_TYPES.has(s.media_type), `${where}.source.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'`);
+        check(typeof s.data === "string" && s.data.length > 0, `${where}.source.data: Field required`);
+      } else {
+        check(s.type === "url" && typeof s.url === "string" && /^https?:\/\//.test(s.url), `${where}.source: Input tag '${s.type}' found using 'type' does not match any of the expected tags: 'base64', 'url'`);
+      }
+      break;
+    }
+    case "document":
+      check(isObject(b.source) && ["base64", "text", "url", "content"].includes(b.source.type), `${where}.source: invalid document source`);
+      break;
+    case "tool_use":
+      check(typeof b.id === "string" && /^[a-zA-Z0-9_-]+$/.test(b.id), `${where}.id: String should match pattern '^[a-zA-Z0-9_-]+$'`);
+      check(typeof b.name === "string" && b.name.length > 0, `${where}.name: Field required`);
+      check(isObject(b.input), `${where}.input: Input should be a valid dictionary`);
+      break;
+    case "tool_result":
+      check(typeof b.tool_use_id === "string", `${where}.tool_use_id: Field required`);
+      if (b.content !== undefined && typeof b.content !== "string") {
+        check(Array.isArray(b.content), `${where}.content: Input should be a valid list`);
+        b.content.forEach((c: any, i: number) => {
+          check(isObject(c) && (c.type === "text" || c.type === "image" || c.type === "document" || c.type === "search_result"), `${where}.content.${i}: tool_result content must be text, image, document or search_result blocks`);
+          validateBlock(c, `${where}.content.${i}`, "user");
+        });
+      }
+      break;
+  }
+}
+
+function validateRequest(req: Request, body: any, apiKey: string): void {
+  const key = req.headers.get("x-api-key");
+  if (key !== apiKey) throw new Invalid("invalid x-api-key", 401, "authentication_error");
+  if (!req.headers.get("anthropic-version")) throw new Invalid("anthropic-version: header is required");
+  check((req.headers.get("content-type") ?? "").includes("application/json"), "Content-Type must be application/json");
+  check(isObject(body), "Body must be a JSON object");
+  for (const k of Object.keys(body)) check(TOP_LEVEL.has(k), `${k}: Extra inputs are not permitted`);
+  check(typeof body.model === "string" && body.model.length > 0, "model: Field required");
+  check(Number.isInteger(body.max_tokens) && body.max_tokens >= 1, "max_tokens: Field required");
+  check(Array.isArray(body.messages) && body.messages.length > 0, "messages: Field required");
+  if (body.temperature !== undefined) check(typeof body.temperature === "number" && body.temperature >= 0 && body.temperature <= 1, "temperature: Input should be less than or equal to 1");
+  if (body.top_p !== undefined) check(typeof body.top_p === "number" && body.top_p >= 0 && body.top_p <= 1, "top_p: Input should be less than or equal to 1");
+  if (body.stream !== undefined) check(typeof body.stream === "boolean", "stream: Input should be a valid boolean");
+  if (body.stop_sequences !== undefined) check(Array.isArray(body.stop_sequences) && body.stop_sequences.every((s: unknown) => typeof s === "string" && s.trim() !== ""), "stop_sequences: each stop sequence must contain non-whitespace");
+  if (body.metadata !== undefined) {
+    check(isObject(body.metadata), "metadata: Input should be a valid dictionary");
+    for (const k of Object.keys(body.metadata)) check(k === "user_id", `metadata.${k}: Extra inputs are not permitted`);
+  }
+  if (body.system !== undefined && typeof body.system !== "string") {
+    check(Array.isArray(body.system), "system: Input should be a valid string or list");
+    body.system.forEach((b: any, i: number) => {
+      check(isObject(b) && b.type === "text", `system.${i}.type: Input should be 'text'`);
+      validateBlock(b, `system.${i}`, "user");
+    });
+  }
+
+  const names = new Set<string>();
+  if (body.tools !== undefined) {
+    check(Array.isArray(body.tools), "tools: Input should be a valid list");
+    body.tools.forEach((t: any, i: number) => {
+      check(isObject(t) && typeof t.name === "string" && /^[a-zA-Z0-9_-]{1,128}$/.test(t.name), `tools.${i}.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`);
+      check(!names.has(t.name), `tools: Tool names must be unique.`);
+      names.add(t.name);
+      check(isObject(t.input_schema) && t.input_schema.type === "object", `tools.${i}.input_schema.type: Input should be 'object'`);
+      for (const k of Object.keys(t)) check(["name", "description", "input_schema", "cache_control", "type"].includes(k), `tools.${i}.${k}: Extra inputs are not permitted`);
+    });
+  }
+  if (body.tool_choice !== undefined) {
+    const tc = body.tool_choice;
+    check(isObject(tc) && ["auto", "any", "tool", "none"].includes(tc.type), "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'");
+    check(body.tools !== undefined, "tool_choice may only be specified while providing tools");
+    if (tc.type === "tool") check(typeof tc.name === "string" && names.has(tc.name), `tool_choice.name: tool '${tc.name}' not found in tools`);
+  }
+
+  let pendingToolUses: string[] = [];
+  body.messages.forEach((m: any, i: number) => {
+    const where = `messages.${i}`;
+    check(isObject(m), `${where}: Input should be a valid dictionary`);
+    check(m.role === "user" || m.role === "assistant", `${where}.role: Input should be 'user' or 'assistant'`);
+    if (i === 0) check(m.role === "user", "messages: first message must use the \"user\" role");
+    else check(m.role !== body.messages[i - 1].role, `messages: roles must alternate between "user" and "assistant", but found multiple "${m.role}" roles in a row`);
+    const blocks: any[] = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content;
+    check(Array.isArray(blocks) && blocks.length > 0, `${where}.content: messages must have non-empty content`);
+    blocks.forEach((b, j) => validateBlock(b, `${where}.content.${j}`, m.role));
+    if (m.role === "user") {
+      const results = blocks.filter((b) => b.type === "tool_result").map((b) => b.tool_use_id as string);
+      const unexpected = results.filter((id) => !pendingToolUses.includes(id));
+      check(unexpected.length === 0, `${where}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${unexpected.join(", ")}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`);
+      const missing = pendingToolUses.filter((id) => !results.includes(id));
+      check(missing.length === 0, `messages.${i - 1}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(", ")}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`);
+      const firstOther = blocks.findIndex((b) => b.type !== "tool_result");
+      check(firstOther === -1 || blocks.slice(firstOther).every((b) => b.type !== "tool_result"), `${where}.content: tool_result blocks must come first in the content of a user message, before any other blocks`);
+      pendingToolUses = [];
+    } else {
+      pendingToolUses = blocks.filter((b) => b.type === "tool_use").map((b) => b.id);
+      if (i === body.messages.length - 1) check(pendingToolUses.length === 0, `messages.${i}: the final assistant message cannot contain tool_use blocks without results`);
+    }
+  });
+}
+
+function textOfTurn(m: any): string {
+  if (typeof m.content === "string") return m.content;
+  return (m.content as any[]).filter((b) => b.type === "text").map((b) => b.text).join("");
+}
+
+export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promise<MockAnthropic> {
+  const apiKey = opts.apiKey ?? `sk-ant-api03-${Math.random().toString(36).slice(2)}`;
+  const received: Received[] = [];
+  const queue: VendorReply[] = [];
+  let seq = 0;
+
+  const errorResponse = (status: number, type: string, message: string) =>
+    new Response(JSON.stringify({ type: "error", error: { type, message }, request_id: `req_mock${++seq}` }), { status, headers: { "content-type": "application/json" } });
+
+  function generated(body: any): { json: Record<string, unknown>; events: string[] } {
+    const id = `msg_mock${++seq}`;
+    const text = `anthropic answer to: ${lastUserText(body.messages, textOfTurn)}`;
+    const input = Math.max(1, Math.ceil(JSON.stringify(body.messages).length / 4));
+    const output = text.split(" ").length;
+    const usage = { input_tokens: input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: output };
+    const json = { id, type: "message", role: "assistant", model: body.model, content: [{ type: "text", text }], stop_reason: "end_turn", stop_sequence: null, usage };
+    const words = text.split(/(?<= )/);
+    const events = [
+      { type: "message_start", message: { id, type: "message", role: "assistant", model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } },
+      { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+      { type: "ping" },
+      ...words.map((w) => ({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } })),
+      { type: "content_block_stop", index: 0 },
+      { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: output } },
+      { type: "message_stop" },
+    ].map((e) => JSON.stringify(e));
+    return { json, events };
+  }
+
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    idleTimeout: 60,
+    async fetch(req) {
+      const url = new URL(req.url);
+      const rec: Received = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers: headersOf(req), body: null, rejected: null };
+      received.push(rec);
+      if (req.method !== "POST" || url.pathname !== "/v1/messages") {
+        rec.rejected = "not_found";
+        return errorResponse(404, "not_found_error", `Not found: ${req.method} ${url.pathname}`);
+      }
+      const text = await req.text();
+      try {
+        rec.body = JSON.parse(text);
+      } catch {
+        rec.rejected = "invalid json";
+        return errorResponse(400, "invalid_request_error", "There was an issue with the request body: it is not valid JSON");
+      }
+      try {
+        validateRequest(req, rec.body, apiKey);
+      } catch (e) {
+        if (!(e instanceof Invalid)) throw e;
+        rec.rejected = e.message;
+        return errorResponse(e.status, e.type, e.message);
+      }
+      const reply = queue.shift() ?? {};
+      const stream = rec.body.stream === true;
+      if (reply.status && (reply.status < 200 || reply.status > 299)) {
+        const body = reply.error ? resolveJson("anthropic", reply.error) : { type: "error", error: { type: "api_error", message: "Internal server error" } };
+        return new Response(JSON.stringify(body), { status: reply.status, headers: { "content-type": "application/json" } });
+      }
+      const gen = generated(rec.body);
+      if (!stream) {
+        return new Response(JSON.stringify(reply.json ? resolveJson("anthropic", reply.json) : gen.json), { headers: { "content-type": "application/json", "request-id": `req_mock${seq}` } });
+      }
+      const lines = reply.stream ? resolveEvents("anthropic", reply.stream) : gen.events;
+      const frames = lines.map((l) => `event: ${JSON.parse(l).type}\ndata: ${l}\n\n`);
+      return new Response(sseBody(frames, reply), { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "request-id": `req_mock${seq}` } });
+    },
+  });
+
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    apiKey,
+    received,
+    get served() { return received.filter((r) => r.rejected === null); },
+    enqueue(...replies) { queue.push(...replies); },
+    async stop() { await server.stop(true); },
+  };
+}
+
