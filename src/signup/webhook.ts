@@ -43,6 +43,7 @@ export async function handleBillingWebhook(ctx: Ctx, request: Request, requestId
   try {
     event = await Stripe.webhooks.constructEventAsync(raw, header, secret, SIGNATURE_TOLERANCE_SECONDS);
   } catch (e) {
+    if (e instanceof SyntaxError) throw badRequest("The webhook body is not a JSON event; nothing was changed.");
     const timestamp = e instanceof Error && /tolerance/i.test(e.message);
     ctx.log.warn({ requestId, reason: timestamp ? "timestamp" : "signature" }, "billing webhook refused");
     throw badRequest(timestamp

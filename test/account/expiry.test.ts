@@ -40,7 +40,7 @@ describe(`account expiry (${storesLabel})`, () => {
     // The sweep interval is long: these tests run the job by hand to see each step.
     gw = await startTestGateway({ UNPAID_ACCOUNT_TTL_SECONDS: String(TTL_SECONDS), EXPIRY_SWEEP_INTERVAL_SECONDS: "3600", BILLING_WEBHOOK_SECRET: "whsec_expiry_tests", SIGNUP_IP_LIMIT_PER_HOUR: "1000" });
     await gw.ctx.kv.subscribe("gw:invalidate", (m) => invalidations.push(JSON.parse(m)));
-  });
+  }, 60_000);
   afterAll(async () => { await gw?.stop(); });
 
   const job = () => gw.jobs.find((j) => j.name === "account-expiry")!;
@@ -123,7 +123,7 @@ describe(`account expiry on its own interval (${storesLabel})`, () => {
   let gw: TestGateway;
   beforeAll(async () => {
     gw = await startTestGateway({ UNPAID_ACCOUNT_TTL_SECONDS: "1", EXPIRY_SWEEP_INTERVAL_SECONDS: "0.2", SIGNUP_IP_LIMIT_PER_HOUR: "1000" });
-  });
+  }, 60_000);
   afterAll(async () => { await gw?.stop(); });
 
   test("the job runs every EXPIRY_SWEEP_INTERVAL_SECONDS and removes the account without being called", async () => {

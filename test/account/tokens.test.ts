@@ -8,7 +8,7 @@ import { sha256Hex } from "../../src/lib/crypto.ts";
 
 describe(`account tokens and /me (${storesLabel})`, () => {
   let gw: TestGateway;
-  beforeAll(async () => { gw = await startTestGateway({ BILLING_WEBHOOK_SECRET: "whsec_tokens_tests", SIGNUP_IP_LIMIT_PER_HOUR: "1000" }); });
+  beforeAll(async () => { gw = await startTestGateway({ BILLING_WEBHOOK_SECRET: "whsec_tokens_tests", SIGNUP_IP_LIMIT_PER_HOUR: "1000" }); }, 60_000);
   afterAll(async () => { await gw?.stop(); });
 
   const create = (token: string, body: unknown) => gw.call("/v1/organizations/tokens", { method: "POST", token, body });

@@ -15,7 +15,7 @@ describe(`agent signup and verify (${storesLabel})`, () => {
   beforeAll(async () => {
     sink = await startSmtpSink();
     gw = await startTestGateway({ SMTP_URL: sink.url, BILLING_WEBHOOK_SECRET: "whsec_signup_tests", SIGNUP_IP_LIMIT_PER_HOUR: "1000" });
-  });
+  }, 60_000);
   afterAll(async () => { await gw?.stop(); await sink?.close(); });
 
   const signup = (body: unknown, ip?: string) => signupCall(gw, "agent-signup", body, ip);
@@ -280,7 +280,7 @@ describe(`signup code lifetime and per-IP limit (${storesLabel})`, () => {
     gw = await startTestGateway({ SMTP_URL: sink.url, SIGNUP_CODE_TTL_SECONDS: "1", SIGNUP_IP_LIMIT_PER_HOUR: "3" });
     // A second instance over the same Postgres + Redis: the per-IP count must be shared.
     if (REAL_STORES) peer = await startTestGateway({ SMTP_URL: sink.url, SIGNUP_CODE_TTL_SECONDS: "1", SIGNUP_IP_LIMIT_PER_HOUR: "3" }, { shareWith: gw });
-  });
+  }, 60_000);
   afterAll(async () => { await peer?.stop(); await gw?.stop(); await sink?.close(); });
 
   test("an expired code (past SIGNUP_CODE_TTL_SECONDS) answers 400", async () => {
