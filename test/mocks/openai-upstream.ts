@@ -40,6 +40,9 @@ export interface MockBehavior {
    * PROCESSING`). It flushes the headers, so a break_after: 0 then breaks a stream already answered 200.
    */
   processing_comment?: boolean;
+  /** Fixed completion id and created time (byte-for-byte comparisons of two answers). */
+  id?: string;
+  created?: number;
 }
 
 export interface ReceivedRequest {
@@ -171,8 +174,8 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
   function streamChat(body: any, b: MockBehavior, state: { gone: boolean; done: boolean }, model: string): Response {
     const n = b.chunks ?? 5;
     const parts = pieces(b, n);
-    const id = `chatcmpl-mock${++seq}`;
-    const created = Math.floor(Date.now() / 1000);
+    const id = b.id ?? `chatcmpl-mock${++seq}`;
+    const created = b.created ?? Math.floor(Date.now() / 1000);
     const includeUsage = b.usage !== false && body?.stream_options?.include_usage === true;
     const odd = b.odd_format === true;
     const ev = (obj: Record<string, unknown>) => {
@@ -197,15 +200,16 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
           await wait(b.first_byte_ms, state);
           for (let i = 0; i < n; i++) {
             if (state.gone) return;
+            if (i > 0) await wait(b.chunk_delay_ms, state);
+            if (state.gone) return;
             if (b.break_after !== undefined && i >= b.break_after) {
               controller.error(undefined); // resets the connection (an Error would also be printed by Bun)
               return;
             }
-            if (i > 0) await wait(b.chunk_delay_ms, state);
-            if (state.gone) return;
             controller.enqueue(enc.encode(chunk(i === 0 ? { role: "assistant", content: parts[i] } : { content: parts[i] }, null)));
           }
           if (b.break_after === n) {
+            await wait(b.chunk_delay_ms, state);
             controller.error(undefined); // resets the connection (an Error would also be printed by Bun)
             return;
           }
@@ -246,12 +250,12 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
             + ev("response.output_item.added", { output_index: 0, item: { id: msgId, type: "message", status: "in_progress", role: "assistant", content: [] } })));
           for (let i = 0; i < n; i++) {
             if (state.gone) return;
+            if (i > 0) await wait(b.chunk_delay_ms, state);
+            if (state.gone) return;
             if (b.break_after !== undefined && i >= b.break_after) {
               controller.error(undefined); // resets the connection (an Error would also be printed by Bun)
               return;
             }
-            if (i > 0) await wait(b.chunk_delay_ms, state);
-            if (state.gone) return;
             controller.enqueue(enc.encode(ev("response.output_text.delta", { item_id: msgId, output_index: 0, content_index: 0, delta: parts[i] })));
           }
           const text = parts.join("");
@@ -276,7 +280,7 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
     const n = b.chunks ?? 5;
     const text = pieces(b, n).join("");
     const out: Record<string, unknown> = {
-      id: `chatcmpl-mock${++seq}`, object: "chat.completion", created: Math.floor(Date.now() / 1000), model,
+      id: b.id ?? `chatcmpl-mock${++seq}`, object: "chat.completion", created: b.created ?? Math.floor(Date.now() / 1000), model,
       choices: [{ index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: "stop" }],
       system_fingerprint: "fp_mock",
     };

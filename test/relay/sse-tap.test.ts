@@ -1,0 +1,75 @@
+// The pass-through tap on its own: bytes in, the same bytes out (minus a hidden event), usage
+// read off the stream, whatever way the upstream's chunks are cut.
+import { describe, expect, test } from "bun:test";
+import { chatUpstreamCodec } from "../../src/protocols/chat/index.ts";
+import { PassThroughTap } from "../../src/relay/stream/sse-tap.ts";
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+const usageEvent = 'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":4}}}\n\n';
+const stream = [
+  'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"ünï \\"usage\\": {\\"x\\":1} ✓"},"finish_reason":null}],"usage":null}\n\n',
+  ": keep-alive from upstream\n\n",
+  'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage" : null}\r\n\r\n',
+  usageEvent,
+  "data: [DONE]\n\n",
+].join("");
+
+function run(splits: number[], wantsUsage: boolean) {
+  const bytes = enc.encode(stream);
+  const tap = new PassThroughTap(chatUpstreamCodec, wantsUsage ? { stream_options: { include_usage: true } } : {});
+  const out: Uint8Array[] = [];
+  let at = 0;
+  for (const s of [...splits, bytes.length]) {
+    const o = tap.push(bytes.slice(at, s));
+    if (o) out.push(o);
+    at = s;
+  }
+  const t = tap.end();
+  if (t) out.push(t);
+  return { text: out.map((o) => dec.decode(o)).join(""), tap };
+}
+
+describe("pass-through tap", () => {
+  test("usage tap: same bytes out and usage read, for every split point of the stream", () => {
+    const n = enc.encode(stream).length;
+    for (let i = 1; i < n; i++) {
+      const { text, tap } = run([i], true);
+      expect(text).toBe(stream);
+      expect(tap.usage).toEqual({ prompt_tokens: 11, completion_tokens: 7, cached_tokens: 4, cache_write_tokens: 0 });
+    }
+  });
+
+  test("usage tap: byte-by-byte chunks (splits inside UTF-8 characters and inside \\r\\n\\r\\n)", () => {
+    const n = enc.encode(stream).length;
+    const { text, tap } = run(Array.from({ length: n - 1 }, (_, i) => i + 1), true);
+    expect(text).toBe(stream);
+    expect(tap.usage?.prompt_tokens).toBe(11);
+  });
+
+  test("the include_usage chunk is cut out whole for a client that did not ask, at every split point", () => {
+    const expected = stream.replace(usageEvent, "");
+    const n = enc.encode(stream).length;
+    for (let i = 1; i < n; i += 3) {
+      const { text, tap } = run([i, Math.min(n - 1, i + 40)], false);
+      expect(text).toBe(expected);
+      expect(tap.usage?.completion_tokens).toBe(7);
+    }
+  });
+
+  test("an escaped \"usage\" inside content is not mistaken for the usage block; delivered marks data only", () => {
+    const tap = new PassThroughTap(chatUpstreamCodec, {});
+    expect(dec.decode(tap.push(enc.encode(": PROCESSING\n\n"))!)).toBe(": PROCESSING\n\n");
+    expect(tap.delivered).toBe(false);
+    tap.push(enc.encode('data: {"choices":[{"delta":{"content":"\\"usage\\":{\\"prompt_tokens\\":5}"}}]}\n\n'));
+    expect(tap.delivered).toBe(true);
+    expect(tap.usage).toBeNull();
+  });
+
+  test("a partial event is held back until complete, and flushed as-is at the end", () => {
+    const tap = new PassThroughTap(chatUpstreamCodec, {});
+    expect(tap.push(enc.encode('data: {"choices":[]'))).toBeNull();
+    expect(dec.decode(tap.end()!)).toBe('data: {"choices":[]');
+  });
+});
