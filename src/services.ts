@@ -7,10 +7,12 @@ import { createMailer } from "./mail/mailer.ts";
 import { accountExpiryJob } from "./jobs/account-expiry.ts";
 import { bridgeHealthJob } from "./jobs/bridge-health.ts";
 import { installMetrics } from "./metrics/index.ts";
+import { registerClassifier } from "./relay/routing/classifier.ts";
 
 export async function startServices(ctx: Ctx): Promise<Job[]> {
   const jobs: Job[] = [];
   jobs.push(...(await startRelayServices(ctx)));
+  registerClassifier(ctx);
   installMetrics(ctx);
   const mailer = createMailer(ctx.config, ctx.log);
   ctx.services.mailer = mailer;

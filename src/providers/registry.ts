@@ -6,6 +6,8 @@ import { compatibleAdapter } from "./openai-compatible/adapter.ts";
 import { COMPATIBLE_VENDORS } from "./openai-compatible/vendors.ts";
 import { anthropicAdapter } from "./anthropic/adapter.ts";
 import { googleAdapter } from "./google/adapter.ts";
+import { subAdapter } from "./sub/adapter.ts";
+import { bridgeAdapter } from "./bridge/adapter.ts";
 
 const adapters = new Map<string, ProviderAdapter>();
 
@@ -25,3 +27,5 @@ registerAdapter(openaiAdapter);
 for (const v of COMPATIBLE_VENDORS) registerAdapter(compatibleAdapter(v));
 registerAdapter(anthropicAdapter);
 registerAdapter(googleAdapter);
+registerAdapter(subAdapter);
+registerAdapter(bridgeAdapter);

@@ -1,9 +1,11 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
 import { INFERENCE, mount } from "../http/route.ts";
+import { blitzRoutes } from "./blitz.ts";
 import { keyInfo } from "./key-info.ts";
 import { listModels } from "./models.ts";
 import { handleInference } from "./pipeline.ts";
+import { transcriptionRoutes } from "./transcriptions.ts";
 
 /** The inference endpoints: the hot path. */
 export function relayRoutes(ctx: Ctx, app: Elysia): void {
@@ -12,4 +14,6 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/v1/responses", { POST: (rc) => handleInference(ctx, rc, "responses") }, INFERENCE);
   mount(ctx, app, "/v1/models", { GET: (rc) => listModels(ctx, rc.request, created) }, INFERENCE);
   mount(ctx, app, "/v1/key", { GET: (rc) => keyInfo(ctx, rc.request) }, INFERENCE);
+  blitzRoutes(ctx, app);
+  transcriptionRoutes(ctx, app);
 }

@@ -36,12 +36,12 @@ describe(`bridge connect-time checks (${storesLabel})`, () => {
     open = { ctx: { ...strict.ctx, config: { ...strict.ctx.config, ALLOW_PRIVATE_UPSTREAMS: true } } };
     bridge = await startMockBridge();
     target = await startMockBridge();
-  });
+  }, 60_000);
   afterAll(async () => {
     await strict.stop();
     await bridge.stop();
     await target.stop();
-  });
+  }, 60_000);
 
   const send = (gw: Pick<TestGateway, "ctx">, base: string) => bridgeFetch(gw.ctx, `${base}/v1/chat/completions`, {
     method: "POST",

@@ -45,3 +45,48 @@ export async function storedCiphertext(gw: TestGateway, sessionId: string): Prom
   const rows = await gw.ctx.db.select({ c: subSessions.authCiphertext }).from(subSessions).where(eq(subSessions.id, sessionId));
   return rows[0]?.c ?? null;
 }
+
+/** Creates a routing key through the management API; returns the raw key and the key object. */
+export async function createKey(gw: TestGateway, accountToken: string, body: Record<string, unknown>) {
+  const r = await gw.call("/v1/organizations/routing-keys", { method: "POST", token: accountToken, body });
+  if (r.status !== 200) throw new Error(`routing key create failed: ${r.status} ${JSON.stringify(r.body)}`);
+  return { rawKey: r.body.raw_key as string, key: r.body.routing_key };
+}
+
+/** Registers a bridge through the management API; returns its id. */
+export async function registerBridge(gw: TestGateway, accountToken: string, baseUrl: string, token: string): Promise<string> {
+  const r = await gw.call("/v1/organizations/bridges", { method: "POST", token: accountToken, body: { base_url: baseUrl, token } });
+  if (r.status !== 200) throw new Error(`bridge register failed: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.bridge.id as string;
+}
+
+/** Saves a provider API key through the management API; returns its id. */
+export async function saveCredential(gw: TestGateway, accountToken: string, provider: string, apiKey: string): Promise<string> {
+  const r = await gw.call("/v1/organizations/credentials", { method: "POST", token: accountToken, body: { provider, api_key: apiKey } });
+  if (r.status !== 200) throw new Error(`credential save failed: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.credential.id as string;
+}
+
+/** A chat completion request through the gateway. */
+export function chat(gw: TestGateway, rawKey: string, body: Record<string, unknown>) {
+  return gw.call("/v1/chat/completions", { token: rawKey, body });
+}
+
+/** Waits until `check` returns a truthy value (polling), or throws after `ms`. */
+export async function eventually<T>(check: () => Promise<T> | T, ms = 5000, what = "condition"): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Usage records of a key after the queue flushed. */
+export async function usageOf(gw: TestGateway, keyId: string) {
+  const q = gw.ctx.services.usageQueue as { flush(): Promise<void> } | undefined;
+  await q?.flush();
+  const { usageRecords } = await import("../../src/store/db/schema/index.ts");
+  return gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, keyId));
+}

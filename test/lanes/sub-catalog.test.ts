@@ -87,8 +87,8 @@ describe("session states that make a sub lane fail over", () => {
 
 describe(`live catalog over HTTP (${storesLabel})`, () => {
   let w: SubWorld;
-  beforeAll(async () => { w = await startSubWorld(); });
-  afterAll(async () => { await w.stop(); });
+  beforeAll(async () => { w = await startSubWorld(); }, 60_000);
+  afterAll(async () => { await w.stop(); }, 60_000);
 
   test("tier aliases resolve against the live catalog, fetched with the session's tokens", async () => {
     w.backend.setModels(["gpt-5.1-codex-mini", "gpt-5.1-codex", { id: "gpt-5.2", tier: "flagship" }]);

@@ -11,8 +11,8 @@ import { REAL_STORES, startTestGateway, storesLabel } from "../helpers/gateway.t
 import { connectSub, startSubWorld, storedCiphertext, type SubWorld } from "./helpers.ts";
 
 let w: SubWorld;
-beforeAll(async () => { w = await startSubWorld(); });
-afterAll(async () => { await w.stop(); });
+beforeAll(async () => { w = await startSubWorld(); }, 60_000);
+afterAll(async () => { await w.stop(); }, 60_000);
 
 const responsesCall = (sessionId: string, text = "hi") =>
   subFetch(w.gw.ctx, sessionId, {
@@ -164,5 +164,5 @@ describe(`sub credentials (${storesLabel})`, () => {
       w.auth.setLatency(0);
       await second.stop();
     }
-  });
+  }, 60_000);
 });

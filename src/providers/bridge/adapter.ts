@@ -46,7 +46,13 @@ export const bridgeAdapter: ProviderAdapter = {
     };
   },
 
-  send(ctx, _lane, call, signal) {
-    return bridgeFetch(ctx, call.url, { method: "POST", headers: call.headers, body: call.body, signal });
+  async send(ctx, _lane, call, signal) {
+    const res = await bridgeFetch(ctx, call.url, { method: "POST", headers: call.headers, body: call.body, signal });
+    // The bridge refusing its own token is the bridge's problem, not the client's request.
+    if (res.status === 401 || res.status === 403) {
+      await res.body?.cancel().catch(() => {});
+      throw bridgeFailure(`The bridge refused its token (HTTP ${res.status}); register the bridge again with its current token.`);
+    }
+    return res;
   },
 };

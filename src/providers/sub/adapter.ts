@@ -7,6 +7,7 @@ import type { Json, WireProtocol } from "../../protocols/types.ts";
 import type { ProviderAdapter, ResolvedLane, UpstreamCall } from "../types.ts";
 import { liveCatalog, resolveSubModel } from "./catalog.ts";
 import { subFetch, subUrl } from "./client.ts";
+import { laneFailure } from "./failure.ts";
 import { applySubSettings } from "./settings.ts";
 
 /** Why the lane's session cannot serve now, or null. */
@@ -58,7 +59,13 @@ export const subAdapter: ProviderAdapter = {
     };
   },
 
-  send(ctx, lane, call, signal) {
-    return subFetch(ctx, lane.subSession!.id, { method: "POST", url: call.url, headers: call.headers, body: call.body, signal });
+  async send(ctx, lane, call, signal) {
+    const res = await subFetch(ctx, lane.subSession!.id, { method: "POST", url: call.url, headers: call.headers, body: call.body, signal });
+    // Still refused after a refresh: the sign-in is the problem, not the client's request.
+    if (res.status === 401 || res.status === 403) {
+      await res.body?.cancel().catch(() => {});
+      throw laneFailure(`The subscription backend refused the sign-in (HTTP ${res.status}) even after a token refresh; sign in again with the subscription CLI and upload the new sign-in file with POST /v1/organizations/sub-session.`);
+    }
+    return res;
   },
 };

@@ -1,0 +1,146 @@
+// POST /v1/audio/transcriptions (CONTRACT §4): speech-to-text through the key's connected
+// subscription sign-in. The multipart body is streamed, not parsed, to
+// `{SUB_API_BASE_URL}/audio/transcriptions` with the sign-in's auth headers, and the answer is
+// relayed. A key without a connected `sub` lane answers 400 unsupported_feature.
+//
+// Order of checks as on every inference path: 405 → key 401 → validation 400 (multipart body,
+// a connected sub lane) → budget 402. The call is seat traffic (one usage record, endpoint
+// "transcriptions"); the pricing catalog prices tokens, not audio, so its cost is recorded as 0.
+import type { Elysia } from "elysia";
+import type { Ctx } from "../context.ts";
+import { GatewayError, unsupportedFeature } from "../errors.ts";
+import { INFERENCE, mount, type Handler } from "../http/route.ts";
+import { tooLarge } from "../http/request.ts";
+import { chatErrorOf } from "../protocols/chat/errors.ts";
+import { getAdapter } from "../providers/registry.ts";
+import { subFetch, subUrl } from "../providers/sub/client.ts";
+import type { ResolvedLane } from "../providers/types.ts";
+import { monthSpendUsd } from "./budget/counters.ts";
+import { resolveRoutingKey, type KeyContext } from "./auth.ts";
+import { observerOf } from "./observer.ts";
+import type { UsageQueue } from "./usage-queue.ts";
+
+/** The transcription upload limit (the subscription's own limit for one audio file). */
+export const MAX_AUDIO_BYTES = 25 * 1024 * 1024;
+
+const invalid = (message: string) => new GatewayError(400, message, { type: "invalid_request_error" });
+
+/** The key's first `sub` lane that can serve now, or null. */
+export function connectedSubLane(key: KeyContext): ResolvedLane | null {
+  for (const lane of key.lanes) {
+    const adapter = getAdapter(lane.provider);
+    if (adapter?.kind === "sub" && adapter.unavailable(lane) === null) return lane;
+  }
+  return null;
+}
+
+/** The request body, failing the stream (413) once it passes `max` bytes. */
+function capped(body: ReadableStream<Uint8Array>, max: number): ReadableStream<Uint8Array> {
+  let total = 0;
+  return body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      total += chunk.byteLength;
+      if (total > max) controller.error(tooLarge(max));
+      else controller.enqueue(chunk);
+    },
+  }));
+}
+
+async function budgetCheck(ctx: Ctx, key: KeyContext): Promise<void> {
+  // Seat traffic only counts when the key says so.
+  if (key.monthlyBudgetUsd === null || key.budgetExcludesSeats) return;
+  const { usd } = await monthSpendUsd(ctx, key);
+  if (usd >= key.monthlyBudgetUsd) {
+    throw new GatewayError(402, `This routing key's monthly budget of $${key.monthlyBudgetUsd} is used up. Raise monthly_budget_usd with PATCH /v1/organizations/routing-keys or wait for next month.`, { code: "budget_exceeded" });
+  }
+}
+
+function transcriptionsHandler(ctx: Ctx): Handler {
+  return async ({ request, requestId }) => {
+    const key = await resolveRoutingKey(ctx, request);
+    const contentType = request.headers.get("content-type") ?? "";
+    if (!/^multipart\/form-data;\s*boundary=/i.test(contentType) || !request.body) {
+      throw invalid("Send the audio as multipart/form-data with a `file` part (and optionally `model`, `language`, `prompt`, `response_format`).");
+    }
+    const declared = request.headers.get("content-length");
+    if (declared !== null && Number(declared) > MAX_AUDIO_BYTES) throw tooLarge(MAX_AUDIO_BYTES);
+    const lane = connectedSubLane(key);
+    if (!lane) {
+      const why = key.lanes.some((l) => l.provider === "sub")
+        ? "this key's sub lane has no connected subscription sign-in"
+        : "this key has no sub lane";
+      throw unsupportedFeature(`Audio transcription is served through a connected subscription sign-in, and ${why}. Connect one with POST /v1/organizations/sub-session and add a sub lane to the key.`);
+    }
+    await budgetCheck(ctx, key);
+
+    // The body is streamed once; a copy is kept only for the single retry after a token refresh.
+    const body = capped(request.body, MAX_AUDIO_BYTES);
+    let spare: ReadableStream<Uint8Array> | null = null;
+    let sends = 0;
+    const nextBody = () => {
+      if (sends++ === 0) {
+        const [a, b] = body.tee();
+        spare = b;
+        return a;
+      }
+      const s = spare!;
+      spare = null;
+      return s;
+    };
+
+    const started = Date.now();
+    const sessionId = lane.subSession!.id;
+    const record = (status: number, outcome: "ok" | "error" | "aborted", errorCode: string | null) => {
+      const latencyMs = Date.now() - started;
+      const queue = ctx.services.usageQueue as UsageQueue | undefined;
+      queue?.push({
+        requestId, accountId: key.accountId, routingKeyId: key.id, endpoint: "transcriptions",
+        laneIndex: lane.index, provider: "sub", model: null, status, outcome, errorCode,
+        promptTokens: 0, completionTokens: 0, cachedTokens: 0, cacheWriteTokens: 0, costUsd: 0,
+        latencyMs, ttfbMs: latencyMs, seat: true,
+      });
+      queue?.touchKey(key.id);
+      observerOf(ctx).requestDone({ endpoint: "transcriptions", provider: "sub", outcome, status, latencyMs, ttfbMs: latencyMs });
+    };
+
+    let res: Response;
+    try {
+      res = await subFetch(ctx, sessionId, {
+        method: "POST",
+        url: subUrl(ctx, "/audio/transcriptions"),
+        headers: { "content-type": contentType, accept: request.headers.get("accept") ?? "application/json" },
+        body: nextBody,
+        signal: request.signal,
+      });
+    } catch (e) {
+      const s = spare as ReadableStream<Uint8Array> | null;
+      await s?.cancel().catch(() => {});
+      if (e instanceof GatewayError && e.status === 413) { record(413, "error", "request_too_large"); throw e; }
+      if (request.signal.aborted) { record(0, "aborted", "client_closed"); throw e; }
+      record(0, "error", e instanceof GatewayError ? e.code ?? "upstream_error" : "connection_error");
+      if (e instanceof GatewayError) throw new GatewayError(502, e.message, { code: "upstream_error" });
+      throw new GatewayError(502, "The subscription backend could not be reached for the transcription. Retry in a moment.", { code: "upstream_error" });
+    }
+    const s = spare as ReadableStream<Uint8Array> | null;
+    await s?.cancel().catch(() => {});
+
+    if (res.ok) {
+      record(res.status, "ok", null);
+      const headers: Record<string, string> = { "content-type": res.headers.get("content-type") ?? "application/json" };
+      return new Response(res.body, { status: res.status, headers });
+    }
+    const text = await res.text().catch(() => "");
+    const info = chatErrorOf(res.status, text);
+    record(res.status, "error", info.code ?? "upstream_error");
+    if (res.status >= 400 && res.status < 500 && res.status !== 401 && res.status !== 403 && res.status !== 429) {
+      // The upstream says the request itself is wrong (bad file, unknown model): the client can fix it.
+      throw new GatewayError(res.status, `The subscription backend refused the transcription: ${info.message}`, { code: info.code ?? "upstream_error", type: "invalid_request_error" });
+    }
+    throw new GatewayError(502, `The subscription backend answered ${res.status} to the transcription: ${info.message}`, { code: "upstream_error" });
+  };
+}
+
+/** Mounts POST /v1/audio/transcriptions (other methods: 405 without code). */
+export function transcriptionRoutes(ctx: Ctx, app: Elysia): void {
+  mount(ctx, app, "/v1/audio/transcriptions", { POST: transcriptionsHandler(ctx) }, INFERENCE);
+}

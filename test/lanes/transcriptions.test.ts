@@ -1,0 +1,131 @@
+// POST /v1/audio/transcriptions through the connected sign-in (CONTRACT §4), and GET /v1/models
+// listing the live subscription catalog for a key's sub lanes.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { storesLabel } from "../helpers/gateway.ts";
+import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { connectSub, createKey, saveCredential, startSubWorld, usageOf, type SubWorld } from "./helpers.ts";
+
+let w: SubWorld;
+let openai: MockUpstream;
+let openaiCred: string;
+
+beforeAll(async () => {
+  openai = await startMockOpenAI();
+  w = await startSubWorld({ PROVIDER_OPENAI_BASE_URL: openai.url });
+  openaiCred = await saveCredential(w.gw, w.account.token, "openai", "sk-test-openai-2222222222");
+}, 60_000);
+afterAll(async () => {
+  await w.stop();
+  await openai.stop();
+}, 60_000);
+
+function audioForm(bytes = 4096, extra: Record<string, string> = { model: "gpt-4o-transcribe" }): FormData {
+  const f = new FormData();
+  const data = new Uint8Array(bytes);
+  for (let i = 0; i < bytes; i++) data[i] = i % 251;
+  f.append("file", new File([data], "clip.wav", { type: "audio/wav" }));
+  for (const [k, v] of Object.entries(extra)) f.append(k, v);
+  return f;
+}
+
+const transcribe = (rawKey: string | null, body: FormData | string, headers: Record<string, string> = {}) =>
+  fetch(`${w.gw.url}/v1/audio/transcriptions`, {
+    method: "POST",
+    headers: { ...(rawKey ? { authorization: `Bearer ${rawKey}` } : {}), ...headers },
+    body,
+  });
+
+const audioCalls = () => w.backend.received.filter((r) => r.path === "/audio/transcriptions");
+
+describe(`POST /v1/audio/transcriptions (${storesLabel})`, () => {
+  test("forwards the multipart body to {SUB_API_BASE_URL}/audio/transcriptions with the sign-in's headers and relays the answer", async () => {
+    const { sessionId, subAccountId, authJson } = await connectSub(w);
+    const { rawKey, key } = await createKey(w.gw, w.account.token, { providers: [{ provider: "openai", credential_id: openaiCred }, { provider: "sub", sub_session_id: sessionId }] });
+    const res = await transcribe(rawKey, audioForm(4096, { model: "gpt-4o-transcribe", language: "en" }));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ text: "transcribed clip.wav (4096 bytes, model gpt-4o-transcribe)" });
+    const got = audioCalls().at(-1)!;
+    expect(got.headers.authorization).toBe(`Bearer ${authJson.tokens.access_token}`);
+    expect(got.headers["chatgpt-account-id"]).toBe(subAccountId);
+    expect(got.headers["content-type"]).toStartWith("multipart/form-data; boundary=");
+    expect(got.body).toMatchObject({ file: { name: "clip.wav", size: 4096 }, model: "gpt-4o-transcribe", language: "en" });
+    expect(got.body.file.type).toContain("wav");
+    expect(JSON.stringify(got.headers)).not.toContain(rawKey);
+    const rows = (await usageOf(w.gw, key.id)).filter((r) => r.endpoint === "transcriptions");
+    expect(rows.length).toBe(1);
+    expect(rows[0]!.seat).toBe(true);
+    expect(rows[0]!.provider).toBe("sub");
+  });
+
+  test("a token refused with 401 is refreshed and the upload retried once, whole", async () => {
+    const { sessionId, subAccountId, authJson } = await connectSub(w);
+    const { rawKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "sub", sub_session_id: sessionId }] });
+    w.backend.revoke(authJson.tokens.access_token);
+    const before = w.auth.refreshes;
+    const res = await transcribe(rawKey, audioForm(200_000));
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as any).text).toContain("(200000 bytes");
+    expect(w.auth.refreshes).toBe(before + 1);
+    expect(audioCalls().at(-1)!.headers.authorization).toBe(`Bearer ${w.auth.latest(subAccountId)!.access_token}`);
+  });
+
+  test("400 unsupported_feature when the key has no connected sub lane", async () => {
+    const { rawKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "openai", credential_id: openaiCred }] });
+    const res = await transcribe(rawKey, audioForm());
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as any;
+    expect(body.error.code).toBe("unsupported_feature");
+    expect(body.error.type).toBe("invalid_request_error");
+    expect(body.error.message).toContain("sub");
+
+    const { sessionId } = await connectSub(w);
+    const { rawKey: subKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "sub", sub_session_id: sessionId }] });
+    expect((await w.gw.call("/v1/organizations/sub-session", { method: "DELETE", token: w.account.token })).status).toBe(200);
+    const revoked = await transcribe(subKey, audioForm());
+    expect(revoked.status).toBe(400);
+    expect(((await revoked.json()) as any).error.code).toBe("unsupported_feature");
+  });
+
+  test("a body that is not multipart is a 400 in the nested shape", async () => {
+    const { sessionId } = await connectSub(w);
+    const { rawKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "sub", sub_session_id: sessionId }] });
+    const res = await transcribe(rawKey, JSON.stringify({ file: "x" }), { "content-type": "application/json" });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as any;
+    expect(body.error.type).toBe("invalid_request_error");
+    expect(body.error.message).toContain("multipart/form-data");
+  });
+
+  test("no key → 401 signup_required; wrong method → 405 without code", async () => {
+    const res = await transcribe(null, audioForm());
+    expect(res.status).toBe(401);
+    expect(((await res.json()) as any).error.code).toBe("signup_required");
+    const get = await fetch(`${w.gw.url}/v1/audio/transcriptions`);
+    expect(get.status).toBe(405);
+    const body = (await get.json()) as any;
+    expect(body.error.message).toBeString();
+    expect(body.error.code).toBeUndefined();
+  });
+});
+
+describe(`GET /v1/models with a key (${storesLabel})`, () => {
+  test("lists the live subscription catalog of the key's sub lanes, plus the sub tiers", async () => {
+    w.backend.setModels(["gpt-5.1-codex", "gpt-5.1-codex-mini", "live-only-model-7"]);
+    const { sessionId } = await connectSub(w);
+    const { rawKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "sub", sub_session_id: sessionId }] });
+    const r = await w.gw.call("/v1/models", { token: rawKey });
+    expect(r.status).toBe(200);
+    expect(r.body.object).toBe("list");
+    const ids = r.body.data.map((m: any) => m.id);
+    for (const id of ["gpt-5.1-codex", "gpt-5.1-codex-mini", "live-only-model-7", "sub/flagship", "sub/mini"]) expect(ids).toContain(id);
+    for (const m of r.body.data) {
+      expect(m.object).toBe("model");
+      expect(Number.isInteger(m.created)).toBe(true);
+      expect(typeof m.owned_by).toBe("string");
+    }
+    // Without a key: the general catalog, no live subscription models.
+    const general = await w.gw.call("/v1/models");
+    expect(general.body.data.map((m: any) => m.id)).not.toContain("live-only-model-7");
+    w.backend.setModels(["gpt-5.1-codex", "gpt-5.1-codex-mini", "gpt-5"]);
+  });
+});
