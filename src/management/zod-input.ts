@@ -80,8 +80,12 @@ export function parseWith<S extends z.ZodType>(schema: S, data: unknown, where: 
   throw badRequest(issueSentence(issues[0]!, data, where));
 }
 
-/** Reads the JSON body (size-capped) and validates it. Call only after authenticate(). */
-export async function readBody<S extends z.ZodType>(ctx: Ctx, request: Request, schema: S): Promise<z.output<S>> {
+/**
+ * Reads the JSON body (size-capped) and validates it. Call only after authenticate().
+ * `allowEmpty`: a request without a body counts as `{}` (endpoints whose fields are all optional).
+ */
+export async function readBody<S extends z.ZodType>(ctx: Ctx, request: Request, schema: S, opts: { allowEmpty?: boolean } = {}): Promise<z.output<S>> {
+  if (opts.allowEmpty && (request.body === null || request.headers.get("content-length") === "0")) return parseWith(schema, {}, "body");
   const raw = await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES);
   return parseWith(schema, raw, "body");
 }

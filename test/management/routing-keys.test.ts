@@ -86,6 +86,13 @@ describe(`routing keys: create (${storesLabel})`, () => {
     expect(k.last_used_at).toBeNull();
   });
 
+  test("a POST without a body creates a default key (every body field is optional)", async () => {
+    const r = await gw.call(RK, { method: "POST", token: A.token });
+    expect(r.status).toBe(200);
+    expect(r.body.routing_key.label).toBe("default");
+    expect(r.body.raw_key).toMatch(/^gw_/);
+  });
+
   test("the routing key object has exactly SPEC's Routing key fields, and each lane every Lane field", async () => {
     const r = await create({ providers: [openaiLane()] });
     expect(Object.keys(r.body.routing_key).sort()).toEqual(ROUTING_KEY_FIELDS);

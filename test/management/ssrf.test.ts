@@ -34,6 +34,8 @@ const REFUSED: Array<[string, string]> = [
   ["unspecified ::", "http://[::]:8080"],
   ["IPv4-mapped loopback", "http://[::ffff:127.0.0.1]"],
   ["IPv4-mapped private", "http://[::ffff:10.0.0.1]"],
+  ["loopback written as a decimal number", "http://2130706433"],
+  ["loopback written in hex", "http://0x7f.1"],
 ];
 
 describe(`SSRF guard at bridge registration (${storesLabel})`, () => {

@@ -21,7 +21,8 @@ export function routingKeyHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
     POST: async ({ request }) => {
       const { account } = await authenticate(ctx, request, { write: true });
       readQuery(request, noQuery);
-      const body = await readBody(ctx, request, createRoutingKeyBody);
+      // Every field is optional: a bare POST creates a default key.
+      const body = await readBody(ctx, request, createRoutingKeyBody, { allowEmpty: true });
       const { row, raw } = await createRoutingKey(ctx, account.id, body);
       ctx.log.info({ accountId: account.id, routingKeyId: row.id, keyPrefix: row.keyPrefix, lanes: row.lanes.length }, "routing key created");
       return { routing_key: await presentRoutingKey(ctx, row), raw_key: raw };
