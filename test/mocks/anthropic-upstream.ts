@@ -9,6 +9,7 @@
 // every tool_result answering a tool_use of the turn before, tool names and schemas, tool_choice.
 // Valid requests get the next queued reply (fixtures under test/fixtures/anthropic/, framed as
 // Anthropic frames them: `event: <type>\ndata: <json>\n\n`), or a generated answer.
+import { frameEvents } from "../fixtures/index.ts";
 import { headersOf, isObject, lastUserText, resolveEvents, resolveJson, sseBody, type Received, type VendorReply } from "../fixtures/replay.ts";
 
 export interface MockAnthropic {
@@ -218,7 +219,7 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
         return new Response(JSON.stringify(reply.json ? resolveJson("anthropic", reply.json) : gen.json), { headers: { "content-type": "application/json", "request-id": `req_mock${seq}` } });
       }
       const lines = reply.stream ? resolveEvents("anthropic", reply.stream) : gen.events;
-      const frames = lines.map((l) => `event: ${JSON.parse(l).type}\ndata: ${l}\n\n`);
+      const frames = frameEvents("anthropic", lines);
       return new Response(sseBody(frames, reply), { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "request-id": `req_mock${seq}` } });
     },
   });

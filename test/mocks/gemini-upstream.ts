@@ -12,6 +12,7 @@
 // before in number and names, tool config naming declared functions, at most 5 stop sequences.
 // Valid requests get the next queued reply (fixtures under test/fixtures/gemini/, framed as
 // Gemini frames them: `data: <json>\r\n\r\n`), or a generated answer.
+import { frameEvents } from "../fixtures/index.ts";
 import { headersOf, isObject, lastUserText, resolveEvents, resolveJson, sseBody, type Received, type VendorReply } from "../fixtures/replay.ts";
 
 export interface MockGemini {
@@ -221,7 +222,7 @@ export async function startMockGemini(opts: { apiKey?: string } = {}): Promise<M
       const gen = generated(rec.body, model);
       if (!stream) return new Response(JSON.stringify(reply.json ? resolveJson("gemini", reply.json) : gen.json), { headers: { "content-type": "application/json; charset=UTF-8" } });
       const lines = reply.stream ? resolveEvents("gemini", reply.stream) : gen.events;
-      return new Response(sseBody(lines.map((l) => `data: ${l}\r\n\r\n`), reply), { headers: { "content-type": "text/event-stream" } });
+      return new Response(sseBody(frameEvents("gemini", lines), reply), { headers: { "content-type": "text/event-stream" } });
     },
   });
 
