@@ -279,6 +279,9 @@ describe(`routing keys: PATCH (${storesLabel})`, () => {
     expect(r.body.routing_key.monthly_budget_usd).toBe(40);
     expect(r.body.raw_key).toBeUndefined();
     expect(Object.keys(r.body.routing_key).sort()).toEqual(ROUTING_KEY_FIELDS);
+    // The updated routing key is the answer itself, and also under `routing_key` as in POST.
+    const { routing_key, ...top } = r.body;
+    expect(top).toEqual(routing_key);
     r = await patch(k.id, { monthly_budget_usd: 0 });
     expect(r.body.routing_key.monthly_budget_usd).toBeNull();
     r = await patch(k.id, { monthly_budget_usd: 3 });

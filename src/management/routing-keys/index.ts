@@ -33,8 +33,10 @@ export function routingKeyHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
       const body = await readBody(ctx, request, patchRoutingKeyBody);
       const { row, raw } = await patchRoutingKey(ctx, account.id, id, body);
       ctx.log.info({ accountId: account.id, routingKeyId: row.id, keyPrefix: row.keyPrefix, fields: Object.keys(body) }, "routing key changed");
+      // SPEC: "200: updated routing key". The object's fields are at the top level, and the same
+      // object is under `routing_key` as in the POST answer, so clients of either reading work.
       const routing_key = await presentRoutingKey(ctx, row);
-      return raw === undefined ? { routing_key } : { routing_key, raw_key: raw };
+      return raw === undefined ? { ...routing_key, routing_key } : { ...routing_key, routing_key, raw_key: raw };
     },
   };
 }
