@@ -1,0 +1,58 @@
+// A gateway in its own process (`bun src/main.ts`), for tests that need two processes over one
+// Postgres and Redis, or a real SIGTERM. The port comes from its "gateway listening" log line.
+import { join } from "node:path";
+
+export interface ChildGateway {
+  url: string;
+  /** Sends SIGTERM and waits for the process to exit; returns its exit code. */
+  terminate(): Promise<number>;
+  output(): string;
+}
+
+const ROOT = join(import.meta.dir, "..", "..");
+
+export async function spawnGateway(env: Record<string, string>, timeoutMs = 30_000): Promise<ChildGateway> {
+  // The bun binary `npx bun` resolves to, run directly so SIGTERM reaches the gateway itself.
+  const bin = join(ROOT, "node_modules", ".bin", "bun");
+  const proc = Bun.spawn([bin, "src/main.ts"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info", NODE_ENV: "test", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let out = "";
+  const reader = proc.stdout.getReader();
+  const dec = new TextDecoder();
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`child gateway did not start: ${out}`)), timeoutMs);
+    (async () => {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        out += dec.decode(value);
+        const m = /"port":(\d+)[^\n]*"gateway listening"/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          resolve(Number(m[1]));
+          break;
+        }
+      }
+    })().catch(reject);
+  });
+  // Keep draining stdout so the child never blocks on a full pipe.
+  void (async () => {
+    for (;;) {
+      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+      if (done) break;
+      out += dec.decode(value);
+    }
+  })();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    async terminate() {
+      proc.kill("SIGTERM");
+      return await proc.exited;
+    },
+    output: () => out,
+  };
+}
