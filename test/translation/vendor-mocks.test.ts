@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 const okMessages = { model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] };
-async function toAnthropic(body: unknown, headers: Record<string, string> = {}) {
+async function toAnthropic(body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
   const r = await fetch(`${anthropic.url}/v1/messages`, {
     method: "POST",
     headers: { "content-type": "application/json", "x-api-key": anthropic.apiKey, "anthropic-version": ANTHROPIC_VERSION, ...headers },
@@ -110,7 +110,7 @@ describe("Anthropic mock refuses what Anthropic refuses (vendor error shape)", (
   });
 });
 
-async function toGemini(body: unknown, opts: { key?: string | null; method?: string; model?: string } = {}) {
+async function toGemini(body: unknown, opts: { key?: string | null; method?: string; model?: string } = {}): Promise<{ status: number; body: any }> {
   const headers: Record<string, string> = { "content-type": "application/json" };
   const key = opts.key === undefined ? gemini.apiKey : opts.key;
   if (key !== null) headers["x-goog-api-key"] = key;
