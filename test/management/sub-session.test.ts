@@ -217,6 +217,17 @@ describe(`sub session: lifecycle (${storesLabel})`, () => {
     }
   });
 
+  test("at most one live sub session per account, even when several connects race", async () => {
+    const a = await createAccount(gw);
+    const results = await Promise.all(Array.from({ length: 5 }, () => gw.call(SS, { method: "POST", token: a.token, body: { auth_json: authJson() } })));
+    expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    const rows = await gw.ctx.db.select().from(subSessions).where(eq(subSessions.accountId, a.id));
+    expect(rows).toHaveLength(5);
+    const live = rows.filter((r) => r.revokedAt === null);
+    expect(live).toHaveLength(1);
+    expect(rows.filter((r) => r.authCiphertext !== null).map((r) => r.id)).toEqual([live[0]!.id]);
+  });
+
   test("DELETE answers {connected: false, status: \"revoked\"}: the sign-in is erased, GET shows revoked, the lanes stop resolving, an invalidation is published", async () => {
     const a = await createAccount(gw);
     const rk = await addToken(gw, a.id, "read_only");

@@ -2,7 +2,7 @@
 // bound to `sub_sessions:<id>` and cleared on revoke. An account has at most one live session
 // (revoked_at null); connecting again revokes the previous one in the same transaction.
 // loadSubAuth / saveSubAuth are what the sub lane uses to read the tokens and store refreshed ones.
-import { and, desc, eq, isNull } from "drizzle-orm";
+import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import type { Db } from "../../store/db/client.ts";
 import { subSessions } from "../../store/db/schema/index.ts";
@@ -76,6 +76,8 @@ export const newSubSessionId = () => newId("sub");
 export async function replaceSubSession(ctx: Ctx, accountId: string, s: NewSubSession): Promise<SubSessionRow> {
   const now = new Date();
   const row = await ctx.db.transaction(async (tx) => {
+    // Connects of one account are serialized, so two at once cannot both stay live.
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`sub_sessions:${accountId}`}))`);
     await tx.update(subSessions)
       .set({ status: "revoked", revokedAt: now, authCiphertext: null, provisioned: false, updatedAt: now })
       .where(and(eq(subSessions.accountId, accountId), isNull(subSessions.revokedAt)));
