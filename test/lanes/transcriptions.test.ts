@@ -1,6 +1,8 @@
 // POST /v1/audio/transcriptions through the connected sign-in (CONTRACT §4), and GET /v1/models
 // listing the live subscription catalog for a key's sub lanes.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { monthKey } from "../../src/lib/time.ts";
+import { settle } from "../../src/relay/budget/counters.ts";
 import { storesLabel } from "../helpers/gateway.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { connectSub, createKey, saveCredential, startSubWorld, usageOf, type SubWorld } from "./helpers.ts";
@@ -108,6 +110,35 @@ describe(`POST /v1/audio/transcriptions (${storesLabel})`, () => {
   });
 });
 
+describe(`transcription limits (${storesLabel})`, () => {
+  test("an upload over 25 MB is refused with 413 before reaching the backend", async () => {
+    const { sessionId } = await connectSub(w);
+    const { rawKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "sub", sub_session_id: sessionId }] });
+    const before = audioCalls().length;
+    const res = await transcribe(rawKey, audioForm(25 * 1024 * 1024 + 1));
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as any).error.message).toContain("larger than");
+    expect(audioCalls().length).toBe(before);
+  });
+
+  test("402 budget_exceeded when the month's budget is spent and seat traffic counts; allowed while budget_excludes_seats", async () => {
+    const { sessionId } = await connectSub(w);
+    const spent = async (excludes: boolean) => {
+      const { rawKey, key } = await createKey(w.gw, w.account.token, {
+        monthly_budget_usd: 0.5, budget_excludes_seats: excludes, providers: [{ provider: "sub", sub_session_id: sessionId }],
+      });
+      // The month's spend reaches the budget (recorded through the budget counters).
+      await settle(w.gw.ctx, { id: key.id, monthlyBudgetUsd: 0.5, budgetExcludesSeats: excludes }, { keyId: key.id, month: monthKey(), nano: 0 }, 0.5);
+      return rawKey;
+    };
+    const counted = await transcribe(await spent(false), audioForm());
+    expect(counted.status).toBe(402);
+    expect(((await counted.json()) as any).error.code).toBe("budget_exceeded");
+    const excluded = await transcribe(await spent(true), audioForm());
+    expect(excluded.status).toBe(200);
+  });
+});
+
 describe(`GET /v1/models with a key (${storesLabel})`, () => {
   test("lists the live subscription catalog of the key's sub lanes, plus the sub tiers", async () => {
     w.backend.setModels(["gpt-5.1-codex", "gpt-5.1-codex-mini", "live-only-model-7"]);
@@ -127,5 +158,18 @@ describe(`GET /v1/models with a key (${storesLabel})`, () => {
     const general = await w.gw.call("/v1/models");
     expect(general.body.data.map((m: any) => m.id)).not.toContain("live-only-model-7");
     w.backend.setModels(["gpt-5.1-codex", "gpt-5.1-codex-mini", "gpt-5"]);
+  });
+
+  test("a sub lane whose backend cannot list models shows only the sub tiers, never another vendor's catalog", async () => {
+    const { sessionId } = await connectSub(w);
+    const { rawKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "sub", sub_session_id: sessionId }] });
+    w.backend.setFail(503);
+    try {
+      const r = await w.gw.call("/v1/models", { token: rawKey });
+      expect(r.status).toBe(200);
+      expect(r.body.data.map((m: any) => m.id).sort()).toEqual(["sub/flagship", "sub/mini"]);
+    } finally {
+      w.backend.setFail(null);
+    }
   });
 });

@@ -5,7 +5,7 @@
 // Seat traffic: priced, excluded from a key's budget while budget_excludes_seats.
 import type { Json, WireProtocol } from "../../protocols/types.ts";
 import type { ProviderAdapter, ResolvedLane, UpstreamCall } from "../types.ts";
-import { liveCatalog, resolveSubModel } from "./catalog.ts";
+import { resolveSubModel, subCatalog } from "./catalog.ts";
 import { subFetch, subUrl } from "./client.ts";
 import { laneFailure } from "./failure.ts";
 import { applySubSettings } from "./settings.ts";
@@ -37,10 +37,10 @@ export const subAdapter: ProviderAdapter = {
 
   unavailable: (lane) => subUnavailable(lane),
 
-  /** GET /v1/models: the session's live catalog (ids). */
+  /** GET /v1/models: the session's live catalog (ids); none while the session cannot serve or the backend is down. */
   async models(ctx, lane) {
     if (subUnavailable(lane) !== null) return [];
-    return (await liveCatalog(ctx, lane.subSession!.id)).map((e) => e.id);
+    return (await subCatalog(ctx, lane)).map((e) => e.id);
   },
 
   applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol) {
