@@ -180,6 +180,11 @@ export function maxTokensOf(req: Json): number | null {
   return v;
 }
 
+/** A vendor's error text without its closing period, so the relay can go on with its own sentence. */
+export function vendorText(v: unknown, fallback = "no message"): string {
+  return typeof v === "string" && v.trim() ? v.trim().replace(/\.+$/, "") : fallback;
+}
+
 /** Parses an upstream error body as JSON, or null. */
 export function jsonOrNull(text: string): Json | null {
   try {

@@ -15,6 +15,10 @@ export interface World {
   accountToken: string;
   /** provider → {rawKey, keyId} of a routing key with that one lane. */
   keys: Record<string, { rawKey: string; keyId: string }>;
+  /** provider → the lane object (as POST routing-keys takes it). */
+  lanes: Record<string, Record<string, unknown>>;
+  /** A routing key with these lanes, in order. */
+  createKey(lanes: Record<string, unknown>[]): Promise<{ rawKey: string; keyId: string }>;
   stop(): Promise<void>;
 }
 
@@ -53,13 +57,14 @@ export async function startWorld(env: Record<string, string> = {}): Promise<Worl
     openai: { provider: "openai", credential_id: await credential("openai", openai.apiKey) },
     sub: { provider: "sub", sub_session_id: session.id },
   };
+  const createKey = async (providers: Record<string, unknown>[]) => {
+    const body = await ok(await gw.call("/v1/organizations/routing-keys", { method: "POST", token, body: { label: "translation test", providers } }), "create key");
+    return { rawKey: body.raw_key as string, keyId: body.routing_key.id as string };
+  };
   const keys: World["keys"] = {};
-  for (const [name, lane] of Object.entries(lanes)) {
-    const body = await ok(await gw.call("/v1/organizations/routing-keys", { method: "POST", token, body: { label: `${name} lane`, providers: [lane] } }), `create ${name} key`);
-    keys[name] = { rawKey: body.raw_key, keyId: body.routing_key.id };
-  }
+  for (const [name, lane] of Object.entries(lanes)) keys[name] = await createKey([lane]);
   return {
-    gw, anthropic, gemini, openai, accountToken: token, keys,
+    gw, anthropic, gemini, openai, accountToken: token, keys, lanes, createKey,
     async stop() {
       await gw.stop();
       await anthropic.stop();

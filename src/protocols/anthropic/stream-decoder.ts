@@ -5,7 +5,7 @@
 // parallel and interleaved calls stay apart); text_delta → content; input_json_delta → that
 // call's arguments; message_delta → stop reason and cumulative usage; message_stop → the
 // finish chunk. ping is ignored; an error event throws UpstreamStreamError.
-import { chatChunk, type ChunkBase } from "../pivot.ts";
+import { chatChunk, vendorText, type ChunkBase } from "../pivot.ts";
 import { UpstreamStreamError, type ChunkDecoder, type Json, type SseEvent, type Usage } from "../types.ts";
 import { finishReasonOf } from "./decode-response.ts";
 import { JSON_TOOL_NAME } from "./encode-request.ts";
@@ -101,7 +101,7 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
         case "error": {
           const e = d.error ?? {};
           const kind = typeof e.type === "string" ? e.type : "error";
-          throw new UpstreamStreamError(`Anthropic stream error (${kind}): ${typeof e.message === "string" ? e.message : "no message"}`, anthropicErrorRetryable(kind));
+          throw new UpstreamStreamError(`Anthropic stream error (${kind}): ${vendorText(e.message)}`, anthropicErrorRetryable(kind));
         }
         default:
           return []; // Unknown event types are skipped, as Anthropic's versioning policy asks.

@@ -4,7 +4,7 @@
 // call_id and name; function_call_arguments.delta → that call's arguments (matched by item_id);
 // output_text.delta → content; refusal.delta → refusal; response.completed / .incomplete →
 // finish chunk and usage; response.failed and `error` throw UpstreamStreamError.
-import { chatChunk, type ChunkBase } from "../pivot.ts";
+import { chatChunk, vendorText, type ChunkBase } from "../pivot.ts";
 import { UpstreamStreamError, type ChunkDecoder, type Json, type SseEvent, type Usage } from "../types.ts";
 import { finishReasonOf } from "./decode-response.ts";
 import { responsesErrorRetryable } from "./errors.ts";
@@ -105,10 +105,10 @@ export function responsesStreamDecoder(opts: { model: string; id: string; create
           return finish(d.response ?? {});
         case "response.failed": {
           const e = d.response?.error ?? {};
-          throw new UpstreamStreamError(`The upstream response failed (${e.code ?? "error"}): ${e.message ?? "no message"}`, responsesErrorRetryable(String(e.code ?? "")));
+          throw new UpstreamStreamError(`The upstream response failed (${e.code ?? "error"}): ${vendorText(e.message)}`, responsesErrorRetryable(String(e.code ?? "")));
         }
         case "error":
-          throw new UpstreamStreamError(`Upstream stream error (${d.code ?? d.error?.code ?? "error"}): ${d.message ?? d.error?.message ?? "no message"}`, responsesErrorRetryable(String(d.code ?? d.error?.code ?? d.error?.type ?? "")));
+          throw new UpstreamStreamError(`Upstream stream error (${d.code ?? d.error?.code ?? "error"}): ${vendorText(d.message ?? d.error?.message)}`, responsesErrorRetryable(String(d.code ?? d.error?.code ?? d.error?.type ?? "")));
         default:
           return []; // reasoning summaries, hosted tools, annotations: no chat equivalent
       }
