@@ -64,7 +64,7 @@ export async function invalidationRecorder(gw: TestGateway) {
 }
 
 /** Polls `f` until it returns a truthy value (for background jobs); fails after `ms`. */
-export async function eventually<T>(f: () => Promise<T | null | undefined | false>, ms = 5000): Promise<T> {
+export async function eventually<T>(f: () => Promise<T | null | undefined | false>, ms = 10_000): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await f();
