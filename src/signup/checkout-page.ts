@@ -47,7 +47,8 @@ export async function checkoutPage(ctx: Ctx, request: Request): Promise<Response
   if (!id || id.length > 200) {
     return page(400, "Account missing", `<p>This link has no account in it. Open the exact link from the email or from the agent's message; it ends in <code>?account=acct_…</code>.</p>`);
   }
-  const account = await findAccount(ctx.db, id);
+  // Account ids are short and alphanumeric; anything else cannot name one (and must not reach the database).
+  const account = /^[A-Za-z0-9_-]+$/.test(id) ? await findAccount(ctx.db, id) : null;
   if (!account) {
     return page(404, "Account not found", `<p>No account <code>${escapeHtml(id)}</code> exists here. Check that the link was copied completely.</p>`);
   }

@@ -50,18 +50,21 @@ export async function handleBillingWebhook(ctx: Ctx, request: Request, requestId
       ? "The Stripe-Signature timestamp is outside the 5-minute tolerance; nothing was changed."
       : "The Stripe-Signature header does not match the body under the configured webhook secret; nothing was changed.");
   }
-  if (!event || typeof event !== "object" || typeof event.id !== "string" || event.id === "" || event.id.length > 255 || typeof event.type !== "string") {
+  if (!event || typeof event !== "object" || typeof event.id !== "string" || !/^[A-Za-z0-9_.:-]{1,255}$/.test(event.id) || typeof event.type !== "string") {
     throw badRequest("The event has no `id` or `type`; nothing was changed.");
   }
   const obj = ((event as { data?: { object?: unknown } }).data?.object ?? {}) as CheckoutSessionLike;
-  const ref = typeof obj.client_reference_id === "string" && obj.client_reference_id
+  const given = typeof obj.client_reference_id === "string" && obj.client_reference_id
     ? obj.client_reference_id
     : typeof obj.metadata?.account_id === "string" ? obj.metadata.account_id : null;
+  // Text the database can store; a reference that cannot be an account id matches no account.
+  const ref = given === null ? null : given.replace(/\u0000/g, "").slice(0, 255);
+  const type = event.type.replace(/\u0000/g, "").slice(0, 200);
 
   const result = await ctx.db.transaction(async (tx) => {
     const db = tx as unknown as Db;
     const claimed = await db.insert(billingEvents)
-      .values({ id: event.id, type: event.type.slice(0, 200), accountId: ref?.slice(0, 255) ?? null, outcome: "processing" })
+      .values({ id: event.id, type, accountId: ref, outcome: "processing" })
       .onConflictDoNothing()
       .returning({ id: billingEvents.id });
     if (!claimed.length) {
@@ -69,15 +72,15 @@ export async function handleBillingWebhook(ctx: Ctx, request: Request, requestId
       return { outcome: (prev?.outcome ?? "processing") as Outcome, duplicate: true };
     }
     let outcome: Outcome;
-    if (!ACTIVATING.has(event.type)) outcome = "ignored";
+    if (!ACTIVATING.has(type)) outcome = "ignored";
     else if (!ref) outcome = "no_account_reference";
-    else if (event.type === "checkout.session.completed" && obj.payment_status === "unpaid") outcome = "awaiting_payment";
+    else if (type === "checkout.session.completed" && obj.payment_status === "unpaid") outcome = "awaiting_payment";
     else outcome = await activateAccount(db, ref);
     await db.update(billingEvents).set({ outcome }).where(eq(billingEvents.id, event.id));
     return { outcome, duplicate: false };
   });
   const level = result.outcome === "account_removed" || result.outcome === "unknown_account" ? "warn" : "info";
-  ctx.log[level]({ requestId, eventId: event.id, type: event.type, accountId: ref, outcome: result.outcome, duplicate: result.duplicate },
+  ctx.log[level]({ requestId, eventId: event.id, type, accountId: ref, outcome: result.outcome, duplicate: result.duplicate },
     result.outcome === "account_removed" ? "payment for a removed account: not revived, refund it" : "billing event applied");
   return { received: true, outcome: result.outcome, duplicate: result.duplicate };
 }

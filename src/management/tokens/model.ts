@@ -20,7 +20,7 @@ export const createTokenBody = z.strictObject({
 export const noQuery = z.strictObject({});
 
 export const deleteTokenQuery = z.strictObject({
-  id: z.string({ error: "Query parameter `id` (the token id) is required." }).min(1, { error: "Query parameter `id` must not be empty." }).max(200, { error: "Query parameter `id` is not a token id." }),
+  id: z.string().min(1).max(200).regex(/^[A-Za-z0-9_-]+$/, { error: "Query parameter `id` is not a token id (ids look like tok_…)." }),
 });
 
 /** What a token list or create response shows: never the raw token, never its hash. */
