@@ -20,6 +20,8 @@ export interface UpstreamCall {
   url: string;
   headers: Record<string, string>;
   body: string;
+  /** The model actually asked for, when the adapter resolved an alias and the body does not say it (priced and recorded). */
+  model?: string;
 }
 
 export interface AdapterRequestArgs {

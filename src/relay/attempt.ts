@@ -58,7 +58,8 @@ export class Attempt {
   ttfbMs: number | null = null;
   private finished = false;
 
-  constructor(readonly rr: RelayRequest, readonly lane: ResolvedLane, readonly adapter: ProviderAdapter, readonly model: string) {}
+  /** The model recorded and priced: what the upstream was asked for (after any alias the adapter resolved). */
+  constructor(readonly rr: RelayRequest, readonly lane: ResolvedLane, readonly adapter: ProviderAdapter, public model: string) {}
 
   get provider(): string {
     return this.lane.provider;
@@ -185,6 +186,8 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   let res: Response;
   try {
     const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: rr.stream });
+    const sent = call.model ?? body.model;
+    if (typeof sent === "string" && sent) attempt.model = sent;
     res = await adapter.send(ctx, lane, call, ac.signal);
   } catch (e) {
     release();

@@ -5,6 +5,18 @@
 // input at one token per byte of the request body (a token covers at least one byte of text;
 // the JSON around the messages more than covers per-message overhead) plus max tokens of
 // output. Without a cap it is a typical case: a quarter token per byte and DEFAULT_OUTPUT_TOKENS.
+//
+// The bound we guarantee. Admission reserves atomically in the shared KV (one Lua script in Redis
+// for every instance, the same check in-process): a request is admitted only if the month's
+// counter (settled costs + reservations in flight) plus its estimate fits the budget, and its
+// reservation is replaced by the real cost when it ends (released on error, disconnect and
+// fallback). Hence a key's spend for a month never exceeds
+//     monthly_budget_usd + Σ over the requests in flight when the last one was admitted of
+//                           max(0, real cost − reserved estimate),
+// across every gateway instance sharing the Redis. Requests that carry max_tokens,
+// max_completion_tokens or max_output_tokens reserve their worst case (real ≤ reserved), so
+// such traffic never passes the budget at all. Outside the bound: seat traffic while
+// budget_excludes_seats (by design), and models the pricing catalog does not know (priced at 0).
 import type { Ctx } from "../../context.ts";
 import type { Json } from "../../protocols/types.ts";
 import { getAdapter } from "../../providers/registry.ts";
