@@ -134,6 +134,21 @@ describe("Anthropic request encoding", () => {
     rejects({ messages: [{ role: "user", content: "x" }, { role: "assistant", tool_calls: [{ id: "t", type: "function", function: { name: "f", arguments: "{not json" } }] }] }, "bad_request", /not valid JSON/);
   });
 
+  test("a client's cache_control on a content part is kept; inline PDF files become document blocks", () => {
+    const body = encode({ messages: [
+      { role: "system", content: [{ type: "text", text: "Long shared context", cache_control: { type: "ephemeral" } }] },
+      { role: "user", content: [{ type: "file", file: { filename: "a.pdf", file_data: "data:application/pdf;base64,JVBERi0=" } }, { type: "text", text: "summarise" }] },
+    ] });
+    expect(body.system).toEqual([{ type: "text", text: "Long shared context", cache_control: { type: "ephemeral" } }]);
+    expect(body.messages[0].content[0]).toEqual({ type: "document", source: { type: "base64", media_type: "application/pdf", data: "JVBERi0=" } });
+  });
+
+  test("service_tier auto and default map to Anthropic's auto and standard_only; others are 400", () => {
+    expect(encode({ service_tier: "auto" }).service_tier).toBe("auto");
+    expect(encode({ service_tier: "default" }).service_tier).toBe("standard_only");
+    rejects({ service_tier: "flex" }, "unsupported_feature", /service_tier/);
+  });
+
   test("stream and user are carried as stream and metadata.user_id", () => {
     const body = encode({ user: "agent-7" }, true);
     expect(body.stream).toBe(true);
@@ -211,6 +226,14 @@ describe("Anthropic stream decoding", () => {
     expect((err as Error).message).toContain("overloaded_error");
     expect(fold(got).content).toBe("Partial ans");
     expect(dec.usage()).toMatchObject({ prompt_tokens: 30 });
+  });
+
+  test("an error event before any content yields no chunk at all (so the relay can still fail over)", () => {
+    const dec = anthropicCodec.streamDecoder(OPTS);
+    const events = fixtureEvents("anthropic", "error-mid-stream.stream.jsonl");
+    expect(dec.push(events[0]!)).toEqual([]); // message_start
+    expect(dec.push(events[1]!)).toEqual([]); // empty text block start
+    expect(() => dec.push(events[3]!)).toThrow(UpstreamStreamError);
   });
 
   test("usage missing: the stream still decodes and usage() is null", () => {

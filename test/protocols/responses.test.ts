@@ -149,6 +149,15 @@ describe("Responses stream encoder", () => {
     expect(enc.end(null)).toBe("");
   });
 
+  test("refusals stream as response.refusal.delta in a refusal content part", () => {
+    const chunk = (delta: Json, finish: string | null = null) => ({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] });
+    const { events } = encodeStream([chunk({ role: "assistant", content: "" }), chunk({ refusal: "I can't " }), chunk({ refusal: "help with that." }), chunk({}, "stop")], null);
+    const data = events.map((e) => JSON.parse(e.data));
+    expect(data.filter((d) => d.type === "response.refusal.delta").map((d) => d.delta)).toEqual(["I can't ", "help with that."]);
+    expect(data.at(-1).response.output[0].content).toEqual([{ type: "refusal", refusal: "I can't help with that." }]);
+    expect(data.at(-1).response.usage).toBeNull();
+  });
+
   test("a length finish ends with response.incomplete", () => {
     const dec = responsesUpstreamCodec.streamDecoder(OPTS);
     const { events } = encodeStream(decodeAll(dec, fixtureEvents("responses", "incomplete.stream.jsonl")), dec.usage());

@@ -317,3 +317,9 @@ for (const lane of lanes) {
     }
   });
 }
+
+test("provider keys never appear in the gateway's logs", () => {
+  const logs = w.gw.logs.join("");
+  expect(logs.length).toBeGreaterThan(0);
+  for (const secret of [w.anthropic.apiKey, w.gemini.apiKey, w.openai.apiKey, w.openai.sub.accessToken]) expect(logs).not.toContain(secret);
+});
