@@ -235,9 +235,9 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
   function streamResponses(body: any, b: MockBehavior, state: { gone: boolean; done: boolean }, model: string): Response {
     const n = b.chunks ?? 5;
     const parts = pieces(b, n);
-    const id = `resp_mock${++seq}`;
-    const msgId = `msg_mock${seq}`;
-    const created = Math.floor(Date.now() / 1000);
+    const id = b.id ?? `resp_mock${++seq}`;
+    const msgId = `msg_${id}`;
+    const created = b.created ?? Math.floor(Date.now() / 1000);
     let sn = 0;
     const ev = (type: string, obj: Record<string, unknown>) =>
       `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sn++, ...obj })}\n\n`;
@@ -291,9 +291,10 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
   function completeResponses(body: any, b: MockBehavior, model: string) {
     const n = b.chunks ?? 5;
     const text = pieces(b, n).join("");
+    const id = b.id ?? `resp_mock${++seq}`;
     const out: Record<string, unknown> = {
-      id: `resp_mock${++seq}`, object: "response", created_at: Math.floor(Date.now() / 1000), status: "completed", model,
-      output: [{ id: `msg_mock${seq}`, type: "message", status: "completed", role: "assistant", content: [{ type: "output_text", text, annotations: [] }] }],
+      id, object: "response", created_at: b.created ?? Math.floor(Date.now() / 1000), status: "completed", model,
+      output: [{ id: `msg_${id}`, type: "message", status: "completed", role: "assistant", content: [{ type: "output_text", text, annotations: [] }] }],
     };
     if (b.usage !== false) out.usage = responsesUsage(body, b, n);
     return out;
