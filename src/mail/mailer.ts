@@ -8,7 +8,7 @@ import nodemailer from "nodemailer";
 import type { Config } from "../config.ts";
 import type { Ctx } from "../context.ts";
 import type { Logger } from "../logger.ts";
-import { randomToken } from "../lib/crypto.ts";
+import { randomToken, sha256Hex } from "../lib/crypto.ts";
 
 export interface MailMessage {
   to: string;
@@ -16,6 +16,8 @@ export interface MailMessage {
   text: string;
   /** What the mail is for, for logs (`signup_code`, `owner_notice`). */
   kind: string;
+  /** The request that caused the mail, for logs. */
+  requestId?: string;
 }
 
 export interface Mailer {
@@ -30,6 +32,11 @@ export class MailSendError extends Error {
 }
 
 const domainOf = (email: string) => email.slice(email.lastIndexOf("@") + 1);
+
+/** 12 hex characters of sha256(lower-cased address): the outbox file name's recipient tag. */
+export function outboxTag(email: string): string {
+  return sha256Hex(email.trim().toLowerCase()).slice(0, 12);
+}
 
 export function outboxDir(dataDir: string): string {
   return join(dataDir, "outbox");
@@ -54,10 +61,10 @@ function smtpMailer(url: string, from: string, log: Logger): Mailer {
     async send(msg) {
       try {
         await transport.sendMail({ from, to: msg.to, subject: msg.subject, text: msg.text });
-        log.info({ mail: msg.kind, toDomain: domainOf(msg.to), via: "smtp" }, "mail sent");
+        log.info({ requestId: msg.requestId, mail: msg.kind, toDomain: domainOf(msg.to), via: "smtp" }, "mail sent");
       } catch (e) {
         const err = e as { message?: string; responseCode?: number; code?: string };
-        log.warn({ mail: msg.kind, toDomain: domainOf(msg.to), via: "smtp", smtpCode: err.responseCode ?? null, errorCode: err.code ?? null }, "mail could not be sent");
+        log.warn({ requestId: msg.requestId, mail: msg.kind, toDomain: domainOf(msg.to), via: "smtp", smtpCode: err.responseCode ?? null, errorCode: err.code ?? null }, "mail could not be sent");
         throw new MailSendError(`SMTP delivery failed (${err.responseCode ?? err.code ?? "error"})`);
       }
     },
@@ -74,11 +81,12 @@ function outboxMailer(dir: string, from: string, log: Logger): Mailer {
       try {
         const info = await composer.sendMail({ from, to: msg.to, subject: msg.subject, text: msg.text });
         mkdirSync(dir, { recursive: true });
-        const file = join(dir, `${new Date().toISOString().replace(/[:.]/g, "-")}-${randomToken(8)}.eml`);
+        // The recipient's hash in the name lets a reader find one mailbox's mail without opening every file.
+        const file = join(dir, `${new Date().toISOString().replace(/[:.]/g, "-")}-${outboxTag(msg.to)}-${randomToken(8)}.eml`);
         writeFileSync(file, info.message as Buffer, { mode: 0o600 });
-        log.info({ mail: msg.kind, toDomain: domainOf(msg.to), via: "outbox", file }, "mail written to the outbox (SMTP_URL is not set)");
+        log.info({ requestId: msg.requestId, mail: msg.kind, toDomain: domainOf(msg.to), via: "outbox", file }, "mail written to the outbox (SMTP_URL is not set)");
       } catch (e) {
-        log.warn({ mail: msg.kind, via: "outbox", err: e instanceof Error ? e.message : String(e) }, "mail could not be written to the outbox");
+        log.warn({ requestId: msg.requestId, mail: msg.kind, via: "outbox", err: e instanceof Error ? e.message : String(e) }, "mail could not be written to the outbox");
         throw new MailSendError("writing the outbox file failed");
       }
     },

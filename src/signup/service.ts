@@ -37,7 +37,8 @@ export async function agentSignup(ctx: Ctx, p: { email: string; source: string |
   await countCodeForEmail(ctx, p.email);
   const { row, code } = await createCode(ctx.db, { email: p.email, source: p.source, ip: p.ip, ttlSeconds: ctx.config.SIGNUP_CODE_TTL_SECONDS, now });
   try {
-    await mailerOf(ctx).send(signupCodeMail({ email: p.email, code, ttlSeconds: ctx.config.SIGNUP_CODE_TTL_SECONDS, existingAccount: existing !== null, siteUrl: ctx.config.siteUrl }));
+    const mail = signupCodeMail({ email: p.email, code, ttlSeconds: ctx.config.SIGNUP_CODE_TTL_SECONDS, existingAccount: existing !== null, siteUrl: ctx.config.siteUrl });
+    await mailerOf(ctx).send({ ...mail, requestId: p.requestId });
   } catch {
     await discardCode(ctx.db, row.id).catch(() => {});
     await refundCodeForEmail(ctx, p.email).catch(() => {});
@@ -87,10 +88,11 @@ export async function agentVerify(ctx: Ctx, p: { email: string; code: string; re
 async function sendOwnerNotice(ctx: Ctx, account: Account, now: Date, requestId: string): Promise<void> {
   if (account.ownerNoticeSentAt || !(await claimOwnerNotice(ctx.db, account.id, now))) return;
   try {
-    await mailerOf(ctx).send(ownerNoticeMail({
+    const mail = ownerNoticeMail({
       email: account.email, accountId: account.id, checkoutUrl: checkoutUrl(ctx, account),
       priceUsd: ctx.config.MEMBERSHIP_PRICE_USD, expiresAt: account.accountExpiresAt, siteUrl: ctx.config.siteUrl,
-    }));
+    });
+    await mailerOf(ctx).send({ ...mail, requestId });
   } catch {
     await releaseOwnerNotice(ctx.db, account.id).catch(() => {});
     ctx.log.warn({ requestId, accountId: account.id }, "owner notice could not be sent; the next verify retries it");

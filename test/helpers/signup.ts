@@ -6,6 +6,7 @@ import type { Server } from "node:net";
 import Stripe from "stripe";
 import { SMTPServer } from "smtp-server";
 import { randomToken } from "../../src/lib/crypto.ts";
+import { outboxTag } from "../../src/mail/mailer.ts";
 import type { TestGateway } from "./gateway.ts";
 
 /** A random address on a non-disposable domain; unique so shared Redis counters never collide. */
@@ -39,8 +40,9 @@ function recipientOf(raw: string): string {
 /** Every .eml in DATA_DIR/outbox addressed to `email`, oldest first. */
 export function outboxMails(gw: TestGateway, email: string): string[] {
   const dir = join(gw.env.DATA_DIR!, "outbox");
+  const tag = outboxTag(email);
   let files: string[] = [];
-  try { files = readdirSync(dir).filter((f) => f.endsWith(".eml")); } catch { return []; }
+  try { files = readdirSync(dir).filter((f) => f.endsWith(".eml") && f.includes(tag)); } catch { return []; }
   return files
     .map((f) => ({ f, t: statSync(join(dir, f)).mtimeMs }))
     .sort((a, b) => a.t - b.t || a.f.localeCompare(b.f))
@@ -50,7 +52,10 @@ export function outboxMails(gw: TestGateway, email: string): string[] {
 
 export interface SinkMail { from: string; to: string[]; raw: string }
 
-/** A real SMTP server on loopback that records what it receives; `refuse` makes it reject every recipient. */
+/**
+ * A real SMTP server on loopback that records what it receives; `refuse` makes it reject every
+ * recipient, `refuseData` rejects the messages it returns true for (after DATA).
+ */
 export interface SmtpSink {
   url: string;
   mails: SinkMail[];
@@ -59,7 +64,7 @@ export interface SmtpSink {
   close(): Promise<void>;
 }
 
-export async function startSmtpSink(opts: { refuse?: boolean; auth?: { user: string; pass: string } } = {}): Promise<SmtpSink> {
+export async function startSmtpSink(opts: { refuse?: boolean; auth?: { user: string; pass: string }; refuseData?: (raw: string) => boolean } = {}): Promise<SmtpSink> {
   const mails: SinkMail[] = [];
   const server = new SMTPServer({
     secure: false,
@@ -83,10 +88,16 @@ export async function startSmtpSink(opts: { refuse?: boolean; auth?: { user: str
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => {
+        const raw = Buffer.concat(chunks).toString("utf8");
+        if (opts.refuseData?.(raw)) {
+          const err = new Error("Message rejected") as Error & { responseCode: number };
+          err.responseCode = 554;
+          return cb(err);
+        }
         mails.push({
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
           to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
-          raw: Buffer.concat(chunks).toString("utf8"),
+          raw,
         });
         cb();
       });

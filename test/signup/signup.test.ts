@@ -312,3 +312,25 @@ describe(`signup code lifetime and per-IP limit (${storesLabel})`, () => {
     expect((await signupCall(gw, "agent-signup", { email: randomEmail() }, ip)).status).toBe(429);
   });
 });
+
+describe(`owner notice delivery failure (${storesLabel})`, () => {
+  let sink: SmtpSink;
+  let gw: TestGateway;
+  let refuseNotices = true;
+  beforeAll(async () => {
+    sink = await startSmtpSink({ refuseData: (raw) => refuseNotices && /^Subject: Activate/m.test(raw) });
+    gw = await startTestGateway({ SMTP_URL: sink.url, SIGNUP_IP_LIMIT_PER_HOUR: "1000" });
+  }, 60_000);
+  afterAll(async () => { await gw?.stop(); await sink?.close(); });
+
+  test("verify still succeeds when the owner notice cannot be sent, and the next verify sends it (once)", async () => {
+    const a = await signupViaApi(gw, { sink });
+    expect(a.verify.plan).toBe("free");
+    expect(sink.to(a.email).filter((m) => /^Subject: Activate/m.test(m.raw)).length).toBe(0);
+    expect(gw.logs.some((l) => l.includes("owner notice could not be sent") && l.includes(a.accountId))).toBe(true);
+    refuseNotices = false;
+    await signupViaApi(gw, { email: a.email, sink });
+    await signupViaApi(gw, { email: a.email, sink });
+    expect(sink.to(a.email).filter((m) => /^Subject: Activate/m.test(m.raw)).length).toBe(1);
+  });
+});
