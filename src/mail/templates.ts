@@ -24,7 +24,7 @@ export function signupCodeMail(p: { email: string; code: string; ttlSeconds: num
   };
 }
 
-export function ownerNoticeMail(p: { email: string; accountId: string; checkoutUrl: string; priceUsd: number; expiresAt: Date | null; siteUrl: string }): MailMessage {
+export function ownerNoticeMail(p: { email: string; accountId: string; checkoutUrl: string; localCheckoutUrl: string; priceUsd: number; expiresAt: Date | null; siteUrl: string }): MailMessage {
   const deadline = p.expiresAt ? p.expiresAt.toISOString() : null;
   return {
     kind: "owner_notice",
@@ -35,6 +35,7 @@ export function ownerNoticeMail(p: { email: string; accountId: string; checkoutU
       "",
       `To let it manage routing keys, activate the membership ($${p.priceUsd} per month) here:`,
       p.checkoutUrl,
+      ...(p.checkoutUrl !== p.localCheckoutUrl ? ["", `That payment link works for 24 hours. After that, this page gives a fresh one: ${p.localCheckoutUrl}`] : []),
       "",
       deadline
         ? `If the membership is not activated by ${deadline} (UTC), the account and everything in it are removed, and its tokens stop working.`

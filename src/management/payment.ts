@@ -5,8 +5,20 @@ import { iso } from "../lib/time.ts";
 
 type Account = typeof accounts.$inferSelect;
 
-export function checkoutUrl(ctx: Ctx, account: Account): string {
-  return account.stripeCheckoutUrl ?? `${ctx.config.siteUrl}/checkout?account=${encodeURIComponent(account.id)}`;
+/**
+ * A Stripe Checkout Session lives 24 hours at most, the unpaid account 48. The session made at
+ * the first verify (= account creation) is handed out for 23 hours; after that the local checkout
+ * page, which creates a fresh session when a human opens it.
+ */
+export const STRIPE_SESSION_FRESH_MS = 23 * 3600_000;
+
+export function localCheckoutUrl(ctx: Ctx, accountId: string): string {
+  return `${ctx.config.siteUrl}/checkout?account=${encodeURIComponent(accountId)}`;
+}
+
+export function checkoutUrl(ctx: Ctx, account: Account, now = Date.now()): string {
+  if (account.stripeCheckoutUrl && now - account.createdAt.getTime() < STRIPE_SESSION_FRESH_MS) return account.stripeCheckoutUrl;
+  return localCheckoutUrl(ctx, account.id);
 }
 
 export function relayMessage(ctx: Ctx, account: Account): string {

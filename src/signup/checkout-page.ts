@@ -2,7 +2,9 @@
 // owner email. It states the price, the deadline and what happens next, and links to Stripe
 // Checkout when one was created. Every interpolated value is HTML-escaped; the page loads nothing.
 import type { Ctx } from "../context.ts";
+import { isExpired } from "../management/guard.ts";
 import { findAccount } from "./lifecycle.ts";
+import { freshStripeCheckout } from "./stripe-checkout.ts";
 
 const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;", "`": "&#96;", "=": "&#61;" };
 export function escapeHtml(s: string): string {
@@ -40,7 +42,7 @@ ${bodyHtml}
   });
 }
 
-export async function checkoutPage(ctx: Ctx, request: Request): Promise<Response> {
+export async function checkoutPage(ctx: Ctx, request: Request, requestId?: string): Promise<Response> {
   const params = new URL(request.url).searchParams;
   const ids = params.getAll("account");
   const id = ids.length === 1 ? ids[0]!.trim() : "";
@@ -53,9 +55,10 @@ export async function checkoutPage(ctx: Ctx, request: Request): Promise<Response
     return page(404, "Account not found", `<p>No account <code>${escapeHtml(id)}</code> exists here. Check that the link was copied completely.</p>`);
   }
   const who = `<p>Account <code>${escapeHtml(account.id)}</code> for <strong>${escapeHtml(maskEmail(account.email))}</strong>.</p>`;
-  if (account.removedAt) {
+  if (isExpired(account)) {
+    const when = account.removedAt ?? account.accountExpiresAt ?? new Date();
     return page(410, "This account was removed", `${who}
-<p>It was not activated before its deadline, so it and everything in it were removed on ${escapeHtml(account.removedAt.toISOString())}. Its tokens no longer work.</p>
+<p>It was not activated before its deadline, so it and everything in it were removed on ${escapeHtml(when.toISOString())}. Its tokens no longer work.</p>
 <p>To start over, let the agent sign up again with the same email address.</p>`);
   }
   if (account.plan === "pro") {
@@ -66,9 +69,16 @@ export async function checkoutPage(ctx: Ctx, request: Request): Promise<Response
   const deadline = account.accountExpiresAt
     ? `<p>Activate it before <strong>${escapeHtml(account.accountExpiresAt.toUTCString())}</strong>. If it is not activated by then, the account and everything in it are removed and its tokens stop working.</p>`
     : "";
-  const action = account.stripeCheckoutUrl && /^https?:\/\//i.test(account.stripeCheckoutUrl)
-    ? `<p><a class="button" href="${escapeHtml(account.stripeCheckoutUrl)}" rel="noopener noreferrer">Pay $${escapeHtml(String(price))} per month with Stripe</a></p>`
-    : `<p class="muted">This gateway has no online payment configured. Ask its operator to activate the account with <code>npm run admin -- activate ${escapeHtml(account.id)}</code>.</p>`;
+  const adminHint = `<code>npm run admin -- activate ${escapeHtml(account.id)}</code>`;
+  let action: string;
+  if (ctx.config.STRIPE_SECRET_KEY) {
+    const url = await freshStripeCheckout(ctx, account, requestId);
+    action = url && /^https?:\/\//i.test(url)
+      ? `<p><a class="button" href="${escapeHtml(url)}" rel="noopener noreferrer">Pay $${escapeHtml(String(price))} per month with Stripe</a></p>`
+      : `<p class="muted">Online payment is unavailable right now. Reload this page in a minute, or ask the gateway's operator to activate the account with ${adminHint}.</p>`;
+  } else {
+    action = `<p class="muted">This gateway has no online payment configured. Ask its operator to activate the account with ${adminHint}.</p>`;
+  }
   return page(200, "Activate your Model Gateway account", `${who}
 <p>An AI agent created this account with your email address and needs an active membership to manage routing keys.</p>
 <p>Membership: <strong>$${escapeHtml(String(price))} per month</strong>.</p>

@@ -42,5 +42,5 @@ async function authAction(ctx: Ctx, { request, socketIp, requestId }: RequestCon
 export function signupRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/api/auth", { POST: (rc) => authAction(ctx, rc) }, MANAGEMENT);
   mount(ctx, app, "/api/billing/webhook", { POST: ({ request, requestId }) => handleBillingWebhook(ctx, request, requestId) }, MANAGEMENT);
-  mount(ctx, app, "/checkout", { GET: ({ request }) => checkoutPage(ctx, request) }, MANAGEMENT);
+  mount(ctx, app, "/checkout", { GET: ({ request, requestId }) => checkoutPage(ctx, request, requestId) }, MANAGEMENT);
 }

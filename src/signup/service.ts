@@ -9,7 +9,7 @@
 import type { Ctx } from "../context.ts";
 import { iso } from "../lib/time.ts";
 import { isExpired, type Account } from "../management/guard.ts";
-import { checkoutUrl, paymentBlock } from "../management/payment.ts";
+import { checkoutUrl, localCheckoutUrl, paymentBlock } from "../management/payment.ts";
 import { issueAccountToken } from "../management/tokens/service.ts";
 import { mailerOf } from "../mail/mailer.ts";
 import { ownerNoticeMail, signupCodeMail } from "../mail/templates.ts";
@@ -89,7 +89,7 @@ async function sendOwnerNotice(ctx: Ctx, account: Account, now: Date, requestId:
   if (account.ownerNoticeSentAt || !(await claimOwnerNotice(ctx.db, account.id, now))) return;
   try {
     const mail = ownerNoticeMail({
-      email: account.email, accountId: account.id, checkoutUrl: checkoutUrl(ctx, account),
+      email: account.email, accountId: account.id, checkoutUrl: checkoutUrl(ctx, account), localCheckoutUrl: localCheckoutUrl(ctx, account.id),
       priceUsd: ctx.config.MEMBERSHIP_PRICE_USD, expiresAt: account.accountExpiresAt, siteUrl: ctx.config.siteUrl,
     });
     await mailerOf(ctx).send({ ...mail, requestId });

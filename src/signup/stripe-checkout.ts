@@ -4,6 +4,7 @@
 import Stripe from "stripe";
 import type { Ctx } from "../context.ts";
 import type { Account } from "../management/guard.ts";
+import { localCheckoutUrl, STRIPE_SESSION_FRESH_MS } from "../management/payment.ts";
 import { setStripeCheckoutUrl } from "./lifecycle.ts";
 
 // Stripe lets a Checkout Session live between 30 minutes and 24 hours.
@@ -27,11 +28,29 @@ function stripeClient(ctx: Ctx): Stripe | null {
   return client;
 }
 
+const freshKey = (accountId: string) => `gw:stripe-checkout:${accountId}`;
+
+/**
+ * A Checkout Session URL that still works for a while: the one made at verify while it is fresh
+ * (its age is the account's), the last one this page made (remembered in the KV for its fresh
+ * window), or a new one.
+ * Null when Stripe is not configured or refuses.
+ */
+export async function freshStripeCheckout(ctx: Ctx, account: Account, requestId?: string): Promise<string | null> {
+  if (!ctx.config.STRIPE_SECRET_KEY) return null;
+  if (account.stripeCheckoutUrl && Date.now() - account.createdAt.getTime() < STRIPE_SESSION_FRESH_MS) return account.stripeCheckoutUrl;
+  const remembered = await ctx.kv.get(freshKey(account.id)).catch(() => null);
+  if (remembered) return remembered;
+  const url = await createStripeCheckout(ctx, account, requestId);
+  if (url) await ctx.kv.set(freshKey(account.id), url, Math.floor(STRIPE_SESSION_FRESH_MS / 1000)).catch(() => {});
+  return url;
+}
+
 /** Creates the session and stores its URL on the account; returns the URL, or null (logged) on failure. */
 export async function createStripeCheckout(ctx: Ctx, account: Account, requestId?: string): Promise<string | null> {
   const stripe = stripeClient(ctx);
   if (!stripe) return null;
-  const local = `${ctx.config.siteUrl}/checkout?account=${encodeURIComponent(account.id)}`;
+  const local = localCheckoutUrl(ctx, account.id);
   const lineItem = ctx.config.STRIPE_PRICE_ID
     ? { price: ctx.config.STRIPE_PRICE_ID, quantity: 1 }
     : {

@@ -42,6 +42,10 @@ describe(`checkout page (${storesLabel})`, () => {
     const b = await signupViaApi(gw);
     await gw.ctx.db.update(accounts).set({ removedAt: new Date() }).where(eq(accounts.id, b.accountId));
     expect((await page(gw, `?account=${b.accountId}`)).status).toBe(410);
+    // Past its deadline but not yet swept: already gone for the human too.
+    const c = await signupViaApi(gw);
+    await gw.ctx.db.update(accounts).set({ accountExpiresAt: new Date(Date.now() - 1000) }).where(eq(accounts.id, c.accountId));
+    expect((await page(gw, `?account=${c.accountId}`)).status).toBe(410);
     expect((await page(gw, `?account=acct_${randomToken(20)}`)).status).toBe(404);
     expect((await page(gw, "")).status).toBe(400);
     expect((await page(gw, "?account=")).status).toBe(400);
@@ -54,25 +58,13 @@ describe(`checkout page (${storesLabel})`, () => {
     expect(p.status).toBe(404);
     expect(p.html).not.toContain("<script>");
     expect(p.html).toContain("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&#96;&#61;&amp;");
-    // An account row whose stored values carry markup (inserted directly: the API refuses such emails).
+    // An account row whose stored email carries markup (inserted directly: the API refuses such emails).
     const id = newId("acct");
-    await gw.ctx.db.insert(accounts).values({
-      id, email: `<img src=x onerror=alert(1)>@example.com`, plan: "free",
-      accountExpiresAt: new Date(Date.now() + 3600_000), stripeCheckoutUrl: `https://checkout.example.com/pay?a="><script>alert(2)</script>`,
-    });
+    await gw.ctx.db.insert(accounts).values({ id, email: `<img src=x onerror=alert(1)>@example.com`, plan: "free", accountExpiresAt: new Date(Date.now() + 3600_000) });
     const q = await page(gw, `?account=${id}`);
     expect(q.status).toBe(200);
     expect(q.html).not.toContain("<img");
-    expect(q.html).not.toContain("<script>");
     expect(q.html).toContain("&lt;•••@example.com");
-    expect(q.html).toContain("href=\"https://checkout.example.com/pay?a&#61;&quot;&gt;&lt;script&gt;");
-  });
-
-  test("a stored checkout URL that is not http(s) is never linked", async () => {
-    const id = newId("acct");
-    await gw.ctx.db.insert(accounts).values({ id, email: `${id.toLowerCase()}@example.com`, plan: "free", accountExpiresAt: new Date(Date.now() + 3600_000), stripeCheckoutUrl: "javascript:alert(1)" });
-    const p = await page(gw, `?account=${id}`);
-    expect(p.html).not.toContain("javascript:");
   });
 
   test("wrong method on /checkout answers 405", async () => {
@@ -174,5 +166,45 @@ describe(`Stripe Checkout Sessions (${storesLabel})`, () => {
     const logs = gwBroken.logs.join("");
     expect(logs).toContain("stripe checkout session could not be created");
     expect(logs).not.toContain(KEY);
+    // The checkout page tries again when a human opens it, and says so plainly when Stripe still refuses.
+    const before = broken.requests.length;
+    const p = await page(gwBroken, `?account=${a.accountId}`);
+    expect(broken.requests.length).toBe(before + 1);
+    expect(p.html).toContain("Online payment is unavailable right now");
+  });
+
+  test("after 23 hours the verify-time session is no longer handed out: /me points at the local page, which makes a fresh session once", async () => {
+    const a = await signupViaApi(gw);
+    await gw.ctx.db.update(accounts).set({ createdAt: new Date(Date.now() - 24 * 3600_000) }).where(eq(accounts.id, a.accountId));
+    const me = await gw.call("/v1/organizations/me", { token: a.token });
+    const local = `${gw.ctx.config.siteUrl}/checkout?account=${a.accountId}`;
+    expect(me.body.payment.checkout_url).toBe(local);
+    expect(me.body.message).toContain(local);
+    const before = stripe.requests.length;
+    const first = await page(gw, `?account=${a.accountId}`);
+    expect(stripe.requests.length).toBe(before + 1);
+    const fresh = /href="(https:\/\/checkout\.stripe\.com\/c\/pay\/[^"]+)"/.exec(first.html)![1]!;
+    expect(fresh).not.toBe(a.verify.payment.checkout_url);
+    const second = await page(gw, `?account=${a.accountId}`);
+    expect(stripe.requests.length).toBe(before + 1);
+    expect(second.html).toContain(`href="${fresh}"`);
+  });
+
+  test("the owner email offers the local page as the fallback once the 24-hour payment link has expired", async () => {
+    const a = await signupViaApi(gw);
+    const notice = outboxMails(gw, a.email).find((m) => m.includes("Subject: Activate"))!.replace(/=\r?\n/g, "").replace(/=3D/g, "=");
+    expect(notice).toContain(`this page gives a fresh one: ${gw.ctx.config.siteUrl}/checkout?account=${a.accountId}`);
+  });
+
+  test("a stored checkout URL is escaped in the page, and one that is not http(s) is never linked", async () => {
+    const id = newId("acct");
+    await gw.ctx.db.insert(accounts).values({ id, email: `${id.toLowerCase()}@example.com`, plan: "free", accountExpiresAt: new Date(Date.now() + 3600_000), stripeCheckoutUrl: `https://checkout.example.com/pay?a="><script>alert(2)</script>` });
+    const q = await page(gw, `?account=${id}`);
+    expect(q.html).not.toContain("<script>");
+    expect(q.html).toContain("href=\"https://checkout.example.com/pay?a&#61;&quot;&gt;&lt;script&gt;");
+    const id2 = newId("acct");
+    await gw.ctx.db.insert(accounts).values({ id: id2, email: `${id2.toLowerCase()}@example.com`, plan: "free", accountExpiresAt: new Date(Date.now() + 3600_000), stripeCheckoutUrl: "javascript:alert(1)" });
+    const p = await page(gw, `?account=${id2}`);
+    expect(p.html).not.toContain("javascript:");
   });
 });
