@@ -10,7 +10,8 @@ import type { ChatRequest, ClientShape, Json, Usage } from "../protocols/types.t
 import type { ResolvedLane } from "../providers/types.ts";
 import { tryLane, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
 import { resolveRoutingKey } from "./auth.ts";
-import { reserve, settle, type Reservation } from "./budget/counters.ts";
+import { reserve, settle } from "./budget/counters.ts";
+import type { SettleBatcher } from "./budget/settle-batch.ts";
 import { estimateCostUsd } from "./budget/estimate.ts";
 import type { KeyContext } from "./key-context.ts";
 import { observerOf } from "./observer.ts";
@@ -48,24 +49,18 @@ class LaneRunner {
   }
 }
 
-function logSettleError(ctx: Ctx, e: unknown) {
-  ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed");
-}
-
 /**
  * Replaces the reservation with the real cost (releasing it on error, disconnect or fallback);
- * keys without a budget still add their spend to the month counter /v1/key reports. Not awaited:
- * the KV command is issued now, in order, on the shared connection.
+ * keys without a budget still add their spend to the month counter /v1/key reports.
  */
 function settleBudget(rr: RelayRequest): void {
   const { ctx, key } = rr;
-  if (rr.reservation) {
-    settle(ctx, key, rr.reservation, rr.countedUsd).catch((e) => logSettleError(ctx, e));
-    rr.reservation = null;
-  } else if (rr.countedUsd > 0) {
-    const zero: Reservation = { keyId: key.id, month: monthKey(), nano: 0 };
-    settle(ctx, key, zero, rr.countedUsd).catch((e) => logSettleError(ctx, e));
-  }
+  const res = rr.reservation ?? (rr.countedUsd > 0 ? { keyId: key.id, month: monthKey(), nano: 0 } : null);
+  rr.reservation = null;
+  if (!res) return;
+  const batcher = ctx.services.settleBatcher as SettleBatcher | undefined;
+  if (batcher) batcher.settle(key, res, rr.countedUsd);
+  else settle(ctx, key, res, rr.countedUsd).catch((e) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed"));
 }
 
 /** Reserves the request's estimate; throws 402 budget_exceeded when it does not fit. */

@@ -2,12 +2,15 @@
 // (its flush job, drained on shutdown). Registered from src/services.ts.
 import type { Ctx } from "../context.ts";
 import type { Job } from "../jobs/job.ts";
+import { startSettleBatcher } from "./budget/settle-batch.ts";
 import { startKeyCache } from "./key-cache.ts";
 import { startUsageQueue } from "./usage-queue.ts";
 
-/** Registers `ctx.services.keyCache` and `ctx.services.usageQueue`; returns the flush job. */
+/** Registers `ctx.services.keyCache`, `usageQueue` and `settleBatcher`; returns the usage flush job. */
 export async function startRelayServices(ctx: Ctx): Promise<Job[]> {
   await startKeyCache(ctx);
   const q = startUsageQueue(ctx);
+  // Registered after the queue: shutdown runs in reverse, so settlements go out before the last usage flush.
+  startSettleBatcher(ctx);
   return [q.job];
 }

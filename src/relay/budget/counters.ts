@@ -92,3 +92,17 @@ export async function monthSpendUsd(ctx: Ctx, key: BudgetedKey): Promise<{ month
   }
   return { month, usd: Math.max(0, fromNano(n)) };
 }
+
+/**
+ * Applies several settlements of one key's month at once: `deltaNano` is Σ(real − reserved),
+ * `actualNano` Σ real (what the counter gains if it has to be rebuilt, reservations being lost with it).
+ */
+export async function settleMany(ctx: Ctx, key: BudgetedKey, month: string, deltaNano: number, actualNano: number): Promise<void> {
+  if (deltaNano === 0) return;
+  const k = counterKey(key.id, month);
+  const v = await ctx.kv.adjust(k, deltaNano, ttl());
+  if (v === null) {
+    await seed(ctx, key, month);
+    await ctx.kv.adjust(k, actualNano, ttl());
+  }
+}

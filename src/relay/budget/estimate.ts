@@ -13,7 +13,9 @@
 // fallback). Hence a key's spend for a month never exceeds
 //     monthly_budget_usd + Σ over the requests in flight when the last one was admitted of
 //                           max(0, real cost − reserved estimate),
-// across every gateway instance sharing the Redis. Requests that carry max_tokens,
+// across every gateway instance sharing the Redis. (Settlements that lower the counter are
+// batched for a few milliseconds, which only keeps it higher meanwhile; settlements that raise
+// it go out at once: see settle-batch.ts.) Requests that carry max_tokens,
 // max_completion_tokens or max_output_tokens reserve their worst case (real ≤ reserved), so
 // such traffic never passes the budget at all. Outside the bound: seat traffic while
 // budget_excludes_seats (by design), and models the pricing catalog does not know (priced at 0).

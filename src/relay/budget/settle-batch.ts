@@ -1,0 +1,65 @@
+// Settlements off the hot path. Releasing an over-reservation (real ≤ reserved) and adding the
+// spend of a key without a budget only make the counter more exact, never less safe, so they are
+// summed per key and month and sent together a few milliseconds later: one KV command per key per
+// window instead of one per request. A settlement that raises a budgeted key's counter (the real
+// cost passed the estimate) goes out at once, so admission sees the overshoot immediately.
+import type { Ctx } from "../../context.ts";
+import { settle, settleMany, toNano, type BudgetedKey, type Reservation } from "./counters.ts";
+
+const WINDOW_MS = 10;
+
+export interface SettleBatcher {
+  settle(key: BudgetedKey, res: Reservation, actualUsd: number): void;
+  flush(): Promise<void>;
+}
+
+interface Pending {
+  key: BudgetedKey;
+  month: string;
+  delta: number;
+  actual: number;
+}
+
+export function createSettleBatcher(ctx: Ctx): SettleBatcher {
+  let pending = new Map<string, Pending>();
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  const logError = (e: unknown) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed");
+
+  async function flush(): Promise<void> {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    const batch = pending;
+    pending = new Map();
+    await Promise.all([...batch.values()].map((p) => settleMany(ctx, p.key, p.month, p.delta, p.actual).catch(logError)));
+  }
+
+  return {
+    settle(key, res, actualUsd) {
+      const actual = toNano(actualUsd);
+      const delta = actual - res.nano;
+      if (delta === 0) return;
+      if (delta > 0 && key.monthlyBudgetUsd !== null) {
+        settle(ctx, key, res, actualUsd).catch(logError);
+        return;
+      }
+      const id = `${res.keyId}:${res.month}`;
+      const p = pending.get(id);
+      if (p) {
+        p.delta += delta;
+        p.actual += actual;
+      } else {
+        pending.set(id, { key, month: res.month, delta, actual });
+      }
+      timer ??= setTimeout(() => void flush(), WINDOW_MS);
+    },
+    flush,
+  };
+}
+
+/** Registers `ctx.services.settleBatcher`, flushed on shutdown. */
+export function startSettleBatcher(ctx: Ctx): SettleBatcher {
+  const b = createSettleBatcher(ctx);
+  ctx.services.settleBatcher = b;
+  ctx.onShutdown(() => b.flush());
+  return b;
+}
