@@ -72,6 +72,7 @@ export function errorResponse(err: GatewayError, shape: ErrorShape): Response {
 /** Anything thrown that is not a GatewayError is a crash: 500 `unhandled`, details only in logs. */
 export function asGatewayError(e: unknown): GatewayError {
   if (e instanceof GatewayError) return e;
+  if (isDatabaseError(e)) return serverError();
   return new GatewayError(500, "The gateway hit an unexpected error. Retry the request; if it persists, report it with the x-request-id header value.", { code: "unhandled" });
 }
 
@@ -89,3 +90,23 @@ export const methodNotAllowed = (allowed: string[], withCode: boolean) =>
     code: withCode ? "method_not_allowed" : undefined,
     headers: { allow: allowed.join(", ") },
   });
+
+/** Errors raised by postgres.js, PGlite or drizzle's query wrapper. */
+export function isDatabaseError(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  const name = e.name || e.constructor?.name;
+  return name === "DrizzleQueryError" || name === "PostgresError" || name === "DatabaseError" || (e.cause instanceof Error && isDatabaseError(e.cause));
+}
+
+/**
+ * A thrown value as a log field with no secret in it: drizzle puts the query's parameters
+ * (which can be tokens or ciphertexts) into its message after "params:", so that part is cut.
+ */
+export function loggableError(e: unknown): Record<string, unknown> {
+  if (!(e instanceof Error)) return { message: String(e).slice(0, 200) };
+  const clean = (m: string) => m.split(/\n?params:/)[0]!.slice(0, 500);
+  const out: Record<string, unknown> = { name: e.name, message: clean(e.message) };
+  if (e.cause instanceof Error) out.cause = { name: e.cause.name, message: clean(e.cause.message), code: (e.cause as { code?: unknown }).code };
+  if (!isDatabaseError(e)) out.stack = e.stack?.split("\n").slice(0, 8).join("\n");
+  return out;
+}

@@ -2,7 +2,7 @@
 // `method_not_allowed` on management, without on inference and /blitz), errors are turned into
 // the path's documented shape here, and every response carries the request id.
 import type { Elysia } from "elysia";
-import { asGatewayError, errorResponse, methodNotAllowed, type ErrorShape } from "../errors.ts";
+import { asGatewayError, errorResponse, loggableError, methodNotAllowed, type ErrorShape } from "../errors.ts";
 import type { Ctx } from "../context.ts";
 
 export type Method = "GET" | "POST" | "PATCH" | "DELETE" | "PUT";
@@ -46,7 +46,7 @@ export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Rec
       } catch (e) {
         const err = asGatewayError(e);
         if (err.code === "unhandled" || err.status >= 500) {
-          ctx.log.error({ requestId, path, method, err: e instanceof Error ? { name: e.name, message: e.message, stack: e.stack } : String(e) }, "request failed");
+          ctx.log.error({ requestId, path, method, err: loggableError(e) }, "request failed");
         }
         res = errorResponse(err, opts.shape);
       }
