@@ -9,6 +9,9 @@ export function installMetrics(ctx: Ctx): GatewayMetrics {
   const metrics = createGatewayMetrics();
   ctx.services.metrics = metrics;
   ctx.services.relayObserver = metrics.observer;
+  // The relay registers its usage queue as `ctx.services.usageQueue`; the gauge asks it for its
+  // depth at scrape time (it may be registered after this runs, so it is looked up then).
+  metrics.setUsageQueueDepthSource(() => (ctx.services.usageQueue as { depth?(): number } | undefined)?.depth?.() ?? 0);
   return metrics;
 }
 

@@ -1,0 +1,129 @@
+// Requests through the gateway move its /metrics: counts and latency by endpoint, provider and
+// outcome, time to first byte, fallbacks with the upstream error that caused them, budget
+// rejections, and the usage-queue depth. Real HTTP: mock OpenAI-protocol upstreams on loopback.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import type { UsageQueue } from "../../src/relay/usage-queue.ts";
+import { sample } from "./scrape.ts";
+
+describe(`metrics through the relay (${storesLabel})`, () => {
+  let gw: TestGateway;
+  let A: MockUpstream;
+  let B: MockUpstream;
+  let token: string;
+  let openaiCred: string;
+  let groqCred: string;
+
+  const scrape = async () => {
+    const r = await gw.req("/metrics");
+    expect(r.status).toBe(200);
+    return r.text();
+  };
+  const newKey = async (body: Record<string, unknown>) => {
+    const r = await gw.call("/v1/organizations/routing-keys", { token, body });
+    expect(r.status).toBe(200);
+    return r.body.raw_key as string;
+  };
+  const chat = (key: string, extra: Record<string, unknown> = {}) =>
+    gw.req("/v1/chat/completions", { token: key, body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello." }], ...extra } });
+
+  beforeAll(async () => {
+    [A, B] = await Promise.all([startMockOpenAI(), startMockOpenAI()]);
+    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_GROQ_BASE_URL: B.url });
+    ({ token } = await createAccount(gw));
+    const cred = async (provider: string) => {
+      const r = await gw.call("/v1/organizations/credentials", { token, body: { provider, api_key: `sk-test-${provider}-0123456789abcdef` } });
+      expect(r.status).toBe(200);
+      return r.body.credential.id as string;
+    };
+    [openaiCred, groqCred] = await Promise.all([cred("openai"), cred("groq")]);
+  });
+  afterEach(() => {
+    A.setDefault({});
+    (gw.ctx.services.usageQueue as UsageQueue).resume();
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    await Promise.all([A?.stop(), B?.stop()]);
+  });
+
+  test("a chat completion through the gateway counts one request and its latency by endpoint, provider and outcome", async () => {
+    const key = await newKey({ label: "metrics-chat", providers: [{ provider: "openai", credential_id: openaiCred }] });
+    const labels = { endpoint: "chat", provider: "openai", outcome: "ok" };
+    const before = await scrape();
+    const r = await chat(key);
+    expect(r.status).toBe(200);
+    await r.text();
+    const after = await scrape();
+    expect((sample(after, "gateway_requests_total", labels) ?? 0) - (sample(before, "gateway_requests_total", labels) ?? 0)).toBe(1);
+    expect((sample(after, "gateway_request_duration_seconds_count", labels) ?? 0) - (sample(before, "gateway_request_duration_seconds_count", labels) ?? 0)).toBe(1);
+    const sum = sample(after, "gateway_request_duration_seconds_sum", labels)! - (sample(before, "gateway_request_duration_seconds_sum", labels) ?? 0);
+    expect(sum).toBeGreaterThan(0);
+    expect(sum).toBeLessThan(30);
+  });
+
+  test("a stream records its time to first byte, no later than its whole duration", async () => {
+    const key = await newKey({ label: "metrics-stream", providers: [{ provider: "openai", credential_id: openaiCred }] });
+    const labels = { endpoint: "chat", provider: "openai", outcome: "ok" };
+    const before = await scrape();
+    const r = await chat(key, { stream: true, mock: { chunks: 5, first_byte_ms: 30, chunk_delay_ms: 40 } });
+    expect(r.status).toBe(200);
+    expect(await r.text()).toContain("[DONE]");
+    const after = await scrape();
+    const d = (name: string) => (sample(after, name, labels) ?? 0) - (sample(before, name, labels) ?? 0);
+    expect(d("gateway_time_to_first_byte_seconds_count")).toBe(1);
+    const ttfb = d("gateway_time_to_first_byte_seconds_sum");
+    const total = d("gateway_request_duration_seconds_sum");
+    // The upstream's first chunk comes after ~30 ms and the last after ~190 ms.
+    expect(ttfb).toBeGreaterThan(0.02);
+    expect(total).toBeGreaterThan(ttfb);
+  });
+
+  test("an upstream 503 counts the upstream error by status and code, and the fallback to the next lane", async () => {
+    const key = await newKey({
+      label: "metrics-fallback",
+      providers: [{ provider: "openai", credential_id: openaiCred }, { provider: "groq", credential_id: groqCred, model: "llama-3.3-70b-versatile" }],
+    });
+    A.setDefault({ status: 503 });
+    const before = await scrape();
+    const r = await chat(key);
+    expect(r.status).toBe(200);
+    await r.text();
+    const after = await scrape();
+    const d = (name: string, labels: Record<string, string>) => (sample(after, name, labels) ?? 0) - (sample(before, name, labels) ?? 0);
+    expect(d("gateway_upstream_errors_total", { provider: "openai", status: "503", code: "http_503" })).toBe(1);
+    expect(d("gateway_fallbacks_total", { endpoint: "chat", from_provider: "openai", reason: "http_503" })).toBe(1);
+    expect(d("gateway_requests_total", { endpoint: "chat", provider: "groq", outcome: "ok" })).toBe(1);
+  });
+
+  test("a request refused for its budget counts a budget rejection", async () => {
+    // A budget far below the worst case of max_tokens: refused before any upstream call.
+    const key = await newKey({ label: "metrics-budget", monthly_budget_usd: 0.000001, providers: [{ provider: "openai", credential_id: openaiCred }] });
+    const before = await scrape();
+    const r = await chat(key, { max_tokens: 100000 });
+    expect(r.status).toBe(402);
+    expect(((await r.json()) as { error: { code: string } }).error.code).toBe("budget_exceeded");
+    const after = await scrape();
+    const labels = { endpoint: "chat" };
+    expect((sample(after, "gateway_budget_rejections_total", labels) ?? 0) - (sample(before, "gateway_budget_rejections_total", labels) ?? 0)).toBe(1);
+  });
+
+  test("the usage-queue depth gauge shows records waiting to be written", async () => {
+    const key = await newKey({ label: "metrics-queue", providers: [{ provider: "openai", credential_id: openaiCred }] });
+    const q = gw.ctx.services.usageQueue as UsageQueue;
+    await q.flush();
+    q.pause();
+    for (let i = 0; i < 3; i++) await (await chat(key)).text();
+    expect(sample(await scrape(), "gateway_usage_queue_depth")).toBeGreaterThanOrEqual(3);
+    q.resume();
+    await q.flush();
+    expect(sample(await scrape(), "gateway_usage_queue_depth")).toBe(0);
+  });
+
+  test("scraping /metrics needs no token and carries no secrets", async () => {
+    const text = await scrape();
+    expect(text).not.toContain("sk-test-");
+    expect(text).not.toContain(token);
+  });
+});
