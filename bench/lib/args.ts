@@ -11,6 +11,8 @@ export interface RunOptions {
   only: string[] | null;
   strict: boolean;
   logLevel: string;
+  /** Run the gateway under Bun's CPU profiler; profiles land in bench/results/tmp-profile/. */
+  profile: boolean;
 }
 
 const HELP = `npm run bench [-- options]
@@ -22,10 +24,11 @@ const HELP = `npm run bench [-- options]
   --soak-seconds S  soak length (default 60; 600 with --soak; 0 = none)
   --only a,b        only these scenarios: ${SCENARIOS.map((s) => s.id).join(", ")}
   --log-level L     the gateway's LOG_LEVEL (default info, as deployed)
-  --strict          exit 1 when a timing target is missed (default: only on errors)`;
+  --strict          exit 1 when a timing target is missed (default: only on errors)
+  --profile         run the gateway under bun --cpu-prof (profile in bench/results/tmp-profile/)`;
 
 export function parseArgs(argv: string[]): RunOptions {
-  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info" };
+  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false };
   const num = (i: number, name: string) => {
     const v = Number(argv[i + 1]);
     if (!Number.isFinite(v) || v < 0) throw new Error(`${name} needs a number`);
@@ -42,6 +45,7 @@ export function parseArgs(argv: string[]): RunOptions {
     else if (a === "--only") o.only = (argv[++i] ?? "").split(",").filter(Boolean);
     else if (a === "--log-level") o.logLevel = argv[++i] ?? "info";
     else if (a === "--strict") o.strict = true;
+    else if (a === "--profile") o.profile = true;
     else if (a === "--help" || a === "-h") {
       console.log(HELP);
       process.exit(0);

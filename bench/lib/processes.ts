@@ -35,6 +35,23 @@ export function cpuMicros(pid: number): number {
   return ((utime + stime) * 1e6) / ticksPerSecond();
 }
 
+/** User and system CPU time of the process so far, in microseconds. */
+export function cpuSplit(pid: number): { userUs: number; sysUs: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const t = 1e6 / ticksPerSecond();
+  return { userUs: Number(rest[11]) * t, sysUs: Number(rest[12]) * t };
+}
+
+/** CPU time every process on the machine has used so far (all cores, /proc/stat), in microseconds. */
+export function machineBusyMicros(): number {
+  const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!;
+  // cpu  user nice system idle iowait irq softirq steal …
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  const busy = (f[0] ?? 0) + (f[1] ?? 0) + (f[2] ?? 0) + (f[5] ?? 0) + (f[6] ?? 0) + (f[7] ?? 0);
+  return (busy * 1e6) / ticksPerSecond();
+}
+
 export interface MemoryKb {
   rssKb: number;
   hwmKb: number;

@@ -15,6 +15,11 @@ export interface Segment {
   mockCpuUs?: number;
   rssKb?: number;
   hwmKb?: number;
+  /** Gateway CPU split over the segment (gateway side only), µs. */
+  gatewaySysUs?: number;
+  /** CPU used by everything else on the machine (not the gateway, the mock or the runner), µs. */
+  otherCpuUs?: number;
+  wallS?: number;
 }
 
 export interface SideFigures {
@@ -42,6 +47,8 @@ export interface ScenarioFigures {
   addedTtfbP50Ms?: number;
   addedGapP50Ms?: number;
   gatewayCpuUsPerReq: number;
+  /** Of which kernel (system) time. */
+  gatewaySysUsPerReq: number;
   mockCpuUsPerReq: number;
   rssEndMb: number;
   peakRssMb: number;
@@ -110,6 +117,7 @@ export function figuresFor(id: string, title: string, note: string, segs: Segmen
     const gateway = pooled(b);
     const gwOk = gateway.ok || 1;
     const cpu = b.reduce((x, s) => x + (s.gatewayCpuUs ?? 0), 0) / gwOk;
+    const sys = b.reduce((x, s) => x + (s.gatewaySysUs ?? 0), 0) / gwOk;
     const mockCpu = a.reduce((x, s) => x + (s.mockCpuUs ?? 0), 0) / (direct.ok || 1);
     return {
       direct, gateway,
@@ -117,7 +125,7 @@ export function figuresFor(id: string, title: string, note: string, segs: Segmen
       addedP99: gateway.p99 - direct.p99,
       addedTtfb: gateway.ttfbP50 !== undefined && direct.ttfbP50 !== undefined ? gateway.ttfbP50 - direct.ttfbP50 : undefined,
       addedGap: gateway.gapP50 !== undefined && direct.gapP50 !== undefined ? gateway.gapP50 - direct.gapP50 : undefined,
-      cpu, mockCpu,
+      cpu, sys, mockCpu,
     };
   });
   const gwSegs = segs.filter((s) => s.side === "gateway");
@@ -131,6 +139,7 @@ export function figuresFor(id: string, title: string, note: string, segs: Segmen
     addedP50Ms: med(perRound, (r) => r.addedP50) ?? NaN,
     addedP99Ms: med(perRound, (r) => r.addedP99) ?? NaN,
     gatewayCpuUsPerReq: med(perRound, (r) => r.cpu) ?? NaN,
+    gatewaySysUsPerReq: med(perRound, (r) => r.sys) ?? NaN,
     mockCpuUsPerReq: med(perRound, (r) => r.mockCpu) ?? NaN,
     rssEndMb: (last?.rssKb ?? NaN) / 1024,
     peakRssMb: Math.max(...gwSegs.map((s) => s.hwmKb ?? NaN)) / 1024,
@@ -187,6 +196,8 @@ export interface MachineFacts {
   pinning: string;
   stores: string;
   logLevel: string;
+  /** Share of the machine's CPU (all cores) used by other processes during the measured segments, %. */
+  otherLoadPct?: number;
 }
 
 export interface RunReport {
@@ -215,16 +226,17 @@ export function markdown(r: RunReport): string {
   out.push(`# Gateway benchmark (${r.mode}) — ${r.startedAt}`);
   out.push("");
   out.push(`Machine: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGb} GB, Linux ${r.machine.kernel}, Bun ${r.machine.bun}. ` +
-    `Pinning: ${r.machine.pinning}. Stores: ${r.machine.stores}; budgets and usage accounting on. Gateway LOG_LEVEL=${r.machine.logLevel}.`);
+    `Pinning: ${r.machine.pinning}. Stores: ${r.machine.stores}; budgets and usage accounting on. Gateway LOG_LEVEL=${r.machine.logLevel}.` +
+    (r.machine.otherLoadPct !== undefined ? ` Other processes (Redis and Postgres included) used ${r.machine.otherLoadPct.toFixed(0)}% of the machine's CPU during the measured segments.` : ""));
   out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B), ` +
     `${r.settings.segmentS} s per segment after a ${r.settings.warmupS} s warm-up; figures are medians over rounds. ` +
     `Added = gateway − direct. CPU = gateway utime+stime over its segments ÷ requests served.`);
   out.push("");
-  out.push("| scenario | req/s direct | req/s gateway | p50 ms direct → gw | p99 ms direct → gw | added p50 ms | added p99 ms | TTFB added p50 ms | gw CPU µs/req | RSS end / peak MB | errors |");
+  out.push("| scenario | req/s direct | req/s gateway | p50 ms direct → gw | p99 ms direct → gw | added p50 ms | added p99 ms | TTFB added p50 ms | gw CPU µs/req (sys) | RSS end / peak MB | errors |");
   out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const s of r.scenarios) {
     out.push(`| ${s.title} | ${n(s.direct.rps, 0)} | ${n(s.gateway.rps, 0)} | ${n(s.direct.p50)} → ${n(s.gateway.p50)} | ${n(s.direct.p99)} → ${n(s.gateway.p99)} | ` +
-      `${signed(s.addedP50Ms)} | ${signed(s.addedP99Ms)} | ${signed(s.addedTtfbP50Ms)} | ${n(s.gatewayCpuUsPerReq, 0)} | ${n(s.rssEndMb, 0)} / ${n(s.peakRssMb, 0)} | ${s.errors} |`);
+      `${signed(s.addedP50Ms)} | ${signed(s.addedP99Ms)} | ${signed(s.addedTtfbP50Ms)} | ${n(s.gatewayCpuUsPerReq, 0)} (${n(s.gatewaySysUsPerReq, 0)}) | ${n(s.rssEndMb, 0)} / ${n(s.peakRssMb, 0)} | ${s.errors} |`);
   }
   const paced = r.scenarios.filter((s) => s.gateway.gapP50 !== undefined);
   if (paced.length) {

@@ -155,8 +155,8 @@ function mixed(side: Side, ep: Endpoints): () => Shot {
   // A fixed pseudo-random sequence (LCG): both sides see the same mix in the same order.
   let seed = 12345;
   return () => {
-    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-    let r = seed % total;
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    let r = (seed >>> 16) % total;
     for (const [w, shot] of kinds) {
       if (r < w) return shot;
       r -= w;

@@ -1,0 +1,348 @@
+// The benchmark runner: `npm run bench` (full, ~8 min), `npm run bench -- --smoke` (CI, < 1 min),
+// `npm run bench -- --soak` (10-minute memory soak). It starts the mock upstream and the gateway as
+// child processes (gateway pinned to core 0, everything else to core 1), provisions an account, key
+// and lane through the API, then runs each scenario DIRECT to the mock and THROUGH the gateway,
+// interleaved A B B A so drift cancels, and writes the table to bench/results/.
+// It fails (exit 1) only on errors: the gateway not starting or dying, or any failed request.
+// Timing targets are reported in the verdict column; `--strict` also fails on a missed target.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, release, totalmem, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+import type { Subprocess } from "bun";
+import { parseArgs, type RunOptions } from "./lib/args.ts";
+import { runHttpLoad, type LoadResult } from "./lib/http-load.ts";
+import { probe, runLoop, type Shot } from "./lib/loop-client.ts";
+import {
+  HAS_TASKSET, closeFd, cpuMicros, cpuSplit, machineBusyMicros, firstLine, freePort, isAlive, logFile, memory, pinned, stopChild, waitHealthy,
+} from "./lib/processes.ts";
+import { provision } from "./lib/provision.ts";
+import {
+  atMost, figuresFor, markdown, type MachineFacts, type RunReport, type ScenarioFigures, type Segment, type SoakFigures, type Verdict,
+} from "./lib/report.ts";
+import { SCENARIOS, SOAK_STREAMS, soakShot, type Endpoints, type Scenario, type Side } from "./lib/scenarios.ts";
+import { prepareStores } from "./lib/stores.ts";
+
+const ROOT = resolve(import.meta.dir, "..");
+const RESULTS = join(ROOT, "bench", "results");
+const opts = parseArgs(process.argv.slice(2));
+
+// The load generator runs in this process. Re-run it pinned to core 1, and with Bun's fetch allowed
+// enough simultaneous connections for the soak's 500 streams (its default is 256).
+if (!process.env.GW_BENCH_CHILD) {
+  const child = Bun.spawn([...pinned(1), process.execPath, import.meta.path, ...process.argv.slice(2)], {
+    env: { ...process.env, GW_BENCH_CHILD: "1", BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" },
+    stdio: ["inherit", "inherit", "inherit"],
+  });
+  for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => child.kill(sig));
+  process.exit(await child.exited);
+}
+
+const log = (msg: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+
+function machineFacts(stores: string): MachineFacts {
+  let cpu = cpus()[0]?.model ?? "unknown CPU";
+  try {
+    cpu = /model name\s*:\s*(.+)/.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1]?.trim() ?? cpu;
+  } catch {}
+  return {
+    cpu,
+    cores: cpus().length,
+    memoryGb: Math.round(totalmem() / 2 ** 30),
+    kernel: release(),
+    bun: Bun.version,
+    pinning: HAS_TASKSET ? "gateway on core 0 (taskset -c 0); mock upstream and load generator on core 1" : "none (taskset missing or a single core)",
+    stores,
+    logLevel: opts.logLevel,
+  };
+}
+
+interface Children {
+  mock: Subprocess;
+  gateway: Subprocess;
+  mockBase: string;
+  gatewayUrl: string;
+  gatewayLog: string;
+  gatewayLogFd: number;
+}
+
+async function startChildren(storeEnv: Record<string, string>, dataDir: string, webhookSecret: string): Promise<Children> {
+  mkdirSync(RESULTS, { recursive: true });
+  const mock = Bun.spawn([...pinned(1), process.execPath, join(ROOT, "bench", "mock-upstream.ts"), "--port", "0"], {
+    cwd: ROOT, stdout: "pipe", stderr: "inherit", env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" },
+  });
+  const mockBase = await firstLine(mock, 20_000);
+  log(`mock upstream at ${mockBase} (pid ${mock.pid})`);
+  const port = freePort();
+  const gatewayUrl = `http://127.0.0.1:${port}`;
+  const gatewayLog = join(RESULTS, `tmp-gateway-${opts.mode}.log`);
+  writeFileSync(gatewayLog, "");
+  const fd = logFile(gatewayLog);
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "",
+    HOME: process.env.HOME ?? "",
+    NODE_ENV: "production",
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    BASE_URL: gatewayUrl,
+    DATA_DIR: dataDir,
+    LOG_LEVEL: opts.logLevel,
+    GATEWAY_SECRET_KEY: randomBytes(32).toString("hex"),
+    BILLING_WEBHOOK_SECRET: webhookSecret,
+    PROVIDER_OPENAI_BASE_URL: mockBase,
+    // Every run signs up once from 127.0.0.1; with a shared Redis the per-IP hourly limit would
+    // refuse the 21st run of the hour. Nothing measured depends on it.
+    SIGNUP_IP_LIMIT_PER_HOUR: "100000",
+    ...storeEnv,
+  };
+  const profiler = opts.profile ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${join(RESULTS, "tmp-profile")}`] : [];
+  const gateway = Bun.spawn([...pinned(0), process.execPath, ...profiler, join(ROOT, "src", "main.ts")], { cwd: ROOT, env, stdout: fd, stderr: fd });
+  const tail = () => `--- last lines of ${gatewayLog} ---\n${readFileSync(gatewayLog, "utf8").split("\n").slice(-30).join("\n")}`;
+  await waitHealthy(`${gatewayUrl}/healthz`, gateway, 60_000, tail);
+  log(`gateway at ${gatewayUrl} (pid ${gateway.pid})`);
+  return { mock, gateway, mockBase, gatewayUrl, gatewayLog, gatewayLogFd: fd };
+}
+
+function shotsFor(sc: Scenario, ep: Endpoints): Record<Side, () => Shot> {
+  return { direct: sc.shots("direct", ep), gateway: sc.shots("gateway", ep) };
+}
+
+async function drive(sc: Scenario, next: () => Shot, durationS: number): Promise<LoadResult> {
+  if (sc.driver === "autocannon") {
+    const shot = next();
+    if (shot.type !== "json") throw new Error(`${sc.id}: autocannon scenarios send plain JSON requests`);
+    return runHttpLoad({ url: shot.url, headers: shot.headers, body: shot.body, connections: sc.concurrency, durationS });
+  }
+  return runLoop({ concurrency: sc.concurrency, durationS, next });
+}
+
+async function main(): Promise<number> {
+  const startedAt = new Date().toISOString();
+  const stores = await prepareStores(process.env);
+  const dataDir = mkdtempSync(join(tmpdir(), "gw-bench-"));
+  const webhookSecret = `whsec_${randomBytes(24).toString("hex")}`;
+  log(`${opts.mode} run; stores: ${stores.label}; ${HAS_TASKSET ? "pinned" : "not pinned"}`);
+  let children: Children | null = null;
+  let exitCode = 0;
+  try {
+    children = await startChildren(stores.env, dataDir, webhookSecret);
+    const gw = children.gateway;
+    const mock = children.mock;
+    const p = await provision({
+      gatewayUrl: children.gatewayUrl, dataDir, webhookSecret,
+      runAdmin: async () => ({ code: 1, output: "the runner always sets BILLING_WEBHOOK_SECRET" }),
+    });
+    log(`provisioned account ${p.accountId} (activated by ${p.activatedBy}), routing key ${p.routingKey.slice(0, 10)}…`);
+    const ep: Endpoints = { mockBase: children.mockBase, gatewayBase: children.gatewayUrl, routingKey: p.routingKey };
+    await Bun.sleep(1000);
+    const idleRssMb = memory(gw.pid).rssKb / 1024;
+    log(`idle RSS ${idleRssMb.toFixed(1)} MB`);
+
+    const scenarios = opts.mode === "soak" ? [] : SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id));
+    const shots = new Map(scenarios.map((s) => [s.id, shotsFor(s, ep)]));
+    const segments: Segment[] = [];
+    const probeErrors: Record<string, string[]> = {};
+
+    // Correctness first: one request each way per scenario must be right before anything is timed.
+    for (const sc of scenarios) {
+      for (const side of ["direct", "gateway"] as const) {
+        const err = await probe(shots.get(sc.id)![side]());
+        if (err) (probeErrors[sc.id] ??= []).push(`${side} probe: ${err}`);
+      }
+      if (probeErrors[sc.id]) log(`${sc.id}: ${probeErrors[sc.id]!.join("; ")}`);
+    }
+    const runnable = scenarios.filter((s) => !probeErrors[s.id]);
+
+    for (const sc of runnable) {
+      await drive(sc, shots.get(sc.id)!.direct, opts.warmupS / 2);
+      await drive(sc, shots.get(sc.id)!.gateway, opts.warmupS);
+    }
+    const pattern: Side[] = opts.pattern === "AB" ? ["direct", "gateway"] : ["direct", "gateway", "gateway", "direct"];
+    for (let round = 1; round <= opts.rounds; round++) {
+      for (const sc of runnable) {
+        for (const side of pattern) {
+          if (!isAlive(gw)) throw new Error(`the gateway exited (code ${gw.exitCode}) during ${sc.id}`);
+          const cpu0 = cpuSplit(gw.pid);
+          const m0 = cpuMicros(mock.pid);
+          const r0 = cpuMicros(process.pid);
+          const all0 = machineBusyMicros();
+          const result = await drive(sc, shots.get(sc.id)![side], opts.segmentS);
+          const all1 = machineBusyMicros();
+          const cpu1 = cpuSplit(gw.pid);
+          const m1 = cpuMicros(mock.pid);
+          const r1 = cpuMicros(process.pid);
+          const mem = memory(gw.pid);
+          const gwUs = cpu1.userUs + cpu1.sysUs - cpu0.userUs - cpu0.sysUs;
+          const seg: Segment = {
+            scenario: sc.id, round, side, result, rssKb: mem.rssKb, hwmKb: mem.hwmKb, mockCpuUs: m1 - m0,
+            otherCpuUs: Math.max(0, all1 - all0 - gwUs - (m1 - m0) - (r1 - r0)), wallS: result.elapsedS,
+          };
+          if (side === "gateway") {
+            seg.gatewayCpuUs = gwUs;
+            seg.gatewaySysUs = cpu1.sysUs - cpu0.sysUs;
+          }
+          segments.push(seg);
+          if (result.errors) log(`${sc.id} ${side}: ${result.errors} errors, e.g. ${result.errorSamples[0]}`);
+        }
+        const last = segments.filter((s) => s.scenario === sc.id && s.round === round);
+        const g = last.filter((s) => s.side === "gateway");
+        const ok = g.reduce((a, s) => a + s.result.ok, 0);
+        const cpu = g.reduce((a, s) => a + (s.gatewayCpuUs ?? 0), 0);
+        log(`round ${round}/${opts.rounds} ${sc.id}: ${ok} through the gateway, ${ok ? (cpu / ok).toFixed(0) : "–"} µs CPU each`);
+      }
+    }
+
+    const figures: ScenarioFigures[] = runnable.map((sc) => figuresFor(sc.id, sc.title, sc.note, segments.filter((s) => s.scenario === sc.id)));
+    for (const sc of scenarios.filter((s) => probeErrors[s.id])) {
+      const empty = { ok: 0, errors: probeErrors[sc.id]!.length, rps: 0, p50: NaN, p99: NaN };
+      figures.push({
+        id: sc.id, title: sc.title, note: sc.note, rounds: 0, direct: empty, gateway: empty, addedP50Ms: NaN, addedP99Ms: NaN,
+        gatewayCpuUsPerReq: NaN, gatewaySysUsPerReq: NaN, mockCpuUsPerReq: NaN, rssEndMb: NaN, peakRssMb: NaN, errors: probeErrors[sc.id]!.length, errorSamples: probeErrors[sc.id]!,
+      });
+    }
+
+    let soak: SoakFigures | undefined;
+    if (opts.soakS > 0) {
+      const err = await probe(soakShot(ep)());
+      if (err) {
+        soak = {
+          durationS: 0, streams: 0, completed: 0, errors: 1, errorSamples: [`probe: ${err}`], rssStartMb: NaN, rssAfterWarmMb: NaN,
+          rssEndMb: NaN, rssPeakMb: NaN, samples: [], gatewayCpuUsPerStream: NaN,
+        };
+        log(`soak skipped: ${err}`);
+      } else {
+        soak = await runSoak(ep, gw, opts.soakS);
+      }
+    }
+
+    await Bun.sleep(opts.mode === "smoke" ? 1000 : 5000);
+    const idleRssAfterMb = isAlive(gw) ? memory(gw.pid).rssKb / 1024 : NaN;
+
+    const stopStarted = Date.now();
+    await stopChild(gw, 30_000);
+    const gatewayExit = gw.exitCode === 0 ? `clean (SIGTERM drain in ${Date.now() - stopStarted} ms)` : `code ${gw.exitCode} signal ${gw.signalCode}`;
+
+    const verdicts = targets(figures, idleRssMb, soak);
+    const errors = figures.reduce((a, f) => a + f.errors, 0) + (soak?.errors ?? 0);
+    const report: RunReport = {
+      mode: opts.mode, startedAt, finishedAt: new Date().toISOString(),
+      machine: { ...machineFacts(stores.label), ...otherLoad(segments) },
+      settings: { rounds: opts.rounds, segmentS: opts.segmentS, pattern: pattern.map((s) => (s === "direct" ? "A" : "B")).join(" "), warmupS: opts.warmupS },
+      idleRssMb, idleRssAfterMb, scenarios: figures, verdicts, errors, gatewayExit,
+    };
+    if (soak) report.soak = soak;
+    const md = markdown(report);
+    console.log("\n" + md);
+    writeResults(report, md);
+    if (errors > 0) {
+      log(`${errors} failed request(s): failing the run`);
+      exitCode = 1;
+    }
+    if (gw.exitCode !== 0) {
+      log(`the gateway did not shut down cleanly (${gatewayExit})`);
+      exitCode = 1;
+    }
+    if (opts.strict && verdicts.some((v) => !v.met)) {
+      log("--strict: a target was missed");
+      exitCode = 1;
+    }
+  } catch (e) {
+    console.error(`[bench] ${e instanceof Error ? e.message : String(e)}`);
+    exitCode = 1;
+  } finally {
+    if (children) {
+      await stopChild(children.gateway, 10_000);
+      await stopChild(children.mock, 5_000);
+      closeFd(children.gatewayLogFd);
+    }
+    await stores.cleanup();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  return exitCode;
+}
+
+async function runSoak(ep: Endpoints, gw: Subprocess, durationS: number): Promise<SoakFigures> {
+  const streams = opts.mode === "smoke" ? 50 : SOAK_STREAMS;
+  log(`soak: ${streams} concurrent streams for ${durationS} s`);
+  const samples: Array<{ t: number; rssMb: number }> = [];
+  const t0 = performance.now();
+  const sample = () => {
+    if (isAlive(gw)) samples.push({ t: (performance.now() - t0) / 1000, rssMb: memory(gw.pid).rssKb / 1024 });
+  };
+  sample();
+  const every = Math.max(1, Math.min(10, durationS / 30));
+  const timer = setInterval(sample, every * 1000);
+  const cpu0 = cpuMicros(gw.pid);
+  const result = await runLoop({ concurrency: streams, durationS, next: soakShot(ep) });
+  const cpu1 = cpuMicros(gw.pid);
+  clearInterval(timer);
+  sample();
+  const warm = samples.find((s) => s.t >= durationS * 0.2) ?? samples[0]!;
+  const soak: SoakFigures = {
+    durationS, streams,
+    completed: result.ok, errors: result.errors, errorSamples: result.errorSamples,
+    rssStartMb: samples[0]?.rssMb ?? NaN,
+    rssAfterWarmMb: warm.rssMb,
+    rssEndMb: samples[samples.length - 1]?.rssMb ?? NaN,
+    rssPeakMb: Math.max(...samples.map((s) => s.rssMb)),
+    samples,
+    gatewayCpuUsPerStream: result.ok ? (cpu1 - cpu0) / result.ok : NaN,
+  };
+  log(`soak: ${soak.completed} streams, RSS ${soak.rssStartMb.toFixed(1)} → ${soak.rssEndMb.toFixed(1)} MB (peak ${soak.rssPeakMb.toFixed(1)})`);
+  return soak;
+}
+
+/** How busy the rest of the machine was while we measured (others' work skews latency, not CPU/request). */
+function otherLoad(segments: Segment[]): { otherLoadPct?: number } {
+  const wall = segments.reduce((a, s) => a + (s.wallS ?? 0), 0);
+  if (!wall) return {};
+  const other = segments.reduce((a, s) => a + (s.otherCpuUs ?? 0), 0);
+  return { otherLoadPct: (100 * other) / (wall * 1e6 * cpus().length) };
+}
+
+function targets(f: ScenarioFigures[], idleRssMb: number, soak?: SoakFigures): Verdict[] {
+  const by = (id: string) => f.find((s) => s.id === id && s.rounds > 0);
+  const v: Verdict[] = [];
+  const chat = by("chat");
+  if (chat) {
+    v.push(atMost("non-streaming: gateway CPU per request", chat.gatewayCpuUsPerReq, 60, "µs", 0));
+    v.push(atMost("non-streaming: added p50 latency at 32 connections", chat.addedP50Ms, 0.5, "ms", 3));
+  }
+  const stream = by("stream");
+  if (stream) {
+    v.push(atMost("streaming: added time to first byte (p50)", stream.addedTtfbP50Ms, 1, "ms", 3));
+    v.push(atMost("streaming: gateway CPU per 20-chunk stream", stream.gatewayCpuUsPerReq, 150, "µs", 0));
+  }
+  const paced = by("stream-paced");
+  if (paced) {
+    v.push(atMost("paced stream: chunks glued together by the gateway (no batching)", paced.gateway.coalescedPct, Math.max(1, (paced.direct.coalescedPct ?? 0) + 1), "%", 2));
+    v.push(atMost("paced stream: added gap between chunks (p50)", paced.addedGapP50Ms, 1, "ms", 3));
+  }
+  const blitz = by("blitz");
+  if (blitz) v.push(atMost("/blitz 50 prompts, 300 ms upstream: batch latency (p50)", blitz.gateway.p50, 400, "ms", 1));
+  v.push(atMost("memory: idle RSS", idleRssMb, 100, "MB", 1));
+  if (soak) {
+    const growth = soak.rssEndMb - soak.rssAfterWarmMb;
+    v.push(atMost(`memory: RSS growth over the ${soak.durationS} s soak after warm-up (flat)`, growth, Math.max(10, soak.rssAfterWarmMb * 0.1), "MB", 1));
+  }
+  return v;
+}
+
+function writeResults(report: RunReport, md: string): void {
+  mkdirSync(RESULTS, { recursive: true });
+  const stamp = report.startedAt.replace(/[:.]/g, "-").slice(0, 19);
+  if (report.mode === "smoke") {
+    // CI smoke runs leave nothing tracked behind (tmp-* is ignored by git).
+    writeFileSync(join(RESULTS, "tmp-smoke.json"), JSON.stringify(report, null, 2));
+    writeFileSync(join(RESULTS, "tmp-smoke.md"), md);
+    log(`wrote bench/results/tmp-smoke.{json,md}`);
+    return;
+  }
+  const name = report.mode === "soak" ? `${stamp}-soak` : stamp;
+  writeFileSync(join(RESULTS, `${name}.json`), JSON.stringify(report, null, 2));
+  writeFileSync(join(RESULTS, `${name}.md`), md);
+  writeFileSync(join(RESULTS, report.mode === "soak" ? "latest-soak.md" : "latest.md"), md);
+  log(`wrote bench/results/${name}.{json,md} and ${report.mode === "soak" ? "latest-soak.md" : "latest.md"}`);
+}
+
+process.exit(await main());
