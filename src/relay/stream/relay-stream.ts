@@ -125,50 +125,19 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
       controller = c;
     },
     async pull(c) {
-      for (;;) {
+      try {
+        await pump(c);
+      } catch (e) {
+        // A bug, not an upstream failure: end the stream cleanly so nothing stays reserved or ticking.
+        ctx.log.error({ requestId: rr.requestId, err: e instanceof Error ? e.message : String(e) }, "stream relay failed");
         if (closed) return;
-        let r: { done: boolean; value?: Uint8Array };
+        cur.ac.abort();
+        cur.attempt.finish(cur.res.status, "error", "relay_failed", cur.tap.usage);
+        close("error", 500);
         try {
-          r = await reader.read();
-        } catch (e) {
-          if (await onBreak(c, e)) continue;
-          return;
-        }
-        if (closed) return;
-        if (r.done) {
-          let tail: Uint8Array | null;
-          try {
-            tail = cur.tap.end();
-          } catch (e) {
-            if (await onBreak(c, e)) continue;
-            return;
-          }
-          if (tail && tail.length) c.enqueue(tail);
-          if (!cur.tap.delivered) {
-            // Ended cleanly without a single data event: as good as broken before the first byte.
-            if (await onBreak(c, new Error("the upstream ended the stream without any event"))) continue;
-            return;
-          }
-          cur.attempt.finish(cur.res.status, "ok", null, cur.tap.usage ?? estimatedUsage(rr, cur.tap.forwarded));
-          close("ok", cur.res.status);
+          c.enqueue(errorEvent(rr, "The gateway failed while relaying the stream; retry the request.", "unhandled"));
           c.close();
-          return;
-        }
-        lastUpstream = performance.now();
-        let out: Uint8Array | null;
-        try {
-          out = cur.tap.push(r.value!);
-        } catch (e) {
-          // An error event from the upstream (translation path) or an undecodable stream.
-          if (await onBreak(c, e)) continue;
-          return;
-        }
-        if (out && out.length) {
-          if (cur.attempt.ttfbMs === null) cur.attempt.markFirstByte();
-          c.enqueue(out);
-          wrote = true;
-          return;
-        }
+        } catch {}
       }
     },
     cancel() {
@@ -176,4 +145,52 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
     },
   });
   return new Response(stream, { status: 200, headers: SSE_HEADERS });
+
+  async function pump(c: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    for (;;) {
+      if (closed) return;
+      let r: { done: boolean; value?: Uint8Array };
+      try {
+        r = await reader.read();
+      } catch (e) {
+        if (await onBreak(c, e)) continue;
+        return;
+      }
+      if (closed) return;
+      if (r.done) {
+        let tail: Uint8Array | null;
+        try {
+          tail = cur.tap.end();
+        } catch (e) {
+          if (await onBreak(c, e)) continue;
+          return;
+        }
+        if (tail && tail.length) c.enqueue(tail);
+        if (!cur.tap.delivered) {
+          // Ended cleanly without a single data event: as good as broken before the first byte.
+          if (await onBreak(c, new Error("the upstream ended the stream without any event"))) continue;
+          return;
+        }
+        cur.attempt.finish(cur.res.status, "ok", null, cur.tap.usage ?? estimatedUsage(rr, cur.tap.forwarded));
+        close("ok", cur.res.status);
+        c.close();
+        return;
+      }
+      lastUpstream = performance.now();
+      let out: Uint8Array | null;
+      try {
+        out = cur.tap.push(r.value!);
+      } catch (e) {
+        // An error event from the upstream (translation path) or an undecodable stream.
+        if (await onBreak(c, e)) continue;
+        return;
+      }
+      if (out && out.length) {
+        if (cur.attempt.ttfbMs === null) cur.attempt.markFirstByte();
+        c.enqueue(out);
+        wrote = true;
+        return;
+      }
+    }
+  }
 }
