@@ -139,7 +139,8 @@ function responsesUsage(body: any, b: MockBehavior, completion: number) {
 
 const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" };
 
-export async function startMockOpenAI(opts: { port?: number } = {}): Promise<MockUpstream> {
+export async function startMockOpenAI(opts: { port?: number; /** false: keep no record of requests (long benchmarks). */ record?: boolean } = {}): Promise<MockUpstream> {
+  const record = opts.record !== false;
   let defaults: MockBehavior = {};
   let aborted = 0;
   const received: ReceivedRequest[] = [];
@@ -311,9 +312,9 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
       const url = new URL(req.url);
       const path = url.pathname;
       const headers: Record<string, string> = {};
-      req.headers.forEach((v, k) => { headers[k] = v; });
+      if (record) req.headers.forEach((v, k) => { headers[k] = v; });
       if (req.method === "GET" && path === "/v1/models") {
-        received.push({ path, headers, body: null });
+        if (record) received.push({ path, headers, body: null });
         return json({
           object: "list",
           data: ["gpt-4o-mini", "gpt-4o", "gpt-4.1"].map((id) => ({ id, object: "model", created: 1700000000, owned_by: "mock" })),
@@ -326,7 +327,7 @@ export async function startMockOpenAI(opts: { port?: number } = {}): Promise<Moc
       const text = await req.text();
       let body: any = text;
       try { body = JSON.parse(text); } catch {}
-      received.push({ path, headers, body });
+      if (record) received.push({ path, headers, body });
       const b: MockBehavior = { ...defaults, ...(body && typeof body === "object" ? body.mock : undefined) };
       const model = typeof body?.model === "string" ? body.model : "unknown";
       if (b.hang) {
