@@ -156,7 +156,7 @@ describe(`sub lane through the gateway (${storesLabel})`, () => {
       const { rawKey: chainKey } = await createKey(w.gw, w.account.token, { providers: [subLane(sessionId), openaiLane()] });
       const served = await chat(w.gw, chainKey, { model: "gpt-5", messages: [{ role: "user", content: "x" }] });
       expect(served.status).toBe(200);
-      expect(openai.received.at(-1)!.body.model).toBe("gpt-4o-mini");
+      expect(openai.received.at(-1)!.body.model).toBe("gpt-5"); // the request's model first (CONTRACT §8)
     } finally {
       w.auth.setFail(null);
     }

@@ -52,7 +52,7 @@ describe(`accounting (${storesLabel})`, () => {
     const rows = await rowsFor(r.headers.get("x-request-id")!);
     expect(rows.map((x) => [x.laneIndex, x.provider, x.status, x.outcome])).toEqual([[0, "openai", 503, "error"], [1, "groq", 200, "ok"]]);
     expect(rows[0]).toMatchObject({ accountId: acct.id, routingKeyId: key.id, endpoint: "chat", errorCode: "http_503", promptTokens: 0, costUsd: 0, seat: false });
-    expect(rows[1]).toMatchObject({ model: "llama-3.3-70b-versatile", promptTokens: 40, completionTokens: 9 });
+    expect(rows[1]).toMatchObject({ model: "gpt-4o-mini", promptTokens: 40, completionTokens: 9 });
     expect(rows[1]!.latencyMs).toBeGreaterThanOrEqual(0);
     expect(rows[1]!.ttfbMs).not.toBeNull();
   });

@@ -150,35 +150,54 @@ describe(`lane fallback (${storesLabel})`, () => {
     expect(A.received.at(-1)!.body.reasoning_effort).toBe("low");
   });
 
-  test("model per lane: the request's model when the lane names none or the same; the lane's model when it names another", async () => {
+  test("model per lane (CONTRACT §8): the request's model is sent first, whatever model the lane names", async () => {
     const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id, { model: "gpt-4.1" }), lane("groq", credB.id)] });
     expect((await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody({ model: "gpt-4o-mini" }) })).status).toBe(200);
-    expect(A.received.at(-1)!.body.model).toBe("gpt-4.1");
-    A.setDefault({ status: 500 });
-    expect((await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody({ model: "llama-3.3-70b-versatile" }) })).status).toBe(200);
-    expect(B.received.at(-1)!.body.model).toBe("llama-3.3-70b-versatile");
-    A.setDefault({});
+    expect(A.received.at(-1)!.body.model).toBe("gpt-4o-mini");
     const same = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id, { model: "gpt-4o-mini" })] });
     expect((await gw.call("/v1/chat/completions", { token: same.raw, body: chatBody({ model: "gpt-4o-mini" }) })).status).toBe(200);
     expect(A.received.at(-1)!.body.model).toBe("gpt-4o-mini");
   });
 
+  test("fallback_to_default_model true: an unknown requested model is retried once on the same lane with the lane's own model", async () => {
+    const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id, { model: "gpt-4.1" }), lane("groq", credB.id)] });
+    A.setDefault({ unknown_model: ["gpt-9-imaginary"] });
+    const a0 = A.received.length, b0 = B.received.length;
+    const r = await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody({ model: "gpt-9-imaginary" }) });
+    A.setDefault({});
+    expect(r.status).toBe(200);
+    expect(A.received.slice(a0).map((x) => x.body.model)).toEqual(["gpt-9-imaginary", "gpt-4.1"]);
+    expect(B.received.length).toBe(b0);
+  });
+
+  test("fallback_to_default_model false: an unknown requested model fails the lane and the chain moves on", async () => {
+    const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id, { model: "gpt-4.1", fallback_to_default_model: false }), lane("groq", credB.id, { model: "llama-3.3-70b-versatile" })] });
+    A.setDefault({ unknown_model: ["gpt-9-imaginary"] });
+    B.setDefault({ unknown_model: ["gpt-9-imaginary"] });
+    const a0 = A.received.length, b0 = B.received.length;
+    const r = await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody({ model: "gpt-9-imaginary" }) });
+    A.setDefault({});
+    B.setDefault({});
+    expect(r.status).toBe(200);
+    expect(A.received.slice(a0).map((x) => x.body.model)).toEqual(["gpt-9-imaginary"]);
+    // The groq lane allows the retry: unknown there too, then its own model.
+    expect(B.received.slice(b0).map((x) => x.body.model)).toEqual(["gpt-9-imaginary", "llama-3.3-70b-versatile"]);
+  });
+
   test("unknown model: a lane with no model of its own to retry with counts as failed and the chain moves on", async () => {
-    for (const fallback_to_default_model of [true, false]) {
-      const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id, { fallback_to_default_model }), lane("groq", credB.id, { model: "llama-3.3-70b-versatile" })] });
-      A.setDefault({ unknown_model: ["gpt-9-imaginary"] });
-      const a0 = A.received.length, b0 = B.received.length;
-      const r = await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody({ model: "gpt-9-imaginary" }) });
-      expect(r.status).toBe(200);
-      expect(A.received.length).toBe(a0 + 1); // no retry: the lane names no model
-      expect(B.received.length).toBe(b0 + 1);
-      expect(B.received.at(-1)!.body.model).toBe("llama-3.3-70b-versatile");
-    }
+    const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id), lane("groq", credB.id)] });
+    A.setDefault({ unknown_model: ["gpt-9-imaginary"] });
+    const a0 = A.received.length, b0 = B.received.length;
+    const r = await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody({ model: "gpt-9-imaginary" }) });
+    expect(r.status).toBe(200);
+    expect(A.received.length).toBe(a0 + 1); // no retry: the lane names no model
+    expect(B.received.length).toBe(b0 + 1);
     // Alone on the key, the unknown model ends as 502 carrying the upstream's words.
     const solo = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)] });
-    const r = await gw.call("/v1/chat/completions", { token: solo.raw, body: chatBody({ model: "gpt-9-imaginary" }) });
-    expect(r.status).toBe(502);
-    expect(r.body.error.message).toContain("does not exist");
+    const r2 = await gw.call("/v1/chat/completions", { token: solo.raw, body: chatBody({ model: "gpt-9-imaginary" }) });
+    A.setDefault({});
+    expect(r2.status).toBe(502);
+    expect(r2.body.error.message).toContain("does not exist");
   });
 
   test("the relay observer sees fallbacks, upstream errors and each request's outcome", async () => {

@@ -57,10 +57,10 @@ describe(`key cache (${storesLabel})`, () => {
     const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
     expect((await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status).toBe(200);
 
-    // PATCH the lanes: the next request uses the new chain (lane model set) without waiting.
+    // PATCH the lanes: the next request uses the new chain (a lane model to fall back to) without waiting.
     const p = await gw.call(`/v1/organizations/routing-keys?id=${key.id}`, { method: "PATCH", token: acct.token, body: { providers: [{ provider: "openai", credential_id: cred.id, model: "gpt-4.1" }] } });
     expect(p.status).toBe(200);
-    expect((await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status).toBe(200);
+    expect((await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody({ mock: { unknown_model: ["gpt-4o-mini"] } }) })).status).toBe(200);
     expect(mock.received.at(-1)!.body.model).toBe("gpt-4.1");
 
     // Regenerate: the old secret stops working at once, the new one works.

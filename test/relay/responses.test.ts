@@ -65,7 +65,7 @@ describe(`responses endpoint (${storesLabel})`, () => {
     expect(out.object).toBe("response");
     expect(JSON.stringify(out.output)).toContain("Hello there");
     expect(B.received.at(-1)!.path).toBe("/v1/chat/completions");
-    expect(B.received.at(-1)!.body.model).toBe("llama-3.3-70b-versatile");
+    expect(B.received.at(-1)!.body.model).toBe("gpt-4o-mini"); // the request's model first (CONTRACT §8)
     expect(B.received.at(-1)!.body.messages.at(-1)).toMatchObject({ role: "user" });
     expect(await rowFor(res)).toMatchObject({ provider: "groq", promptTokens: 9, completionTokens: 2 });
 

@@ -24,7 +24,7 @@ import type { Json } from "../../protocols/types.ts";
 import { getAdapter } from "../../providers/registry.ts";
 import type { KeyContext } from "../key-context.ts";
 import { unitPrices } from "../pricing.ts";
-import { laneModel } from "../routing/model.ts";
+import { candidateModels } from "../routing/model.ts";
 
 export const DEFAULT_OUTPUT_TOKENS = 1024;
 /** Reserved when no lane's price is known, so an exhausted budget still refuses. */
@@ -51,9 +51,11 @@ export function estimateCostUsd(ctx: Ctx, key: KeyContext, request: Json, bodyBy
   for (const lane of key.lanes) {
     const adapter = getAdapter(lane.provider);
     if (adapter?.seat && key.budgetExcludesSeats) continue;
-    const p = adapter ? unitPrices(adapter.pricingId ?? adapter.id, laneModel(requestModel, lane)) : null;
-    const usd = p ? inTokens * p.input + outTokens * p.output : MIN_ESTIMATE_USD;
-    if (best === null || usd > best) best = usd;
+    for (const model of candidateModels(requestModel, lane)) {
+      const p = adapter ? unitPrices(adapter.pricingId ?? adapter.id, model) : null;
+      const usd = p ? inTokens * p.input + outTokens * p.output : MIN_ESTIMATE_USD;
+      if (best === null || usd > best) best = usd;
+    }
   }
   return best === null ? null : Math.max(best, MIN_ESTIMATE_USD);
 }
