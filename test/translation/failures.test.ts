@@ -133,6 +133,21 @@ describe("streams", () => {
     expect(rows[0]).toMatchObject({ provider: "google", outcome: "broken", promptTokens: 9 });
   });
 
+  test("an error after content on a Responses stream translated from an Anthropic lane continues sequence_number and ends with response.failed carrying the error", async () => {
+    w.anthropic.enqueue({ stream: "error-mid-stream.stream.jsonl", eventDelayMs: 40 });
+    const r = await send(w.keys.anthropic!.rawKey, "/v1/responses", { model: "claude-sonnet-4-5-20250929", input: "Hello there", stream: true });
+    expect(r.status).toBe(200);
+    const events = parseSse(r.text);
+    const data = events.map((e) => JSON.parse(e.data));
+    expect(data.map((d) => d.sequence_number)).toEqual(data.map((_, i) => i));
+    expect(events.map((e) => e.event).slice(-2)).toEqual(["error", "response.failed"]);
+    expect(data.at(-2)).toMatchObject({ type: "error", message: expect.stringContaining("overloaded_error") });
+    const failed = data.at(-1)!.response;
+    expect(failed).toMatchObject({ id: data[0].response.id, status: "failed", error: { message: expect.stringContaining("overloaded_error") } });
+    expect(failed.output[0].content[0].text).toBe("Partial ans");
+    expect(events.map((e) => e.event)).not.toContain("response.completed");
+  });
+
   test("a stream cut off by the vendor before its end is an error at the client, not a clean finish", async () => {
     w.anthropic.enqueue({ stream: "truncated.stream.jsonl" });
     const r = await send(w.keys.anthropic!.rawKey, "/v1/chat/completions", chatBody({ stream: true }));

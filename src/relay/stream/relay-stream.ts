@@ -11,6 +11,7 @@ import { clientCodecs } from "../../protocols/index.ts";
 import { chatStreamError } from "../../protocols/chat/index.ts";
 import { estimatedUsage, TimeoutError, type LaneResult, type RelayRequest } from "../attempt.ts";
 import { scrub } from "../relay-errors.ts";
+import { TranslateTap } from "./translate.ts";
 
 export type StreamLane = Extract<LaneResult, { kind: "stream" }>;
 
@@ -30,7 +31,9 @@ export const SSE_HEADERS: Record<string, string> = {
 const KEEPALIVE = new TextEncoder().encode(": keep-alive\n\n");
 const enc = new TextEncoder();
 
-function errorEvent(rr: RelayRequest, message: string, code: string): Uint8Array {
+function errorEvent(rr: RelayRequest, tap: StreamLane["tap"], message: string, code: string): Uint8Array {
+  // A translated stream ends through its own encoder, continuing what it already wrote.
+  if (tap instanceof TranslateTap) return tap.error(message);
   const codec = clientCodecs[rr.shape];
   const text = codec ? codec.streamEncoder(rr.body).error(message) : chatStreamError(message, code);
   return enc.encode(text);
@@ -107,14 +110,14 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
       }
       const err = next.kind === "client" ? next.error : null;
       const message = err ? err.message : "No lane could serve the request.";
-      c.enqueue(errorEvent(rr, message, err?.code ?? "upstream_error"));
+      c.enqueue(errorEvent(rr, cur.tap, message, err?.code ?? "upstream_error"));
       close("error", err?.status ?? 502);
       c.close();
       return false;
     }
     const usage = cur.tap.usage ?? estimatedUsage(rr, cur.tap.forwarded);
     cur.attempt.finish(status, "broken", timedOut ? "timeout" : "stream_broken", usage);
-    c.enqueue(errorEvent(rr, `The upstream (${cur.attempt.provider}) stream broke off mid-answer: ${scrub(why)}. The answer above is incomplete; retry the request.`, "upstream_error"));
+    c.enqueue(errorEvent(rr, cur.tap, `The upstream (${cur.attempt.provider}) stream broke off mid-answer: ${scrub(why)}. The answer above is incomplete; retry the request.`, "upstream_error"));
     close("broken", 502);
     c.close();
     return false;
@@ -135,7 +138,7 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
         cur.attempt.finish(cur.res.status, "error", "relay_failed", cur.tap.usage);
         close("error", 500);
         try {
-          c.enqueue(errorEvent(rr, "The gateway failed while relaying the stream; retry the request.", "unhandled"));
+          c.enqueue(errorEvent(rr, cur.tap, "The gateway failed while relaying the stream; retry the request.", "unhandled"));
           c.close();
         } catch {}
       }

@@ -46,6 +46,14 @@ export class TranslateTap {
     return out;
   }
 
+  /**
+   * The client's error event for a stream broken after this tap wrote to it, from the same encoder:
+   * a Responses stream keeps its sequence_number and ends with response.failed carrying the error.
+   */
+  error(message: string): Uint8Array {
+    return enc.encode(this.encoder.error(message));
+  }
+
   private drain(final: boolean): Uint8Array | null {
     let s = "";
     const events = this.pending;
