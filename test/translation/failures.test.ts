@@ -148,6 +148,29 @@ describe("streams", () => {
     expect(events.map((e) => e.event)).not.toContain("response.completed");
   });
 
+  test("content and an error event in one upstream read: the content decoded before the error reaches a chat client before the error event", async () => {
+    w.anthropic.enqueue({ stream: "error-mid-stream.stream.jsonl", oneWrite: true });
+    const r = await send(w.keys.anthropic!.rawKey, "/v1/chat/completions", chatBody({ stream: true }));
+    expect(r.status).toBe(200);
+    const events = parseSse(r.text);
+    expect(events.some((e) => e.data === "[DONE]")).toBe(false);
+    const content = events.filter((e) => e.event === undefined).map((e) => JSON.parse(e.data).choices?.[0]?.delta?.content ?? "").join("");
+    expect(content).toBe("Partial ans");
+    expect(events.at(-1)!.event).toBe("error");
+    expect(JSON.parse(events.at(-1)!.data).error.message).toContain("overloaded_error");
+    const rows = await usageRowsOf(w.gw, r.requestId);
+    expect(rows.map((x) => [x.provider, x.outcome])).toEqual([["anthropic", "broken"]]);
+  });
+
+  test("content and an error event in one upstream read: a Responses client gets the text, then error and response.failed in sequence", async () => {
+    w.anthropic.enqueue({ stream: "error-mid-stream.stream.jsonl", oneWrite: true });
+    const r = await send(w.keys.anthropic!.rawKey, "/v1/responses", { model: "claude-sonnet-4-5-20250929", input: "Hello there", stream: true });
+    const data = parseSse(r.text).map((e) => JSON.parse(e.data));
+    expect(data.filter((d) => d.type === "response.output_text.delta").map((d) => d.delta).join("")).toBe("Partial ans");
+    expect(data.map((d) => d.type).slice(-2)).toEqual(["error", "response.failed"]);
+    expect(data.map((d) => d.sequence_number)).toEqual(data.map((_, i) => i));
+  });
+
   test("a stream cut off by the vendor before its end is an error at the client, not a clean finish", async () => {
     w.anthropic.enqueue({ stream: "truncated.stream.jsonl" });
     const r = await send(w.keys.anthropic!.rawKey, "/v1/chat/completions", chatBody({ stream: true }));

@@ -11,7 +11,7 @@ import { clientCodecs } from "../../protocols/index.ts";
 import { chatStreamError } from "../../protocols/chat/index.ts";
 import { estimatedUsage, TimeoutError, type LaneResult, type RelayRequest } from "../attempt.ts";
 import { scrub } from "../relay-errors.ts";
-import { TranslateTap } from "./translate.ts";
+import { FailedAfterOutput, TranslateTap } from "./translate.ts";
 
 export type StreamLane = Extract<LaneResult, { kind: "stream" }>;
 
@@ -149,6 +149,15 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
   });
   return new Response(stream, { status: 200, headers: SSE_HEADERS });
 
+  /** Client bytes the tap encoded before its decoder failed in the same read go out first; returns the failure. */
+  function sendEarlierOutput(c: ReadableStreamDefaultController<Uint8Array>, e: unknown): unknown {
+    if (!(e instanceof FailedAfterOutput)) return e;
+    if (cur.attempt.ttfbMs === null) cur.attempt.markFirstByte();
+    c.enqueue(e.output);
+    wrote = true;
+    return e.failure;
+  }
+
   async function pump(c: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     for (;;) {
       if (closed) return;
@@ -165,7 +174,7 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
         try {
           tail = cur.tap.end();
         } catch (e) {
-          if (await onBreak(c, e)) continue;
+          if (await onBreak(c, sendEarlierOutput(c, e))) continue;
           return;
         }
         if (tail && tail.length) c.enqueue(tail);
@@ -185,7 +194,7 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
         out = cur.tap.push(r.value!);
       } catch (e) {
         // An error event from the upstream (translation path) or an undecodable stream.
-        if (await onBreak(c, e)) continue;
+        if (await onBreak(c, sendEarlierOutput(c, e))) continue;
         return;
       }
       if (out && out.length) {

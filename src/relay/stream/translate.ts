@@ -28,7 +28,10 @@ export class TranslateTap {
     return this.decoder.usage();
   }
 
-  /** Upstream bytes → client bytes (null when nothing complete). Throws UpstreamStreamError on an upstream error event. */
+  /**
+   * Upstream bytes → client bytes (null when nothing complete). Throws UpstreamStreamError on an
+   * upstream error event, or FailedAfterOutput when content from the same read came before it.
+   */
   push(chunk: Uint8Array): Uint8Array | null {
     this.parser.feed(this.text.decode(chunk, { stream: true }));
     return this.drain(false);
@@ -58,11 +61,29 @@ export class TranslateTap {
     let s = "";
     const events = this.pending;
     this.pending = [];
-    for (const ev of events) for (const c of this.decoder.push(ev)) s += this.encoder.push(c);
-    if (final) for (const c of this.decoder.end()) s += this.encoder.push(c);
+    try {
+      for (const ev of events) for (const c of this.decoder.push(ev)) s += this.encoder.push(c);
+      if (final) for (const c of this.decoder.end()) s += this.encoder.push(c);
+    } catch (e) {
+      // An upstream error event later in the same read: what was decoded before it still goes out.
+      if (s === "") throw e;
+      throw new FailedAfterOutput(this.take(s), e);
+    }
     if (s === "") return null;
+    return this.take(s);
+  }
+
+  private take(s: string): Uint8Array {
     this.delivered = true;
     this.forwarded++;
     return enc.encode(s);
+  }
+}
+
+/** The decoder failed after client bytes were encoded from the same read: send `output`, then handle `failure`. */
+export class FailedAfterOutput extends Error {
+  override name = "FailedAfterOutput";
+  constructor(readonly output: Uint8Array, readonly failure: unknown) {
+    super(failure instanceof Error ? failure.message : String(failure));
   }
 }
