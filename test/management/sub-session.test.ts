@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { addToken, createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startMockSubBackend, type MockSubBackend } from "../mocks/sub-backend.ts";
+import { makeAuthJson, startMockSubAuth, type MockSubAuth } from "../mocks/sub-auth.ts";
 import { subSessions } from "../../src/store/db/schema/index.ts";
 import { loadSubAuth, saveSubAuth } from "../../src/management/sub-session/store.ts";
 import type { SecretBox } from "../../src/secrets.ts";
@@ -13,14 +14,17 @@ import { authJson, connectSub, invalidationRecorder } from "./helpers.ts";
 const SS = "/v1/organizations/sub-session";
 let gw: TestGateway;
 let sub: MockSubBackend;
+let subAuth: MockSubAuth;
 
 beforeAll(async () => {
   sub = await startMockSubBackend();
-  gw = await startTestGateway({ SUB_API_BASE_URL: sub.url });
+  subAuth = await startMockSubAuth({ backend: sub });
+  gw = await startTestGateway({ SUB_API_BASE_URL: sub.url, SUB_AUTH_BASE_URL: subAuth.url });
 }, 60_000);
 afterAll(async () => {
   await gw?.stop();
   await sub?.stop();
+  await subAuth?.stop();
 });
 
 const SESSION_FIELDS = ["id", "connected", "status", "connected_at", "last_used_at", "expires_at", "last_error", "sub_host"].sort();
@@ -170,6 +174,38 @@ describe(`sub session: provisioning failures (${storesLabel})`, () => {
     }
     // Once the backend answers again, connecting again provisions.
     expect((await connectSub(gw, a.token)).sub_host).toEqual({ provisioned: true, account_status: "active" });
+  });
+});
+
+describe(`sub session: provisioning through the lane's token refresh (${storesLabel})`, () => {
+  test("a sign-in whose access token already expired but whose refresh token is valid provisions: the catalog check refreshes first and the new tokens are stored encrypted", async () => {
+    const a = await createAccount(gw);
+    const { accountId, authJson: auth } = makeAuthJson({ backend: sub, auth: subAuth, accessTtl: -60 });
+    const sent = sub.received.length;
+    const s = await connectSub(gw, a.token, auth);
+    expect(s).toMatchObject({ status: "connected", last_error: null, sub_host: { provisioned: true, account_status: "active" } });
+    const issued = subAuth.latest(accountId)!;
+    expect(issued.access_token).not.toBe(auth.tokens.access_token);
+    const calls = sub.received.slice(sent).filter((x) => x.path === "/models");
+    expect(calls.map((x) => x.headers.authorization)).toEqual([`Bearer ${issued.access_token}`]);
+    const stored = (await loadSubAuth(gw.ctx, s.id))!;
+    expect(stored.tokens).toMatchObject({ access_token: issued.access_token, refresh_token: issued.refresh_token, account_id: accountId });
+    const row = await rowOf(s.id);
+    expect(row.provisioned).toBe(true);
+    expect(row.authCiphertext).not.toContain(issued.access_token);
+    expect(row.authCiphertext).not.toContain(issued.refresh_token);
+    expect(gw.logs.join("")).not.toContain(issued.refresh_token);
+    expect((await gw.call(SS, { token: a.token })).body).toEqual(s);
+  });
+
+  test("a sign-in whose access token expired and whose refresh is refused is stored with provisioned false, account_status unauthorized and a last_error that says to sign in again", async () => {
+    const a = await createAccount(gw);
+    const { authJson: auth } = makeAuthJson({ backend: sub, accessTtl: -60 }); // refresh token unknown to the auth server
+    const s = await connectSub(gw, a.token, auth);
+    expect(s).toMatchObject({ status: "connected", sub_host: { provisioned: false, account_status: "unauthorized" } });
+    expect(s.last_error).toContain("sign in again");
+    expect(s.last_error).not.toContain(auth.tokens.refresh_token);
+    expect(await loadSubAuth(gw.ctx, s.id)).toEqual(auth);
   });
 });
 

@@ -8,8 +8,8 @@ import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.t
 import { authenticate } from "../guard.ts";
 import { parseWith, readBody, readQuery } from "../zod-input.ts";
 import { authJsonSchema, connectBody, noQuery, type AuthJson } from "./model.ts";
-import { provisionSubHost } from "./provision.ts";
-import { latestSubSession, newSubSessionId, NO_SUB_SESSION, presentSubSession, replaceSubSession, revokeSubSessions, subSessionAad } from "./store.ts";
+import { PROVISIONING_UNFINISHED, provisionSubHost } from "./provision.ts";
+import { latestSubSession, newSubSessionId, NO_SUB_SESSION, presentSubSession, recordProvisioning, replaceSubSession, revokeSubSessions, subSessionAad } from "./store.ts";
 
 const authJsonField = z.object({ auth_json: authJsonSchema });
 
@@ -53,16 +53,18 @@ export function subSessionHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
       const auth = readAuthJson(body.auth_json);
       const id = newSubSessionId();
       const ciphertext = sealAuth(ctx, id, auth);
-      const p = await provisionSubHost(ctx, auth);
-      const row = await replaceSubSession(ctx, account.id, {
+      // Stored first: the check goes through the lane's token path, which may refresh and re-store the tokens.
+      await replaceSubSession(ctx, account.id, {
         id,
         ciphertext,
         sourcePath: body.source_path ?? null,
         expiresAt: body.ttl_seconds ? new Date(Date.now() + body.ttl_seconds * 1000) : null,
-        provisioned: p.provisioned,
-        accountStatus: p.accountStatus,
-        lastError: p.lastError,
+        provisioned: PROVISIONING_UNFINISHED.provisioned,
+        accountStatus: PROVISIONING_UNFINISHED.accountStatus,
+        lastError: PROVISIONING_UNFINISHED.lastError,
       });
+      const p = await provisionSubHost(ctx, id);
+      const row = await recordProvisioning(ctx, account.id, id, p);
       ctx.log.info({ accountId: account.id, subSessionId: id, provisioned: p.provisioned, accountStatus: p.accountStatus }, "sub session connected");
       return presentSubSession(row);
     },

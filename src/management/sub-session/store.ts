@@ -101,6 +101,24 @@ export async function replaceSubSession(ctx: Ctx, accountId: string, s: NewSubSe
   return row;
 }
 
+/**
+ * Records the provisioning check of a stored session. A session revoked meanwhile (a newer
+ * connect replaced it) stays as it is. Returns the row as it now reads.
+ */
+export async function recordProvisioning(ctx: Ctx, accountId: string, sessionId: string, p: { provisioned: boolean; accountStatus: string; lastError: string | null }): Promise<SubSessionRow> {
+  const [updated] = await ctx.db.update(subSessions)
+    .set({ provisioned: p.provisioned, accountStatus: p.accountStatus, lastError: p.lastError, updatedAt: new Date() })
+    .where(and(eq(subSessions.id, sessionId), isNull(subSessions.revokedAt)))
+    .returning();
+  if (updated) {
+    // Lanes cached with the pre-check state must pick up the result.
+    await publishInvalidation(ctx, { kind: "account", accountId });
+    return updated;
+  }
+  const [row] = await ctx.db.select().from(subSessions).where(eq(subSessions.id, sessionId)).limit(1);
+  return row!;
+}
+
 /** Revokes the account's live session(s): the sealed sign-in is erased. Returns how many. */
 export async function revokeSubSessions(ctx: Ctx, accountId: string): Promise<number> {
   const now = new Date();
