@@ -16,6 +16,10 @@ export interface ResolvedLane extends LaneRow {
   subSession: { id: string; status: string; provisioned: boolean; lastError: string | null } | null;
 }
 
+/** Per-lane settings of SPEC's Lane table that only some providers accept. */
+export const LANE_SETTINGS = ["reasoning_effort", "verbosity", "service_tier"] as const;
+export type LaneSetting = (typeof LANE_SETTINGS)[number];
+
 export interface UpstreamCall {
   url: string;
   headers: Record<string, string>;
@@ -43,6 +47,8 @@ export interface ProviderAdapter {
   readonly seat: boolean;
   /** Provider id in the pricing catalog (@pydantic/genai-prices) when it differs from `id`. */
   readonly pricingId?: string;
+  /** Per-lane settings a lane of this provider accepts (applied by applySettings); none when absent. */
+  readonly settings?: readonly LaneSetting[];
   /** Models the lane serves for `GET /v1/models` when the lane names none (default: the catalog's models for pricingId). */
   models?(ctx: Ctx, lane: ResolvedLane, signal: AbortSignal): Promise<string[]>;
   /** Whether the lane can serve now; a reason string makes the lane fail over with that reason. */

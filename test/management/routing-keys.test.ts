@@ -10,6 +10,7 @@ import { routingKeys, usageRecords } from "../../src/store/db/schema/index.ts";
 import { sha256Hex } from "../../src/lib/crypto.ts";
 import { reserve, settle } from "../../src/relay/budget/counters.ts";
 import { API_KEY_PROVIDER_IDS } from "../../src/config.ts";
+import { allAdapters } from "../../src/providers/registry.ts";
 import { connectSub, invalidationRecorder, registerBridge, saveCredential } from "./helpers.ts";
 
 const RK = "/v1/organizations/routing-keys";
@@ -229,6 +230,21 @@ describe(`routing keys: validation rules (${storesLabel})`, () => {
     expect400(await create({ providers: [subLane({ service_tier: "flex" })] }), "`providers[0].service_tier`");
     expect400(await create({ providers: [openaiLane({ verbosity: "low" })] }), "`providers[0].verbosity`");
     expect400(await create({ providers: [openaiLane({ service_tier: "priority" })] }), "`providers[0].service_tier`");
+  });
+
+  test("lane rule: per-lane settings are an adapter capability: every registered provider's lane takes exactly the settings its adapter declares (openai: reasoning_effort; sub: all three)", async () => {
+    const declared = (id: string): string[] => [...(allAdapters().find((a) => a.id === id)?.settings ?? [])].sort();
+    expect(declared("openai")).toEqual(["reasoning_effort"]);
+    expect(declared("sub")).toEqual(["reasoning_effort", "service_tier", "verbosity"]);
+    const values = { reasoning_effort: "low", verbosity: "low", service_tier: "default" } as const;
+    for (const adapter of allAdapters()) {
+      const lane = adapter.kind === "sub" ? subLane() : adapter.kind === "bridge" ? bridgeLane() : { provider: adapter.id, credential_id: (await saveCredential(gw, A.token, adapter.id)).id };
+      for (const [setting, value] of Object.entries(values)) {
+        const r = await create({ providers: [{ ...lane, [setting]: value }] });
+        if (declared(adapter.id).includes(setting)) expect([adapter.id, setting, r.status]).toEqual([adapter.id, setting, 200]);
+        else expect400(r, `\`providers[0].${setting}\``);
+      }
+    }
   });
 
   test("lane fields outside SPEC's Lane table are refused by name", async () => {

@@ -1,15 +1,15 @@
 // Rules a lane must meet whatever the caller owns (SPEC Lane table), and the PATCH merge of
 // per-lane settings. Pure functions: no I/O.
 import { badRequest } from "../../errors.ts";
+import { allAdapters, getAdapter } from "../../providers/registry.ts";
+import { LANE_SETTINGS, type LaneSetting } from "../../providers/types.ts";
 import type { LaneRow } from "../../store/db/schema/index.ts";
 import type { LaneInput } from "./model.ts";
 
-/** Which lane kinds take each setting (SPEC Lane table: reasoning_effort on `sub` and the one API-key provider that accepts it). */
-export const SETTING_LANES: Record<"reasoning_effort" | "verbosity" | "service_tier", readonly string[]> = {
-  reasoning_effort: ["sub", "openai"],
-  verbosity: ["sub"],
-  service_tier: ["sub"],
-};
+/** The providers whose lanes take `setting`: each adapter declares its own (ProviderAdapter.settings). */
+export function providersTaking(setting: LaneSetting): string[] {
+  return allAdapters().filter((a) => a.settings?.includes(setting)).map((a) => a.id);
+}
 
 /** Per-lane settings that PATCH merges (left out = keep the key's value, null = clear). */
 export const MERGED_SETTINGS = ["reasoning_effort", "verbosity", "service_tier", "fallback_to_default_model"] as const;
@@ -62,9 +62,10 @@ export function normalizeLane(lane: LaneInput, index: number): LaneRow {
   for (const f of REF_FIELDS) {
     if (f !== need && lane[f] != null) throw badRequest(`${at(f)} does not apply to a ${lane.provider} lane; a ${lane.provider} lane names ${need} only.`);
   }
-  for (const [setting, kinds] of Object.entries(SETTING_LANES) as Array<[keyof typeof SETTING_LANES, readonly string[]]>) {
-    if (lane[setting] != null && !kinds.includes(lane.provider)) {
-      throw badRequest(`${at(setting)} is not supported on a ${lane.provider} lane; it applies to ${kinds.join(" and ")} lanes only. Remove it or set it to null.`);
+  const takes = getAdapter(lane.provider)?.settings;
+  for (const setting of LANE_SETTINGS) {
+    if (lane[setting] != null && !takes?.includes(setting)) {
+      throw badRequest(`${at(setting)} is not supported on a ${lane.provider} lane; it applies to ${providersTaking(setting).join(" and ")} lanes only. Remove it or set it to null.`);
     }
   }
   return {

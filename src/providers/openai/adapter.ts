@@ -12,6 +12,8 @@ export const openaiAdapter: ProviderAdapter = {
   kind: "api_key",
   protocols: ["chat", "responses"] as const,
   seat: false,
+  // SPEC: the one API-key provider that accepts reasoning_effort.
+  settings: ["reasoning_effort"],
   unavailable: () => null,
   applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol) {
     const effort = lane.reasoning_effort ? EFFORT[lane.reasoning_effort] ?? lane.reasoning_effort : null;

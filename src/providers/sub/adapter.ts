@@ -34,6 +34,7 @@ export const subAdapter: ProviderAdapter = {
   seat: true,
   // The subscription serves OpenAI's models: seat traffic is priced from their catalog entries.
   pricingId: "openai",
+  settings: ["reasoning_effort", "verbosity", "service_tier"],
 
   unavailable: (lane) => subUnavailable(lane),
 
