@@ -16,7 +16,7 @@ export interface RunOptions {
 }
 
 const HELP = `npm run bench [-- options]
-  (default)         every scenario, 3 rounds of A B B A, 4 s segments, a 60 s soak (~8 min)
+  (default)         every scenario, 3 rounds of A B B A, 4 s segments, a 60 s soak (~9 min)
   --smoke           every scenario once (A B, 1 s each) and a 3 s soak: proves the runner works (CI)
   --soak            idle memory, then 500 concurrent streams for 10 minutes, watching RSS
   --rounds N        rounds of A B B A (default 3)

@@ -206,6 +206,9 @@ export interface RunReport {
   finishedAt: string;
   machine: MachineFacts;
   settings: { rounds: number; segmentS: number; pattern: string; warmupS: number };
+  /** Booted and connected, before the first request. */
+  idleBootRssMb: number;
+  /** After signup, activation, credential and key creation (the signup path loads its own modules). */
   idleRssMb: number;
   idleRssAfterMb: number;
   scenarios: ScenarioFigures[];
@@ -248,11 +251,11 @@ export function markdown(r: RunReport): string {
     }
   }
   out.push("");
-  out.push(`Idle RSS: ${n(r.idleRssMb, 1)} MB after boot and provisioning; ${n(r.idleRssAfterMb, 1)} MB idle after the run.`);
+  out.push(`Idle RSS: ${n(r.idleBootRssMb, 1)} MB after boot; ${n(r.idleRssMb, 1)} MB after provisioning (signup, activation, key); ${n(r.idleRssAfterMb, 1)} MB idle after the run (the allocator keeps what load made it take).`);
   if (r.soak) {
     const k = r.soak;
     out.push(`Soak: ${k.streams} concurrent paced streams for ${k.durationS} s, ${k.completed} streams completed, ${k.errors} errors; ` +
-      `RSS ${n(k.rssStartMb, 1)} MB at start → ${n(k.rssAfterWarmMb, 1)} MB after warm-up → ${n(k.rssEndMb, 1)} MB at the end (peak ${n(k.rssPeakMb, 1)} MB); ` +
+      `RSS ${n(k.rssStartMb, 1)} MB at start, median ${n(k.rssAfterWarmMb, 1)} MB over 20–45% of the soak, median ${n(k.rssEndMb, 1)} MB over its last quarter, peak ${n(k.rssPeakMb, 1)} MB; ` +
       `${n(k.gatewayCpuUsPerStream, 0)} µs gateway CPU per stream.`);
   }
   out.push("");

@@ -196,6 +196,14 @@ export const SCENARIOS: Scenario[] = [
     shots: (side, ep) => fixed(chatStream(side, ep, { chunks: 20, chunk_delay_ms: 0 })),
   },
   {
+    id: "stream-1",
+    title: "chat, streaming 20 chunks, 1 stream",
+    driver: "loop",
+    concurrency: 1,
+    note: "The same stream from a single client: the time to first byte the gateway adds when nothing queues.",
+    shots: (side, ep) => fixed(chatStream(side, ep, { chunks: 20, chunk_delay_ms: 0 })),
+  },
+  {
     id: "stream-paced",
     title: `chat, streaming 20 chunks ${PACED_DELAY_MS} ms apart, 64 streams`,
     driver: "loop",
