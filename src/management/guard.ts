@@ -1,6 +1,7 @@
 // Account-token authentication for management paths, in the order of CONTRACT §8:
 // 401 (no token / unknown token) → 410 (removed account) → 403 (rk_ on a write) → 402 (unpaid).
 import { and, eq, isNull } from "drizzle-orm";
+import { LRUCache } from "lru-cache";
 import type { Ctx } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
@@ -36,6 +37,33 @@ export function isExpired(account: Account, now = Date.now()): boolean {
   return account.plan === "free" && account.accountExpiresAt !== null && account.accountExpiresAt.getTime() <= now;
 }
 
+/** A token's last_used_at is written at most this often: a busy token costs one UPDATE a minute, not one per call. */
+export const TOKEN_TOUCH_MS = 60_000;
+
+/** Token id → when this gateway last wrote its last_used_at (per gateway, on ctx.services). */
+function tokenTouches(ctx: Ctx): LRUCache<string, number> {
+  let m = ctx.services.accountTokenTouches as LRUCache<string, number> | undefined;
+  if (!m) {
+    m = new LRUCache({ max: 10_000 });
+    ctx.services.accountTokenTouches = m;
+  }
+  return m;
+}
+
+/**
+ * Records that `token` was used now. Fire-and-forget, off the answer's path; skipped while this
+ * gateway wrote it, or the row read in the same call shows it (another instance wrote it), within
+ * TOKEN_TOUCH_MS.
+ */
+export function touchAccountToken(ctx: Ctx, token: AccountToken, now = Date.now()): void {
+  const touches = tokenTouches(ctx);
+  const last = Math.max(touches.get(token.id) ?? 0, token.lastUsedAt?.getTime() ?? 0);
+  if (now - last < TOKEN_TOUCH_MS) return;
+  touches.set(token.id, now);
+  ctx.db.update(accountTokens).set({ lastUsedAt: new Date(now) }).where(eq(accountTokens.id, token.id))
+    .catch((e: unknown) => ctx.log.warn({ tokenId: token.id, err: e instanceof Error ? e.message : String(e) }, "account token last_used_at update failed"));
+}
+
 export async function authenticate(ctx: Ctx, request: Request, opts: GuardOptions): Promise<Caller> {
   const token = bearer(request);
   // `Authorization: Bearer` with nothing after it is no token, not an unknown one.
@@ -50,6 +78,7 @@ export async function authenticate(ctx: Ctx, request: Request, opts: GuardOption
   const row = rows[0];
   if (!row) throw invalidAccountToken();
   if (isExpired(row.account)) throw accountExpired();
+  touchAccountToken(ctx, row.token);
   if (opts.write && row.token.scope !== "read_write") {
     throw new GatewayError(403, "This is a read-only account token (rk_). Use a read_write token (sk_) for POST, PATCH and DELETE.", { code: "read_only_token" });
   }

@@ -5,6 +5,7 @@ import { startTestGateway, storesLabel, type TestGateway } from "../helpers/gate
 import { proAccountViaApi, signupViaApi } from "../helpers/signup.ts";
 import { accountTokens } from "../../src/store/db/schema/index.ts";
 import { sha256Hex } from "../../src/lib/crypto.ts";
+import { TOKEN_TOUCH_MS, touchAccountToken } from "../../src/management/guard.ts";
 
 describe(`account tokens and /me (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -78,9 +79,49 @@ describe(`account tokens and /me (${storesLabel})`, () => {
     const r = await gw.call("/v1/organizations/tokens", { token: ro.body.account_token });
     expect(r.status).toBe(200);
     expect(r.body.tokens.map((t: any) => t.label).sort()).toEqual(["agent-signup", "reader"]);
-    for (const t of r.body.tokens) expect(Object.keys(t).sort()).toEqual(["created_at", "id", "label", "prefix", "scope"]);
+    for (const t of r.body.tokens) expect(Object.keys(t).sort()).toEqual(["created_at", "id", "label", "last_used_at", "prefix", "scope"]);
     expect(JSON.stringify(r.body)).not.toContain(ro.body.account_token);
     expect(JSON.stringify(r.body)).not.toContain(a.token);
+  });
+
+  test("account token last_used_at: a call with the token records when it was used, written at most once a minute per token (not once per request), and GET tokens shows it", async () => {
+    const a = await proAccountViaApi(gw);
+    const ro = await create(a.token, { scope: "read_only", label: "poller" });
+    const id = ro.body.token.id as string;
+    const stored = async () => (await gw.ctx.db.select().from(accountTokens).where(eq(accountTokens.id, id)))[0]!.lastUsedAt;
+    const listed = async () => (await gw.call("/v1/organizations/tokens", { token: a.token })).body.tokens.find((t: any) => t.id === id).last_used_at;
+    expect(await listed()).toBeNull();
+
+    const t0 = Date.now();
+    expect((await gw.call("/v1/organizations/me", { token: ro.body.account_token })).status).toBe(200);
+    let first: Date | null = null;
+    for (let i = 0; i < 200 && !first; i++) {
+      first = await stored();
+      if (!first) await Bun.sleep(10);
+    }
+    expect(first).not.toBeNull();
+    expect(first!.getTime()).toBeGreaterThanOrEqual(t0 - 5);
+    expect(first!.getTime()).toBeLessThanOrEqual(Date.now());
+    expect(await listed()).toBe(first!.toISOString());
+
+    // More calls within the minute write nothing: the stored time stays the first call's.
+    await Bun.sleep(20);
+    for (let i = 0; i < 10; i++) expect((await gw.call("/v1/organizations/tokens", { token: ro.body.account_token })).status).toBe(200);
+    await Bun.sleep(100);
+    expect((await stored())!.getTime()).toBe(first!.getTime());
+
+    // A use a minute later is written again.
+    const [row] = await gw.ctx.db.select().from(accountTokens).where(eq(accountTokens.id, id));
+    const later = first!.getTime() + TOKEN_TOUCH_MS + 1_000;
+    touchAccountToken(gw.ctx, row!, later - 2_000); // still within the minute: no write
+    touchAccountToken(gw.ctx, row!, later);
+    let next: Date | null = null;
+    for (let i = 0; i < 200; i++) {
+      next = await stored();
+      if (next && next.getTime() !== first!.getTime()) break;
+      await Bun.sleep(10);
+    }
+    expect(next!.getTime()).toBe(later);
   });
 
   test("DELETE tokens?id= revokes: the revoked token answers 401 invalid_account_token and leaves the list", async () => {

@@ -4,7 +4,7 @@ import type { Ctx } from "../../context.ts";
 import { mount, MANAGEMENT } from "../../http/route.ts";
 import { readBody, readQuery } from "../zod-input.ts";
 import { authenticate } from "../guard.ts";
-import { createTokenBody, deleteTokenQuery, noQuery, tokenView } from "./model.ts";
+import { createTokenBody, deleteTokenQuery, noQuery, tokenListView, tokenView } from "./model.ts";
 import { issueAccountToken, listAccountTokens, revokeAccountToken } from "./service.ts";
 
 export function tokenRoutes(ctx: Ctx, app: Elysia): void {
@@ -13,7 +13,7 @@ export function tokenRoutes(ctx: Ctx, app: Elysia): void {
       const { account } = await authenticate(ctx, request, { write: false });
       readQuery(request, noQuery);
       const rows = await listAccountTokens(ctx.db, account.id);
-      return { tokens: rows.map(tokenView) };
+      return { tokens: rows.map(tokenListView) };
     },
     POST: async ({ request, requestId }) => {
       const { account } = await authenticate(ctx, request, { write: true });

@@ -23,7 +23,7 @@ export const deleteTokenQuery = z.strictObject({
   id: z.string().min(1).max(200).regex(/^[A-Za-z0-9_-]+$/, { error: "Query parameter `id` is not a token id (ids look like tok_…)." }),
 });
 
-/** What a token list or create response shows: never the raw token, never its hash. */
+/** What a create response shows (CONTRACT §6): never the raw token, never its hash. */
 export function tokenView(t: AccountToken) {
   return {
     id: t.id,
@@ -32,4 +32,9 @@ export function tokenView(t: AccountToken) {
     label: t.label,
     created_at: iso(t.createdAt),
   };
+}
+
+/** A list entry: the create view plus when the token was last used (to the minute; null = never). */
+export function tokenListView(t: AccountToken) {
+  return { ...tokenView(t), last_used_at: iso(t.lastUsedAt) };
 }
