@@ -16,10 +16,11 @@ export const MERGED_SETTINGS = ["reasoning_effort", "verbosity", "service_tier",
 
 type RefField = "credential_id" | "sub_session_id" | "bridge_instance_id";
 
-/** The id field a lane of this kind must name: sub → session, bridge → bridge, others → saved key. */
+/** The id field a lane must name, from its adapter's kind (ProviderAdapter.kind): a sub adapter names a session, a bridge adapter a bridge, the others (and an unknown provider) a saved key. */
 export function refFieldOf(provider: string): RefField {
-  if (provider === "sub") return "sub_session_id";
-  if (provider === "bridge") return "bridge_instance_id";
+  const kind = getAdapter(provider)?.kind;
+  if (kind === "sub") return "sub_session_id";
+  if (kind === "bridge") return "bridge_instance_id";
   return "credential_id";
 }
 
