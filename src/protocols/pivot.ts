@@ -78,19 +78,34 @@ export function chatUsage(u: Usage): Json {
   return out;
 }
 
-/** Chat `usage` object → Usage (null when absent). */
-export function usageFromChat(u: unknown): Usage | null {
+/** Where an OpenAI-style usage object keeps its counts: chat says prompt/completion, Responses input/output; the details objects hold the same fields. */
+export interface UsageFieldNames {
+  input: string;
+  output: string;
+  inputDetails: string;
+  outputDetails: string;
+}
+
+/** An OpenAI-style usage object → Usage (null when it carries neither count). */
+export function usageFromFields(u: unknown, f: UsageFieldNames): Usage | null {
   if (!u || typeof u !== "object") return null;
   const x = u as Json;
-  if (typeof x.prompt_tokens !== "number" && typeof x.completion_tokens !== "number") return null;
+  if (typeof x[f.input] !== "number" && typeof x[f.output] !== "number") return null;
   const out: Usage = {
-    prompt_tokens: num(x.prompt_tokens),
-    completion_tokens: num(x.completion_tokens),
-    cached_tokens: num(x.prompt_tokens_details?.cached_tokens),
-    cache_write_tokens: num(x.prompt_tokens_details?.cache_write_tokens),
+    prompt_tokens: num(x[f.input]),
+    completion_tokens: num(x[f.output]),
+    cached_tokens: num(x[f.inputDetails]?.cached_tokens),
+    cache_write_tokens: num(x[f.inputDetails]?.cache_write_tokens),
   };
-  if (typeof x.completion_tokens_details?.reasoning_tokens === "number") out.reasoning_tokens = x.completion_tokens_details.reasoning_tokens;
+  if (typeof x[f.outputDetails]?.reasoning_tokens === "number") out.reasoning_tokens = x[f.outputDetails].reasoning_tokens;
   return out;
+}
+
+const CHAT_USAGE_FIELDS: UsageFieldNames = { input: "prompt_tokens", output: "completion_tokens", inputDetails: "prompt_tokens_details", outputDetails: "completion_tokens_details" };
+
+/** Chat `usage` object → Usage (null when absent). */
+export function usageFromChat(u: unknown): Usage | null {
+  return usageFromFields(u, CHAT_USAGE_FIELDS);
 }
 
 export const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);

@@ -1,20 +1,12 @@
 // Responses `usage` ⇄ Usage.
-import { num } from "../pivot.ts";
+import { usageFromFields, type UsageFieldNames } from "../pivot.ts";
 import type { Json, Usage } from "../types.ts";
+
+const RESPONSES_USAGE_FIELDS: UsageFieldNames = { input: "input_tokens", output: "output_tokens", inputDetails: "input_tokens_details", outputDetails: "output_tokens_details" };
 
 /** {input_tokens, input_tokens_details.cached_tokens, output_tokens, output_tokens_details.reasoning_tokens} → Usage. */
 export function usageFromResponses(u: unknown): Usage | null {
-  if (!u || typeof u !== "object") return null;
-  const x = u as Json;
-  if (typeof x.input_tokens !== "number" && typeof x.output_tokens !== "number") return null;
-  const usage: Usage = {
-    prompt_tokens: num(x.input_tokens),
-    completion_tokens: num(x.output_tokens),
-    cached_tokens: num(x.input_tokens_details?.cached_tokens),
-    cache_write_tokens: num(x.input_tokens_details?.cache_write_tokens),
-  };
-  if (typeof x.output_tokens_details?.reasoning_tokens === "number") usage.reasoning_tokens = x.output_tokens_details.reasoning_tokens;
-  return usage;
+  return usageFromFields(u, RESPONSES_USAGE_FIELDS);
 }
 
 export function responsesUsage(u: Usage): Json {
