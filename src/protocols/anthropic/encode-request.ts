@@ -12,6 +12,9 @@ import { badRequest } from "../../errors.ts";
 import {
   functionTools, isSet, maxTokensOf, parseArguments, parseDataUrl, partsOf, stopList, toolChoiceOf, unsupported, type ChatPart,
 } from "../pivot.ts";
+import {
+  forEachMessage, imageUrlOf, inlineFileOf, rejectChatOnlyFields, structuredFormatOf, systemTextParts, toolCallIdOf, toolCallsOf, unknownRole,
+} from "../chat-request.ts";
 import type { ChatRequest, Json } from "../types.ts";
 
 export const DEFAULT_MAX_TOKENS = 4096;
@@ -79,40 +82,27 @@ export function encodeAnthropicRequest(req: ChatRequest, opts: { model: string; 
 /** Chat parameters with no Messages equivalent whose loss would change the answer: 400. */
 function rejectInexpressible(req: ChatRequest): void {
   if (isSet(req.n, 1)) unsupported(LABEL, "`n` > 1 (several choices)", "send n = 1 and repeat the request");
-  if (isSet(req.logprobs, false)) unsupported(LABEL, "`logprobs`");
-  if (isSet(req.top_logprobs, 0)) unsupported(LABEL, "`top_logprobs`");
-  if (req.logit_bias && Object.keys(req.logit_bias).length) unsupported(LABEL, "`logit_bias`");
+  rejectChatOnlyFields(req, LABEL);
   if (isSet(req.presence_penalty, 0)) unsupported(LABEL, "`presence_penalty`");
   if (isSet(req.frequency_penalty, 0)) unsupported(LABEL, "`frequency_penalty`");
   if (isSet(req.reasoning_effort)) unsupported(LABEL, "`reasoning_effort`", "Anthropic's extended thinking cannot be carried through chat tool-call history; remove it");
   if (isSet(req.verbosity, "medium")) unsupported(LABEL, "`verbosity`");
-  if (isSet(req.audio) || (Array.isArray(req.modalities) && req.modalities.some((m: unknown) => m !== "text"))) unsupported(LABEL, "Audio output (`modalities` / `audio`)");
-  if (isSet(req.prediction)) unsupported(LABEL, "`prediction`");
-  if (isSet(req.web_search_options)) unsupported(LABEL, "`web_search_options`");
   if (isSet(req.service_tier, "auto", "default")) unsupported(LABEL, `\`service_tier\` "${req.service_tier}"`, "send \"auto\" or \"default\"");
-  if (isSet(req.functions) || isSet(req.function_call)) unsupported(LABEL, "The legacy `functions` / `function_call` fields", "send `tools` / `tool_choice`");
 }
 
 function responseFormatTool(rf: unknown): Json | null {
-  if (rf === undefined || rf === null) return null;
-  if (typeof rf !== "object") throw badRequest("`response_format` must be an object.");
-  const f = rf as Json;
-  if (f.type === "text") return null;
+  const f = structuredFormatOf(rf);
+  if (!f) return null;
   if (f.type === "json_object") {
     return { name: JSON_TOOL_NAME, description: "Respond with the final answer as a JSON object.", input_schema: { type: "object" } };
   }
-  if (f.type === "json_schema") {
-    const js = f.json_schema;
-    if (!js || typeof js !== "object" || !js.schema || typeof js.schema !== "object") throw badRequest("`response_format.json_schema.schema` is required.");
-    if (js.schema.type !== "object") unsupported(LABEL, "A `response_format` schema whose root is not an object", "wrap the answer in an object");
-    const desc = [`Respond with the final answer${js.name ? ` (${js.name})` : ""} as JSON matching this schema.`, js.description].filter(Boolean).join(" ");
-    return { name: JSON_TOOL_NAME, description: desc, input_schema: js.schema };
-  }
-  throw badRequest("`response_format.type` must be \"text\", \"json_object\" or \"json_schema\".");
+  const js = f.spec;
+  if (js.schema.type !== "object") unsupported(LABEL, "A `response_format` schema whose root is not an object", "wrap the answer in an object");
+  const desc = [`Respond with the final answer${js.name ? ` (${js.name})` : ""} as JSON matching this schema.`, js.description].filter(Boolean).join(" ");
+  return { name: JSON_TOOL_NAME, description: desc, input_schema: js.schema };
 }
 
 function convertMessages(messages: Json[]): { system: Block[]; messages: Turn[] } {
-  if (!Array.isArray(messages)) throw badRequest("`messages` must be an array.");
   const system: Block[] = [];
   const turns: Turn[] = [];
   const push = (role: Turn["role"], blocks: Block[]) => {
@@ -131,16 +121,11 @@ function convertMessages(messages: Json[]): { system: Block[]; messages: Turn[] 
     } else turns.push({ role, content: blocks });
   };
 
-  messages.forEach((m, i) => {
-    const where = `messages[${i}]`;
-    if (!m || typeof m !== "object") throw badRequest(`${where} must be an object.`);
+  forEachMessage(messages, (m, where) => {
     switch (m.role) {
       case "system":
       case "developer":
-        for (const p of partsOf(m.content, `${where}.content`)) {
-          if (p.type !== "text") unsupported(LABEL, `A ${p.type} part in a system message (${where})`, "send text only in system messages");
-          if (p.text) system.push(withCache({ type: "text", text: p.text }, p));
-        }
+        for (const p of systemTextParts(m.content, where, LABEL)) system.push(withCache({ type: "text", text: p.text }, p));
         break;
       case "user":
         push("user", partsOf(m.content, `${where}.content`).map((p, j) => userBlock(p, `${where}.content[${j}]`)).filter(nonEmpty));
@@ -152,30 +137,23 @@ function convertMessages(messages: Json[]): { system: Block[]; messages: Turn[] 
           else if (p.type === "refusal") blocks.push({ type: "text", text: p.refusal ?? "" });
           else unsupported(LABEL, `A ${p.type} part in an assistant message (${where})`);
         }
-        if (Array.isArray(m.tool_calls)) {
-          m.tool_calls.forEach((tc: Json, j: number) => {
-            const w = `${where}.tool_calls[${j}]`;
-            if (!tc || tc.type !== "function" || !tc.function?.name || !tc.id) throw badRequest(`${w} must be {id, type: "function", function: {name, arguments}}.`);
-            blocks.push({ type: "tool_use", id: tc.id, name: tc.function.name, input: parseArguments(tc.function.arguments, `${w}.function.arguments`) });
-          });
+        for (const tc of toolCallsOf(m, where)) {
+          blocks.push({ type: "tool_use", id: tc.id, name: tc.name, input: parseArguments(tc.arguments, `${tc.where}.function.arguments`) });
         }
         push("assistant", blocks.filter(nonEmpty));
         break;
       }
       case "tool": {
-        if (typeof m.tool_call_id !== "string" || !m.tool_call_id) throw badRequest(`${where}.tool_call_id is required on tool messages.`);
+        const toolCallId = toolCallIdOf(m, where);
         const parts = partsOf(m.content, `${where}.content`);
         const content = parts.every((p) => p.type === "text")
           ? parts.map((p) => p.text ?? "").join("")
           : parts.map((p, j) => userBlock(p, `${where}.content[${j}]`));
-        push("user", [{ type: "tool_result", tool_use_id: m.tool_call_id, content }]);
+        push("user", [{ type: "tool_result", tool_use_id: toolCallId, content }]);
         break;
       }
-      case "function":
-        unsupported(LABEL, `The legacy "function" role (${where})`, "send tool messages with tool_call_id");
-      // eslint-disable-next-line no-fallthrough
       default:
-        throw badRequest(`${where}.role must be system, developer, user, assistant or tool.`);
+        unknownRole(m, where, LABEL);
     }
   });
   if (!turns.length) unsupported(LABEL, "A request without user or assistant messages", "add a user message");
@@ -196,18 +174,14 @@ function userBlock(p: ChatPart, where: string): Block {
     case "text":
       return withCache({ type: "text", text: typeof p.text === "string" ? p.text : "" }, p);
     case "image_url": {
-      const url = typeof p.image_url === "string" ? p.image_url : p.image_url?.url;
-      if (typeof url !== "string" || !url) throw badRequest(`${where}.image_url.url is required.`);
+      const url = imageUrlOf(p, where);
       const data = parseDataUrl(url);
       if (data) return withCache({ type: "image", source: { type: "base64", media_type: data.mediaType, data: data.data } }, p);
       if (/^https?:\/\//i.test(url)) return withCache({ type: "image", source: { type: "url", url } }, p);
       throw badRequest(`${where}.image_url.url must be an http(s) URL or a base64 data URL.`);
     }
     case "file": {
-      const f = p.file ?? {};
-      if (f.file_id) unsupported(LABEL, `A file referenced by file_id (${where})`, "send the file inline as file_data");
-      const data = typeof f.file_data === "string" ? parseDataUrl(f.file_data) : null;
-      if (!data) throw badRequest(`${where}.file.file_data must be a base64 data URL.`);
+      const data = inlineFileOf(p, where, LABEL);
       if (data.mediaType === "application/pdf") return withCache({ type: "document", source: { type: "base64", media_type: data.mediaType, data: data.data } }, p);
       if (data.mediaType.startsWith("text/")) return withCache({ type: "document", source: { type: "text", media_type: "text/plain", data: Buffer.from(data.data, "base64").toString("utf8") } }, p);
       if (data.mediaType.startsWith("image/")) return withCache({ type: "image", source: { type: "base64", media_type: data.mediaType, data: data.data } }, p);

@@ -12,6 +12,9 @@ import { badRequest } from "../../errors.ts";
 import {
   functionTools, isSet, maxTokensOf, parseArguments, parseDataUrl, partsOf, stopList, toolChoiceOf, unsupported, type ChatPart,
 } from "../pivot.ts";
+import {
+  forEachMessage, imageUrlOf, inlineFileOf, rejectChatOnlyFields, structuredFormatOf, systemTextParts, toolCallIdOf, toolCallsOf, unknownRole,
+} from "../chat-request.ts";
 import type { ChatRequest, Json } from "../types.ts";
 import { toGeminiParameters, toGeminiSchema } from "./schema.ts";
 
@@ -90,33 +93,19 @@ function needsSignatureSkip(model: string): boolean {
 }
 
 function rejectInexpressible(req: ChatRequest): void {
-  if (isSet(req.logprobs, false)) unsupported(LABEL, "`logprobs`");
-  if (isSet(req.top_logprobs, 0)) unsupported(LABEL, "`top_logprobs`");
-  if (req.logit_bias && Object.keys(req.logit_bias).length) unsupported(LABEL, "`logit_bias`");
+  rejectChatOnlyFields(req, LABEL);
   if (isSet(req.verbosity, "medium")) unsupported(LABEL, "`verbosity`");
-  if (isSet(req.audio) || (Array.isArray(req.modalities) && req.modalities.some((m: unknown) => m !== "text"))) unsupported(LABEL, "Audio output (`modalities` / `audio`)");
-  if (isSet(req.prediction)) unsupported(LABEL, "`prediction`");
-  if (isSet(req.web_search_options)) unsupported(LABEL, "`web_search_options`");
   if (isSet(req.service_tier, "auto", "default")) unsupported(LABEL, `\`service_tier\` "${req.service_tier}"`, "send \"auto\" or \"default\"");
-  if (isSet(req.functions) || isSet(req.function_call)) unsupported(LABEL, "The legacy `functions` / `function_call` fields", "send `tools` / `tool_choice`");
 }
 
 function responseFormatConfig(rf: unknown): Json {
-  if (rf === undefined || rf === null) return {};
-  if (typeof rf !== "object") throw badRequest("`response_format` must be an object.");
-  const f = rf as Json;
-  if (f.type === "text") return {};
+  const f = structuredFormatOf(rf);
+  if (!f) return {};
   if (f.type === "json_object") return { responseMimeType: "application/json" };
-  if (f.type === "json_schema") {
-    const js = f.json_schema;
-    if (!js || typeof js !== "object" || !js.schema || typeof js.schema !== "object") throw badRequest("`response_format.json_schema.schema` is required.");
-    return { responseMimeType: "application/json", responseSchema: toGeminiSchema(js.schema, "response_format.json_schema.schema") };
-  }
-  throw badRequest("`response_format.type` must be \"text\", \"json_object\" or \"json_schema\".");
+  return { responseMimeType: "application/json", responseSchema: toGeminiSchema(f.spec.schema, "response_format.json_schema.schema") };
 }
 
 function convertMessages(messages: Json[], skipSignatures: boolean): { systemInstruction: Json | null; contents: Content[] } {
-  if (!Array.isArray(messages)) throw badRequest("`messages` must be an array.");
   const system: Json[] = [];
   const contents: Content[] = [];
   const callNames = new Map<string, string>();
@@ -127,16 +116,11 @@ function convertMessages(messages: Json[], skipSignatures: boolean): { systemIns
     else contents.push({ role, parts });
   };
 
-  messages.forEach((m, i) => {
-    const where = `messages[${i}]`;
-    if (!m || typeof m !== "object") throw badRequest(`${where} must be an object.`);
+  forEachMessage(messages, (m, where) => {
     switch (m.role) {
       case "system":
       case "developer":
-        for (const p of partsOf(m.content, `${where}.content`)) {
-          if (p.type !== "text") unsupported(LABEL, `A ${p.type} part in a system message (${where})`, "send text only in system messages");
-          if (p.text) system.push({ text: p.text });
-        }
+        for (const p of systemTextParts(m.content, where, LABEL)) system.push({ text: p.text });
         break;
       case "user":
         push("user", partsOf(m.content, `${where}.content`).map((p, j) => userPart(p, `${where}.content[${j}]`)).filter((p) => p.text !== ""));
@@ -148,34 +132,27 @@ function convertMessages(messages: Json[], skipSignatures: boolean): { systemIns
           else if (p.type === "refusal" && p.refusal) parts.push({ text: p.refusal });
           else if (p.type !== "text" && p.type !== "refusal") unsupported(LABEL, `A ${p.type} part in an assistant message (${where})`);
         }
-        if (Array.isArray(m.tool_calls)) {
-          m.tool_calls.forEach((tc: Json, j: number) => {
-            const w = `${where}.tool_calls[${j}]`;
-            if (!tc || tc.type !== "function" || !tc.function?.name || !tc.id) throw badRequest(`${w} must be {id, type: "function", function: {name, arguments}}.`);
-            callNames.set(tc.id, tc.function.name);
-            const part: Json = { functionCall: { name: tc.function.name, args: parseArguments(tc.function.arguments, `${w}.function.arguments`) } };
-            // Only the first call of a step carries a signature (parallel calls share it).
-            if (skipSignatures && j === 0) part.thoughtSignature = SKIP_THOUGHT_SIGNATURE;
-            parts.push(part);
-          });
-        }
+        toolCallsOf(m, where).forEach((tc, j) => {
+          callNames.set(tc.id, tc.name);
+          const part: Json = { functionCall: { name: tc.name, args: parseArguments(tc.arguments, `${tc.where}.function.arguments`) } };
+          // Only the first call of a step carries a signature (parallel calls share it).
+          if (skipSignatures && j === 0) part.thoughtSignature = SKIP_THOUGHT_SIGNATURE;
+          parts.push(part);
+        });
         push("model", parts);
         break;
       }
       case "tool": {
-        if (typeof m.tool_call_id !== "string" || !m.tool_call_id) throw badRequest(`${where}.tool_call_id is required on tool messages.`);
-        const name = callNames.get(m.tool_call_id) ?? (typeof m.name === "string" ? m.name : undefined);
-        if (!name) throw badRequest(`${where}.tool_call_id "${m.tool_call_id}" answers no earlier assistant tool call; Gemini needs the function's name.`);
+        const toolCallId = toolCallIdOf(m, where);
+        const name = callNames.get(toolCallId) ?? (typeof m.name === "string" ? m.name : undefined);
+        if (!name) throw badRequest(`${where}.tool_call_id "${toolCallId}" answers no earlier assistant tool call; Gemini needs the function's name.`);
         const parts = partsOf(m.content, `${where}.content`);
         if (parts.some((p) => p.type !== "text")) unsupported(LABEL, `A non-text tool result (${where})`, "send the tool result as text");
         push("user", [{ functionResponse: { name, response: toolResponse(parts.map((p) => p.text ?? "").join("")) } }]);
         break;
       }
-      case "function":
-        unsupported(LABEL, `The legacy "function" role (${where})`, "send tool messages with tool_call_id");
-      // eslint-disable-next-line no-fallthrough
       default:
-        throw badRequest(`${where}.role must be system, developer, user, assistant or tool.`);
+        unknownRole(m, where, LABEL);
     }
   });
   if (!contents.length) unsupported(LABEL, "A request without user or assistant messages", "add a user message");
@@ -200,8 +177,7 @@ function userPart(p: ChatPart, where: string): Json {
     case "text":
       return { text: typeof p.text === "string" ? p.text : "" };
     case "image_url": {
-      const url = typeof p.image_url === "string" ? p.image_url : p.image_url?.url;
-      if (typeof url !== "string" || !url) throw badRequest(`${where}.image_url.url is required.`);
+      const url = imageUrlOf(p, where);
       const data = parseDataUrl(url);
       if (data) return { inlineData: { mimeType: data.mediaType, data: data.data } };
       if (!/^https?:\/\//i.test(url)) throw badRequest(`${where}.image_url.url must be an http(s) URL or a base64 data URL.`);
@@ -214,10 +190,7 @@ function userPart(p: ChatPart, where: string): Json {
       return { inlineData: { mimeType: a.format === "mp3" ? "audio/mp3" : `audio/${a.format}`, data: a.data } };
     }
     case "file": {
-      const f = p.file ?? {};
-      if (f.file_id) unsupported(LABEL, `A file referenced by file_id (${where})`, "send the file inline as file_data");
-      const data = typeof f.file_data === "string" ? parseDataUrl(f.file_data) : null;
-      if (!data) throw badRequest(`${where}.file.file_data must be a base64 data URL.`);
+      const data = inlineFileOf(p, where, LABEL);
       return { inlineData: { mimeType: data.mediaType, data: data.data } };
     }
     default:

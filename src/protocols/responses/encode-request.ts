@@ -7,6 +7,7 @@
 import { badRequest } from "../../errors.ts";
 import { functionTools, isSet, maxTokensOf, partsOf, stopList, textOf, toolChoiceOf, unsupported, type ChatPart } from "../pivot.ts";
 import type { ChatRequest, Json } from "../types.ts";
+import { forEachMessage, imageUrlOf, rejectChatOnlyFields, toolCallIdOf, toolCallsOf, unknownRole } from "../chat-request.ts";
 
 const LABEL = "Responses";
 
@@ -44,15 +45,9 @@ export function encodeResponsesRequest(req: ChatRequest, opts: { model: string; 
 function rejectInexpressible(req: ChatRequest): void {
   if (stopList(req.stop).length) unsupported(LABEL, "`stop` sequences", "remove `stop`");
   if (isSet(req.n, 1)) unsupported(LABEL, "`n` > 1 (several choices)", "send n = 1 and repeat the request");
-  if (isSet(req.logprobs, false)) unsupported(LABEL, "`logprobs`");
-  if (isSet(req.top_logprobs, 0)) unsupported(LABEL, "`top_logprobs`");
-  if (req.logit_bias && Object.keys(req.logit_bias).length) unsupported(LABEL, "`logit_bias`");
+  rejectChatOnlyFields(req, LABEL);
   if (isSet(req.presence_penalty, 0)) unsupported(LABEL, "`presence_penalty`");
   if (isSet(req.frequency_penalty, 0)) unsupported(LABEL, "`frequency_penalty`");
-  if (isSet(req.audio) || (Array.isArray(req.modalities) && req.modalities.some((m: unknown) => m !== "text"))) unsupported(LABEL, "Audio output (`modalities` / `audio`)");
-  if (isSet(req.prediction)) unsupported(LABEL, "`prediction`");
-  if (isSet(req.web_search_options)) unsupported(LABEL, "`web_search_options`");
-  if (isSet(req.functions) || isSet(req.function_call)) unsupported(LABEL, "The legacy `functions` / `function_call` fields", "send `tools` / `tool_choice`");
 }
 
 function formatOf(rf: unknown): Json | null {
@@ -73,12 +68,9 @@ function formatOf(rf: unknown): Json | null {
 }
 
 function convertMessages(messages: Json[]): { instructions: string; input: Json[] } {
-  if (!Array.isArray(messages)) throw badRequest("`messages` must be an array.");
   const instructions: string[] = [];
   const input: Json[] = [];
-  messages.forEach((m, i) => {
-    const where = `messages[${i}]`;
-    if (!m || typeof m !== "object") throw badRequest(`${where} must be an object.`);
+  forEachMessage(messages, (m, where) => {
     switch (m.role) {
       case "system":
       case "developer": {
@@ -95,21 +87,16 @@ function convertMessages(messages: Json[]): { instructions: string; input: Json[
         const text = parts.filter((p) => p.type === "text").map((p) => p.text ?? "").join("");
         if (parts.some((p) => p.type !== "text" && p.type !== "refusal")) unsupported(LABEL, `A non-text part in an assistant message (${where})`);
         if (text) input.push({ type: "message", role: "assistant", content: [{ type: "output_text", text, annotations: [] }] });
-        for (const [j, tc] of (Array.isArray(m.tool_calls) ? m.tool_calls : []).entries()) {
-          if (!tc || tc.type !== "function" || !tc.function?.name || !tc.id) throw badRequest(`${where}.tool_calls[${j}] must be {id, type: "function", function: {name, arguments}}.`);
-          input.push({ type: "function_call", call_id: tc.id, name: tc.function.name, arguments: typeof tc.function.arguments === "string" ? tc.function.arguments : JSON.stringify(tc.function.arguments ?? {}) });
+        for (const tc of toolCallsOf(m, where)) {
+          input.push({ type: "function_call", call_id: tc.id, name: tc.name, arguments: typeof tc.arguments === "string" ? tc.arguments : JSON.stringify(tc.arguments ?? {}) });
         }
         break;
       }
       case "tool":
-        if (typeof m.tool_call_id !== "string" || !m.tool_call_id) throw badRequest(`${where}.tool_call_id is required on tool messages.`);
-        input.push({ type: "function_call_output", call_id: m.tool_call_id, output: textOf(m.content) });
+        input.push({ type: "function_call_output", call_id: toolCallIdOf(m, where), output: textOf(m.content) });
         break;
-      case "function":
-        unsupported(LABEL, `The legacy "function" role (${where})`, "send tool messages with tool_call_id");
-      // eslint-disable-next-line no-fallthrough
       default:
-        throw badRequest(`${where}.role must be system, developer, user, assistant or tool.`);
+        unknownRole(m, where, LABEL);
     }
   });
   return { instructions: instructions.join("\n\n"), input };
@@ -120,9 +107,7 @@ function inputPart(p: ChatPart, where: string): Json {
     case "text":
       return { type: "input_text", text: typeof p.text === "string" ? p.text : "" };
     case "image_url": {
-      const url = typeof p.image_url === "string" ? p.image_url : p.image_url?.url;
-      if (typeof url !== "string" || !url) throw badRequest(`${where}.image_url.url is required.`);
-      return { type: "input_image", image_url: url, detail: p.image_url?.detail ?? "auto" };
+      return { type: "input_image", image_url: imageUrlOf(p, where), detail: p.image_url?.detail ?? "auto" };
     }
     case "file": {
       const f = p.file ?? {};
