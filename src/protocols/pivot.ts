@@ -3,7 +3,7 @@
 // what a target protocol cannot express. Pure.
 import { randomToken } from "../lib/crypto.ts";
 import { badRequest, unsupportedFeature } from "../errors.ts";
-import type { Json, Usage } from "./types.ts";
+import { UpstreamStreamError, type Json, type SseEvent, type Usage } from "./types.ts";
 
 /** A content part of a chat message (text, image_url, input_audio, file…). */
 export type ChatPart = Json & { type: string };
@@ -125,6 +125,25 @@ export function chatChunk(base: ChunkBase, delta: Json, finishReason: string | n
     model: base.model,
     choices: [{ index, delta, logprobs: null, finish_reason: finishReason }],
   };
+}
+
+/** The role chunk that opens a single-choice stream, once: later calls give nothing (the decoders hold it back until content, so an early error can still fail over). */
+export function roleChunkOnce(base: ChunkBase): () => Json[] {
+  let started = false;
+  return () => {
+    if (started) return [];
+    started = true;
+    return [chatChunk(base, { role: "assistant", content: "" })];
+  };
+}
+
+/** An upstream stream event's JSON body; an event that is not JSON breaks the stream. */
+export function streamEventJson(ev: SseEvent, streamName: string): Json {
+  try {
+    return JSON.parse(ev.data);
+  } catch {
+    throw new UpstreamStreamError(`The ${streamName} stream sent an event that is not JSON.`);
+  }
 }
 
 export interface AssistantTurn {

@@ -5,7 +5,7 @@
 // parallel and interleaved calls stay apart); text_delta → content; input_json_delta → that
 // call's arguments; message_delta → stop reason and cumulative usage; message_stop → the
 // finish chunk. ping is ignored; an error event throws UpstreamStreamError.
-import { chatChunk, vendorText, type ChunkBase } from "../pivot.ts";
+import { chatChunk, roleChunkOnce, streamEventJson, vendorText, type ChunkBase } from "../pivot.ts";
 import { UpstreamStreamError, type ChunkDecoder, type Json, type SseEvent, type Usage } from "../types.ts";
 import { finishReasonOf } from "./decode-response.ts";
 import { JSON_TOOL_NAME } from "./encode-request.ts";
@@ -16,7 +16,6 @@ type BlockState = { kind: "text" } | { kind: "tool"; toolIndex: number } | { kin
 export function anthropicStreamDecoder(opts: { model: string; id: string; created: number }): ChunkDecoder {
   const base: ChunkBase = { id: opts.id, model: opts.model, created: opts.created };
   const blocks = new Map<number, BlockState>();
-  let started = false;
   let tools = 0;
   let jsonAnswer = false;
   let stopReason: string | null = null;
@@ -31,11 +30,7 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
     if (typeof usage.cache_creation_input_tokens === "number") u.cacheWrite = usage.cache_creation_input_tokens;
     if (typeof usage.output_tokens === "number") { u.output = usage.output_tokens; u.seen = true; }
   };
-  const start = (): Json[] => {
-    if (started) return [];
-    started = true;
-    return [chatChunk(base, { role: "assistant", content: "" })];
-  };
+  const start = roleChunkOnce(base);
   const finish = (): Json[] => {
     if (finished) return [];
     finished = true;
@@ -44,12 +39,7 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
 
   return {
     push(ev: SseEvent): Json[] {
-      let d: Json;
-      try {
-        d = JSON.parse(ev.data);
-      } catch {
-        throw new UpstreamStreamError("The Anthropic stream sent an event that is not JSON.");
-      }
+      const d = streamEventJson(ev, "Anthropic");
       const type = typeof d.type === "string" ? d.type : ev.event;
       switch (type) {
         case "message_start": {

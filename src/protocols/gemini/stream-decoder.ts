@@ -5,7 +5,7 @@
 // tool_calls entry with its full arguments, finishReason closes that candidate's choice, and
 // usageMetadata (cumulative) is kept from the latest event. There is no terminal event: a
 // stream that ends with no finishReason was cut off. An `{"error": …}` event throws.
-import { chatChunk, newCallId, num, vendorText, type ChunkBase } from "../pivot.ts";
+import { chatChunk, newCallId, num, streamEventJson, vendorText, type ChunkBase } from "../pivot.ts";
 import { UpstreamStreamError, type ChunkDecoder, type Json, type SseEvent, type Usage } from "../types.ts";
 import { finishReasonOf, usageFromGemini } from "./decode-response.ts";
 import { geminiErrorRetryable } from "./errors.ts";
@@ -29,12 +29,7 @@ export function geminiStreamDecoder(opts: { model: string; id: string; created: 
 
   return {
     push(ev: SseEvent): Json[] {
-      let d: Json;
-      try {
-        d = JSON.parse(ev.data);
-      } catch {
-        throw new UpstreamStreamError("The Gemini stream sent an event that is not JSON.");
-      }
+      const d = streamEventJson(ev, "Gemini");
       if (d.error) {
         const e = d.error;
         throw new UpstreamStreamError(`Gemini stream error (${e.status ?? e.code ?? "error"}): ${vendorText(e.message)}`, geminiErrorRetryable(num(e.code), String(e.status ?? "")));

@@ -4,7 +4,7 @@
 // call_id and name; function_call_arguments.delta → that call's arguments (matched by item_id);
 // output_text.delta → content; refusal.delta → refusal; response.completed / .incomplete →
 // finish chunk and usage; response.failed and `error` throw UpstreamStreamError.
-import { chatChunk, vendorText, type ChunkBase } from "../pivot.ts";
+import { chatChunk, roleChunkOnce, streamEventJson, vendorText, type ChunkBase } from "../pivot.ts";
 import { UpstreamStreamError, type ChunkDecoder, type Json, type SseEvent, type Usage } from "../types.ts";
 import { finishReasonOf } from "./decode-response.ts";
 import { responsesErrorRetryable } from "./errors.ts";
@@ -18,15 +18,10 @@ interface CallState {
 export function responsesStreamDecoder(opts: { model: string; id: string; created: number }): ChunkDecoder {
   const base: ChunkBase = { id: opts.id, model: opts.model, created: opts.created };
   const calls = new Map<string, CallState>();
-  let started = false;
   let finished = false;
   let usage: Usage | null = null;
 
-  const start = (): Json[] => {
-    if (started) return [];
-    started = true;
-    return [chatChunk(base, { role: "assistant", content: "" })];
-  };
+  const start = roleChunkOnce(base);
   const callFor = (item: Json, out: Json[]): CallState => {
     const key = String(item.id ?? item.call_id);
     let c = calls.get(key);
@@ -52,12 +47,7 @@ export function responsesStreamDecoder(opts: { model: string; id: string; create
 
   return {
     push(ev: SseEvent): Json[] {
-      let d: Json;
-      try {
-        d = JSON.parse(ev.data);
-      } catch {
-        throw new UpstreamStreamError("The Responses stream sent an event that is not JSON.");
-      }
+      const d = streamEventJson(ev, "Responses");
       const type = typeof d.type === "string" ? d.type : ev.event;
       const out: Json[] = [];
       switch (type) {
