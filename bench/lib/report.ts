@@ -231,15 +231,17 @@ export function markdown(r: RunReport): string {
   out.push(`Machine: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGb} GB, Linux ${r.machine.kernel}, Bun ${r.machine.bun}. ` +
     `Pinning: ${r.machine.pinning}. Stores: ${r.machine.stores}; budgets and usage accounting on. Gateway LOG_LEVEL=${r.machine.logLevel}.` +
     (r.machine.otherLoadPct !== undefined ? ` Other processes (Redis and Postgres included) used ${r.machine.otherLoadPct.toFixed(0)}% of the machine's CPU during the measured segments.` : ""));
-  out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B), ` +
-    `${r.settings.segmentS} s per segment after a ${r.settings.warmupS} s warm-up; figures are medians over rounds. ` +
-    `Added = gateway − direct. CPU = gateway utime+stime over its segments ÷ requests served.`);
-  out.push("");
-  out.push("| scenario | req/s direct | req/s gateway | p50 ms direct → gw | p99 ms direct → gw | added p50 ms | added p99 ms | TTFB added p50 ms | gw CPU µs/req (sys) | RSS end / peak MB | errors |");
-  out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-  for (const s of r.scenarios) {
-    out.push(`| ${s.title} | ${n(s.direct.rps, 0)} | ${n(s.gateway.rps, 0)} | ${n(s.direct.p50)} → ${n(s.gateway.p50)} | ${n(s.direct.p99)} → ${n(s.gateway.p99)} | ` +
-      `${signed(s.addedP50Ms)} | ${signed(s.addedP99Ms)} | ${signed(s.addedTtfbP50Ms)} | ${n(s.gatewayCpuUsPerReq, 0)} (${n(s.gatewaySysUsPerReq, 0)}) | ${n(s.rssEndMb, 0)} / ${n(s.peakRssMb, 0)} | ${s.errors} |`);
+  if (r.scenarios.length) {
+    out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B), ` +
+      `${r.settings.segmentS} s per segment after a ${r.settings.warmupS} s warm-up; figures are medians over rounds. ` +
+      `Added = gateway − direct. CPU = gateway utime+stime over its segments ÷ requests served.`);
+    out.push("");
+    out.push("| scenario | req/s direct | req/s gateway | p50 ms direct → gw | p99 ms direct → gw | added p50 ms | added p99 ms | TTFB added p50 ms | gw CPU µs/req (sys) | RSS end / peak MB | errors |");
+    out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (const s of r.scenarios) {
+      out.push(`| ${s.title} | ${n(s.direct.rps, 0)} | ${n(s.gateway.rps, 0)} | ${n(s.direct.p50)} → ${n(s.gateway.p50)} | ${n(s.direct.p99)} → ${n(s.gateway.p99)} | ` +
+        `${signed(s.addedP50Ms)} | ${signed(s.addedP99Ms)} | ${signed(s.addedTtfbP50Ms)} | ${n(s.gatewayCpuUsPerReq, 0)} (${n(s.gatewaySysUsPerReq, 0)}) | ${n(s.rssEndMb, 0)} / ${n(s.peakRssMb, 0)} | ${s.errors} |`);
+    }
   }
   const paced = r.scenarios.filter((s) => s.gateway.gapP50 !== undefined);
   if (paced.length) {
