@@ -3,7 +3,10 @@
 import { eq } from "drizzle-orm";
 import { createAccount, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { startMockSubBackend, type MockSubBackend, type MockSubBackendOptions } from "../mocks/sub-backend.ts";
-import { makeAuthJson, startMockSubAuth, type MockSubAuth } from "../mocks/sub-auth.ts";
+import { makeAccessToken, makeAuthJson, startMockSubAuth, type MockSubAuth } from "../mocks/sub-auth.ts";
+import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { loadSubAuth, saveSubAuth } from "../../src/management/sub-session/store.ts";
+import { forgetAuth } from "../../src/providers/sub/credentials.ts";
 import { subSessions } from "../../src/store/db/schema/index.ts";
 
 export interface SubWorld {
@@ -28,6 +31,36 @@ export async function startSubWorld(env: Record<string, string> = {}, backendOpt
       await auth.stop();
     },
   };
+}
+
+export interface SubOpenAIWorld extends SubWorld {
+  openai: MockUpstream;
+  /** The account's saved OpenAI key, for an openai lane beside the sub lane. */
+  openaiCred: string;
+}
+
+/** A sub world whose gateway also reaches a mock OpenAI upstream, with an OpenAI key saved; stop() stops both. */
+export async function startSubWorldWithOpenAI(apiKey: string): Promise<SubOpenAIWorld> {
+  const openai = await startMockOpenAI();
+  const w = await startSubWorld({ PROVIDER_OPENAI_BASE_URL: openai.url });
+  const openaiCred = await saveCredential(w.gw, w.account.token, "openai", apiKey);
+  return {
+    ...w, openai, openaiCred,
+    async stop() {
+      await w.stop();
+      await openai.stop();
+    },
+  };
+}
+
+/** Replaces the stored access token with one whose exp has passed (time moved on); returns it. */
+export async function expireStoredToken(w: Pick<SubWorld, "gw" | "backend">, sessionId: string, accountId: string): Promise<string> {
+  const auth = (await loadSubAuth(w.gw.ctx, sessionId))!;
+  const expired = makeAccessToken(accountId, -60);
+  w.backend.allow(expired, accountId);
+  await saveSubAuth(w.gw.ctx, sessionId, { ...auth, tokens: { ...auth.tokens, access_token: expired } });
+  forgetAuth(w.gw.ctx, sessionId);
+  return expired;
 }
 
 /** Connects a sign-in through the management API; returns the session id and the file. */

@@ -2,13 +2,11 @@
 // expiry and on 401, one refresh for many concurrent requests, refreshed tokens stored sealed,
 // refused refreshes failing the lane with a reason.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { loadSubAuth, saveSubAuth } from "../../src/management/sub-session/store.ts";
+import { loadSubAuth } from "../../src/management/sub-session/store.ts";
 import { subFetch, subUrl } from "../../src/providers/sub/client.ts";
-import { forgetAuth } from "../../src/providers/sub/credentials.ts";
 import { SUB_OAUTH_CLIENT_ID } from "../../src/providers/sub/credentials.ts";
-import { makeAccessToken } from "../mocks/sub-auth.ts";
 import { REAL_STORES, startTestGateway, storesLabel } from "../helpers/gateway.ts";
-import { connectSub, startSubWorld, storedCiphertext, type SubWorld } from "./helpers.ts";
+import { connectSub, expireStoredToken, startSubWorld, storedCiphertext, type SubWorld } from "./helpers.ts";
 
 let w: SubWorld;
 beforeAll(async () => { w = await startSubWorld(); }, 60_000);
@@ -22,20 +20,11 @@ const responsesCall = (sessionId: string, text = "hi") =>
     body: JSON.stringify({ model: "gpt-5", input: [{ role: "user", content: text }], store: false }),
   });
 
-/** Replaces the stored access token with one whose exp has passed (time moved on). */
-async function expireStoredToken(sessionId: string, accountId: string) {
-  const auth = (await loadSubAuth(w.gw.ctx, sessionId))!;
-  const expired = makeAccessToken(accountId, -60);
-  w.backend.allow(expired, accountId);
-  await saveSubAuth(w.gw.ctx, sessionId, { ...auth, tokens: { ...auth.tokens, access_token: expired } });
-  forgetAuth(w.gw.ctx, sessionId);
-  return expired;
-}
 
 describe(`sub credentials (${storesLabel})`, () => {
   test("refresh: an expired access token is refreshed before the call, with the CLI's refresh request shape", async () => {
     const { sessionId, subAccountId, authJson } = await connectSub(w);
-    const expired = await expireStoredToken(sessionId, subAccountId);
+    const expired = await expireStoredToken(w, sessionId, subAccountId);
     const before = w.auth.refreshes;
     const sent = w.backend.received.length;
 
@@ -62,7 +51,7 @@ describe(`sub credentials (${storesLabel})`, () => {
 
   test("refresh: new tokens are stored encrypted and the rest of the sign-in file is kept", async () => {
     const { sessionId, subAccountId, authJson } = await connectSub(w);
-    await expireStoredToken(sessionId, subAccountId);
+    await expireStoredToken(w, sessionId, subAccountId);
     expect((await responsesCall(sessionId)).status).toBe(200);
     const issued = w.auth.latest(subAccountId)!;
     const stored = (await loadSubAuth(w.gw.ctx, sessionId))!;
@@ -95,7 +84,7 @@ describe(`sub credentials (${storesLabel})`, () => {
 
   test("refresh single-flight: 25 concurrent requests during a refresh cause one refresh", async () => {
     const { sessionId, subAccountId } = await connectSub(w);
-    await expireStoredToken(sessionId, subAccountId);
+    await expireStoredToken(w, sessionId, subAccountId);
     w.auth.setLatency(300);
     const before = w.auth.refreshes;
     const tokensBefore = w.auth.requests.length;
@@ -150,7 +139,7 @@ describe(`sub credentials (${storesLabel})`, () => {
     const second = await startTestGateway({ SUB_API_BASE_URL: w.backend.url, SUB_AUTH_BASE_URL: w.auth.url }, { shareWith: w.gw });
     try {
       const { sessionId, subAccountId } = await connectSub(w);
-      await expireStoredToken(sessionId, subAccountId);
+      await expireStoredToken(w, sessionId, subAccountId);
       w.auth.setLatency(300);
       const before = w.auth.requests.length;
       const call = (ctx: typeof w.gw.ctx) => subFetch(ctx, sessionId, {

@@ -3,38 +3,21 @@
 // expired token with one refresh for concurrent requests, fail-over when the session cannot
 // serve, seat accounting.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { loadSubAuth, saveSubAuth } from "../../src/management/sub-session/store.ts";
-import { forgetAuth } from "../../src/providers/sub/credentials.ts";
+import { loadSubAuth } from "../../src/management/sub-session/store.ts";
 import { storesLabel } from "../helpers/gateway.ts";
-import { makeAccessToken } from "../mocks/sub-auth.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { chat, connectSub, createKey, saveCredential, startSubWorld, usageOf, type SubWorld } from "./helpers.ts";
+import { chat, connectSub, createKey, expireStoredToken, startSubWorldWithOpenAI, usageOf, type SubOpenAIWorld } from "./helpers.ts";
 
-let w: SubWorld;
-let openai: MockUpstream;
-let openaiCred: string;
+let w: SubOpenAIWorld;
 
 beforeAll(async () => {
-  openai = await startMockOpenAI();
-  w = await startSubWorld({ PROVIDER_OPENAI_BASE_URL: openai.url });
-  openaiCred = await saveCredential(w.gw, w.account.token, "openai", "sk-test-openai-0000000000");
+  w = await startSubWorldWithOpenAI("sk-test-openai-0000000000");
 }, 60_000);
-afterAll(async () => {
-  await w.stop();
-  await openai.stop();
-}, 60_000);
+afterAll(() => w.stop(), 60_000);
 
 const subLane = (sessionId: string, extra: Record<string, unknown> = {}) => ({ provider: "sub", sub_session_id: sessionId, ...extra });
-const openaiLane = () => ({ provider: "openai", credential_id: openaiCred, model: "gpt-4o-mini" });
+const openaiLane = () => ({ provider: "openai", credential_id: w.openaiCred, model: "gpt-4o-mini" });
 const lastResponsesCall = () => w.backend.received.filter((r) => r.path === "/responses").at(-1)!;
 
-async function expireStoredToken(sessionId: string, accountId: string) {
-  const auth = (await loadSubAuth(w.gw.ctx, sessionId))!;
-  const expired = makeAccessToken(accountId, -60);
-  w.backend.allow(expired, accountId);
-  await saveSubAuth(w.gw.ctx, sessionId, { ...auth, tokens: { ...auth.tokens, access_token: expired } });
-  forgetAuth(w.gw.ctx, sessionId);
-}
 
 describe(`sub lane through the gateway (${storesLabel})`, () => {
   test("chat request → Responses POST {SUB_API_BASE_URL}/responses with the sign-in's bearer token and chatgpt-account-id, answer translated back", async () => {
@@ -119,7 +102,7 @@ describe(`sub lane through the gateway (${storesLabel})`, () => {
   test("refresh: an expired stored token is refreshed once, and concurrent requests during the refresh share it", async () => {
     const { sessionId, subAccountId } = await connectSub(w);
     const { rawKey } = await createKey(w.gw, w.account.token, { providers: [subLane(sessionId)] });
-    await expireStoredToken(sessionId, subAccountId);
+    await expireStoredToken(w, sessionId, subAccountId);
     w.auth.setLatency(300);
     const before = w.auth.requests.length;
     try {
@@ -156,7 +139,7 @@ describe(`sub lane through the gateway (${storesLabel})`, () => {
       const { rawKey: chainKey } = await createKey(w.gw, w.account.token, { providers: [subLane(sessionId), openaiLane()] });
       const served = await chat(w.gw, chainKey, { model: "gpt-5", messages: [{ role: "user", content: "x" }] });
       expect(served.status).toBe(200);
-      expect(openai.received.at(-1)!.body.model).toBe("gpt-5"); // the request's model first (CONTRACT §8)
+      expect(w.openai.received.at(-1)!.body.model).toBe("gpt-5"); // the request's model first (CONTRACT §8)
     } finally {
       w.auth.setFail(null);
     }
@@ -183,7 +166,7 @@ describe(`sub lane through the gateway (${storesLabel})`, () => {
     const sent = w.backend.received.filter((x) => x.path === "/responses").length;
     const r = await chat(w.gw, rawKey, { model: "gpt-5", messages: [{ role: "user", content: "late" }] });
     expect(r.status).toBe(200);
-    expect(openai.received.at(-1)!.body.messages.at(-1).content).toBe("late");
+    expect(w.openai.received.at(-1)!.body.messages.at(-1).content).toBe("late");
     expect(w.backend.received.filter((x) => x.path === "/responses").length).toBe(sent);
     const { rawKey: alone } = await createKey(w.gw, w.account.token, { providers: [subLane(sessionId)] });
     const failed = await chat(w.gw, alone, { model: "gpt-5", messages: [{ role: "user", content: "late" }] });

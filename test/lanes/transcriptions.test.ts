@@ -4,22 +4,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { monthKey } from "../../src/lib/time.ts";
 import { settle } from "../../src/relay/budget/counters.ts";
 import { storesLabel } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { connectSub, createKey, saveCredential, startSubWorld, usageOf, type SubWorld } from "./helpers.ts";
+import { connectSub, createKey, startSubWorldWithOpenAI, usageOf, type SubOpenAIWorld } from "./helpers.ts";
 
-let w: SubWorld;
-let openai: MockUpstream;
-let openaiCred: string;
+let w: SubOpenAIWorld;
 
 beforeAll(async () => {
-  openai = await startMockOpenAI();
-  w = await startSubWorld({ PROVIDER_OPENAI_BASE_URL: openai.url });
-  openaiCred = await saveCredential(w.gw, w.account.token, "openai", "sk-test-openai-2222222222");
+  w = await startSubWorldWithOpenAI("sk-test-openai-2222222222");
 }, 60_000);
-afterAll(async () => {
-  await w.stop();
-  await openai.stop();
-}, 60_000);
+afterAll(() => w.stop(), 60_000);
 
 function audioForm(bytes = 4096, extra: Record<string, string> = { model: "gpt-4o-transcribe" }): FormData {
   const f = new FormData();
@@ -42,7 +34,7 @@ const audioCalls = () => w.backend.received.filter((r) => r.path === "/audio/tra
 describe(`POST /v1/audio/transcriptions (${storesLabel})`, () => {
   test("forwards the multipart body to {SUB_API_BASE_URL}/audio/transcriptions with the sign-in's headers and relays the answer", async () => {
     const { sessionId, subAccountId, authJson } = await connectSub(w);
-    const { rawKey, key } = await createKey(w.gw, w.account.token, { providers: [{ provider: "openai", credential_id: openaiCred }, { provider: "sub", sub_session_id: sessionId }] });
+    const { rawKey, key } = await createKey(w.gw, w.account.token, { providers: [{ provider: "openai", credential_id: w.openaiCred }, { provider: "sub", sub_session_id: sessionId }] });
     const res = await transcribe(rawKey, audioForm(4096, { model: "gpt-4o-transcribe", language: "en" }));
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ text: "transcribed clip.wav (4096 bytes, model gpt-4o-transcribe)" });
@@ -72,7 +64,7 @@ describe(`POST /v1/audio/transcriptions (${storesLabel})`, () => {
   });
 
   test("400 unsupported_feature when the key has no connected sub lane", async () => {
-    const { rawKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "openai", credential_id: openaiCred }] });
+    const { rawKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "openai", credential_id: w.openaiCred }] });
     const res = await transcribe(rawKey, audioForm());
     expect(res.status).toBe(400);
     const body = (await res.json()) as any;
