@@ -2,9 +2,9 @@
 // usage records, limits, auth and cancellation. Lanes: openai → mock A, groq → mock B.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { addCredential, addRoutingKey, lane, revokeKey } from "../relay/fixtures.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
+import { addRoutingKey, lane, revokeKey, startOpenAIGroqWorld } from "../relay/fixtures.ts";
 import { blitzSlots } from "../../src/relay/blitz.ts";
 import { Semaphore } from "../../src/relay/blitz/pool.ts";
 import { parseBlitzBody } from "../../src/relay/blitz/validate.ts";
@@ -25,11 +25,7 @@ describe(`POST /blitz (${storesLabel})`, () => {
   let credA: { id: string }, credB: { id: string };
 
   beforeAll(async () => {
-    [A, B] = await Promise.all([startMockOpenAI(), startMockOpenAI()]);
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_GROQ_BASE_URL: B.url });
-    acct = await createAccount(gw);
-    credA = await addCredential(gw, acct.id, "openai");
-    credB = await addCredential(gw, acct.id, "groq");
+    ({ gw, A, B, acct, credA, credB } = await startOpenAIGroqWorld());
   });
   afterEach(() => {
     A.setDefault({});

@@ -8,13 +8,13 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { calcPrice } from "@pydantic/genai-prices";
 import { eq, inArray } from "drizzle-orm";
-import { createAccount, REAL_STORES, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { createAccount, REAL_STORES, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { startGateway } from "../../src/gateway.ts";
 import { routingKeys, usageRecords } from "../../src/store/db/schema/index.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { spawnGateway } from "./child-gateway.ts";
-import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { addCredential, addRoutingKey, chatBody, lane, startOpenAIGroqWorld } from "./fixtures.ts";
 
 describe(`accounting (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -24,11 +24,7 @@ describe(`accounting (${storesLabel})`, () => {
   const queue = () => gw.ctx.services.usageQueue as UsageQueue;
 
   beforeAll(async () => {
-    [A, B] = await Promise.all([startMockOpenAI(), startMockOpenAI()]);
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_GROQ_BASE_URL: B.url });
-    acct = await createAccount(gw);
-    credA = await addCredential(gw, acct.id, "openai");
-    credB = await addCredential(gw, acct.id, "groq");
+    ({ gw, A, B, acct, credA, credB } = await startOpenAIGroqWorld());
   });
   afterEach(() => {
     A.setDefault({});

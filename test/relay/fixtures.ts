@@ -6,6 +6,8 @@ import { randomToken, sha256Hex } from "../../src/lib/crypto.ts";
 import { newId } from "../../src/lib/ids.ts";
 import { credentials, routingKeys, type LaneRow } from "../../src/store/db/schema/index.ts";
 import { publishInvalidation } from "../../src/store/invalidation.ts";
+import { createAccount, startTestGateway } from "../helpers/gateway.ts";
+import { startMockOpenAI } from "../mocks/openai-upstream.ts";
 
 export async function addCredential(gw: Gateway, accountId: string, provider: string, apiKey = `sk-test-${randomToken(24)}`) {
   const id = newId("cred");
@@ -76,4 +78,14 @@ export async function readText(res: Response): Promise<string> {
 /** data: payloads of an SSE text (comments and blank lines dropped). */
 export function dataLines(sse: string): string[] {
   return sse.split(/\r\n|\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim());
+}
+
+/** Two mock upstreams, a gateway whose openai lanes go to A and groq lanes to B, an account, and a saved key for each. */
+export async function startOpenAIGroqWorld() {
+  const [A, B] = await Promise.all([startMockOpenAI(), startMockOpenAI()]);
+  const gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_GROQ_BASE_URL: B.url });
+  const acct = await createAccount(gw);
+  const credA = await addCredential(gw, acct.id, "openai");
+  const credB = await addCredential(gw, acct.id, "groq");
+  return { gw, A, B, acct, credA, credB };
 }
