@@ -83,7 +83,7 @@ function pivotFor(rr: RelayRequest): ChatRequest {
   return codec ? (rr.pivot = codec.toPivot(rr.body)) : (rr.body as ChatRequest);
 }
 
-function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal }): RelayRequest {
+function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; startedAt?: number }): RelayRequest {
   return {
     ctx, key,
     endpoint: i.endpoint,
@@ -94,7 +94,7 @@ function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; sha
     model: String(i.body.model),
     requestId: i.requestId,
     signal: i.signal,
-    startedAt: performance.now(),
+    startedAt: i.startedAt ?? performance.now(),
     countedUsd: 0,
     reservation: null,
   };
@@ -105,18 +105,35 @@ function done(rr: RelayRequest, outcome: string, status: number, provider: strin
   observerOf(rr.ctx).requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs });
 }
 
+/**
+ * A request turned away before any provider was tried (401/410/403 key, 413/400 body or lanes,
+ * 402 budget) still counts in gateway_requests_total, with no provider. Only the error path pays.
+ */
+function refused(ctx: Ctx, endpoint: Endpoint, e: unknown, startedAt: number): void {
+  const status = e instanceof GatewayError ? e.status : 500;
+  observerOf(ctx).requestDone({ endpoint, provider: null, outcome: status < 500 ? "refused" : "error", status, latencyMs: performance.now() - startedAt, ttfbMs: null });
+}
+
 /** POST /v1/chat/completions and POST /v1/responses. Order: key 401 → body 413/400 → lanes 400 → budget 402. */
 export async function handleInference(ctx: Ctx, rc: RequestContext, shape: ClientShape): Promise<Response> {
-  const key = await resolveRoutingKey(ctx, rc.request);
-  const parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
-  (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
-  if (key.lanes.length === 0) throw noProviders();
-  const rr = newRelayRequest(ctx, key, { endpoint: shape, shape, body: parsed.body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal });
-  await admit(rr);
+  const startedAt = performance.now();
+  let rr: RelayRequest;
+  try {
+    const key = await resolveRoutingKey(ctx, rc.request);
+    const parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
+    (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
+    if (key.lanes.length === 0) throw noProviders();
+    rr = newRelayRequest(ctx, key, { endpoint: shape, shape, body: parsed.body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, startedAt });
+    await admit(rr);
+  } catch (e) {
+    refused(ctx, shape, e, startedAt);
+    throw e;
+  }
 
   let first: LaneResult;
   let runner: LaneRunner;
   try {
+    const key = rr.key;
     const lanes = key.mode === "classifier" ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
     runner = new LaneRunner(rr, lanes);
     first = await runner.next();

@@ -1,6 +1,9 @@
 // Usage records (one per attempt, CONTRACT §7) and routing keys' last_used_at, written off the
 // hot path: requests push into memory, a job flushes every second or as soon as a batch fills,
-// and shutdown drains what is left. A failed flush keeps its rows for the next one.
+// and shutdown drains what is left. A flush that cannot reach the database keeps its rows for
+// the next one. A row the database refuses must not block the rows behind it forever: rows are
+// sanitised when queued, and a batch refused for its data is split until the bad row is alone,
+// then that row alone is dropped with a log line.
 import { getTableColumns, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { intervalJob, type Job } from "../jobs/job.ts";
@@ -44,6 +47,71 @@ if (missing.length) throw new Error(`usage-queue.ts: list the usage_records colu
 const INSERT_HEAD = sql.raw(`insert into usage_records (${COLUMNS.map(([c]) => c).join(", ")}) select ${COLUMNS.map(([, k, , d]) => (d ? `coalesce(x."${k}", ${d})` : `x."${k}"`)).join(", ")} from json_to_recordset(`);
 const INSERT_TAIL = sql.raw(`::json) as x(${COLUMNS.map(([, k, t]) => `"${k}" ${t}`).join(", ")})`);
 
+const INT4_MAX = 2_147_483_647;
+/** Longest string kept per text column; the rest is cut (ids are short; model names come from clients). */
+const MAX_CHARS: Partial<Record<keyof UsageRow, number>> = {
+  requestId: 128, accountId: 64, routingKeyId: 64, endpoint: 32, provider: 64, model: 200, outcome: 32, errorCode: 200,
+};
+
+/** A count for an integer column: whole, non-negative, within int4 (upstreams can report nonsense). */
+function int4(n: unknown): number {
+  if (typeof n !== "number" || !Number.isFinite(n) || n <= 0) return 0;
+  return n >= INT4_MAX ? INT4_MAX : Math.round(n);
+}
+
+/**
+ * Makes a row one Postgres accepts, in place: no NUL characters (text cannot hold them), strings
+ * capped, integers within int4. Cheap on the usual row: each check is a comparison.
+ */
+export function sanitizeUsageRow(row: UsageRow): UsageRow {
+  for (const k in MAX_CHARS) {
+    const key = k as keyof UsageRow;
+    const v = row[key];
+    if (typeof v !== "string") continue;
+    let t = v.includes("\0") ? v.replaceAll("\0", "") : v;
+    const max = MAX_CHARS[key]!;
+    if (t.length > max) t = t.slice(0, max);
+    if (t !== v) (row as Record<string, unknown>)[key] = t;
+  }
+  row.promptTokens = int4(row.promptTokens);
+  row.completionTokens = int4(row.completionTokens);
+  row.cachedTokens = int4(row.cachedTokens);
+  row.cacheWriteTokens = int4(row.cacheWriteTokens);
+  row.latencyMs = int4(row.latencyMs);
+  row.status = int4(row.status);
+  if (row.ttfbMs != null) row.ttfbMs = int4(row.ttfbMs);
+  if (row.laneIndex != null) row.laneIndex = int4(row.laneIndex);
+  if (row.costUsd != null && !Number.isFinite(row.costUsd)) row.costUsd = 0;
+  return row;
+}
+
+/**
+ * SQLSTATE of a database error (drizzle wraps the driver's error as `cause`), or null for a
+ * failure without one (connection refused or closed, timeout).
+ */
+function sqlState(e: unknown): string | null {
+  for (let x: unknown = e, i = 0; x && typeof x === "object" && i < 4; x = (x as { cause?: unknown }).cause, i++) {
+    const code = (x as { code?: unknown }).code;
+    if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return null;
+}
+
+/**
+ * Refused for what a row holds (class 22 data exception, class 23 integrity violation): another
+ * attempt would fail the same way. Anything else (connection, shutdown, resources) is retried.
+ */
+function rowRefused(e: unknown): boolean {
+  const s = sqlState(e);
+  return s !== null && (s.startsWith("22") || s.startsWith("23"));
+}
+
+function errorText(e: unknown): string {
+  let x: unknown = e;
+  while (x && typeof x === "object" && (x as { cause?: unknown }).cause) x = (x as { cause?: unknown }).cause;
+  return (x instanceof Error ? x.message : String(x)).slice(0, 200);
+}
+
 export interface UsageQueue {
   push(row: UsageRow): void;
   /** Marks a routing key used now; written with the next flush (one UPDATE per flush, not per request). */
@@ -64,17 +132,36 @@ export function createUsageQueue(ctx: Ctx): UsageQueue {
   let flushing: Promise<void> | null = null;
   let sizeFlushScheduled = false;
 
+  const insert = (part: UsageRow[]) => ctx.db.execute(sql`${INSERT_HEAD}${JSON.stringify(part)}${INSERT_TAIL}`);
+
   async function writeOnce(): Promise<void> {
     const batch = rows;
     const keys = touched;
     rows = [];
     touched = new Map();
-    try {
-      for (let i = 0; i < batch.length; i += BATCH_ROWS) {
-        await ctx.db.execute(sql`${INSERT_HEAD}${JSON.stringify(batch.slice(i, i + BATCH_ROWS))}${INSERT_TAIL}`);
+    // Rows of `batch` before this index are written or dropped; a failure re-queues only the rest.
+    let settled = 0;
+    // Writes batch[lo, hi) in order. Refused for its data: halves until the bad row is alone and
+    // drops just that one (log2 extra statements per bad row, none when all is well).
+    const write = async (lo: number, hi: number): Promise<void> => {
+      try {
+        await insert(batch.slice(lo, hi));
+      } catch (e) {
+        if (!rowRefused(e)) throw e;
+        if (hi - lo === 1) {
+          ctx.log.error({ requestId: batch[lo]!.requestId, reason: `${sqlState(e)}: ${errorText(e)}` }, "usage record refused by the database: dropped");
+        } else {
+          const mid = lo + ((hi - lo) >> 1);
+          await write(lo, mid);
+          await write(mid, hi);
+        }
       }
+      settled = hi;
+    };
+    try {
+      for (let i = 0; i < batch.length; i += BATCH_ROWS) await write(i, Math.min(i + BATCH_ROWS, batch.length));
     } catch (e) {
-      rows = batch.concat(rows);
+      rows = settled ? batch.slice(settled).concat(rows) : batch.concat(rows);
       if (rows.length > MAX_PENDING) {
         const dropped = rows.length - MAX_PENDING;
         rows = rows.slice(dropped);
@@ -109,7 +196,7 @@ export function createUsageQueue(ctx: Ctx): UsageQueue {
 
   return {
     push(row) {
-      rows.push(row);
+      rows.push(sanitizeUsageRow(row));
       if (rows.length >= BATCH_ROWS && !paused && !sizeFlushScheduled) {
         sizeFlushScheduled = true;
         setTimeout(() => {

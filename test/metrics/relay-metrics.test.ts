@@ -109,6 +109,23 @@ describe(`metrics through the relay (${storesLabel})`, () => {
     expect((sample(after, "gateway_budget_rejections_total", labels) ?? 0) - (sample(before, "gateway_budget_rejections_total", labels) ?? 0)).toBe(1);
   });
 
+  test("gateway_requests_total counts inference requests refused before any provider (401, 400, 402) with provider=\"none\"", async () => {
+    const key = await newKey({ label: "metrics-refused", monthly_budget_usd: 0.000001, providers: [{ provider: "openai", credential_id: openaiCred }] });
+    const labels = { endpoint: "chat", provider: "none", outcome: "refused" };
+    const before = await scrape();
+    const unauth = await chat("gw_not_a_key");
+    expect(unauth.status).toBe(401);
+    await unauth.text();
+    const invalid = await gw.req("/v1/chat/completions", { token: key, body: { messages: "not a list" } });
+    expect(invalid.status).toBe(400);
+    await invalid.text();
+    const broke = await chat(key, { max_tokens: 100000 });
+    expect(broke.status).toBe(402);
+    await broke.text();
+    const after = await scrape();
+    expect((sample(after, "gateway_requests_total", labels) ?? 0) - (sample(before, "gateway_requests_total", labels) ?? 0)).toBe(3);
+  });
+
   test("the usage-queue depth gauge shows records waiting to be written", async () => {
     const key = await newKey({ label: "metrics-queue", providers: [{ provider: "openai", credential_id: openaiCred }] });
     const q = gw.ctx.services.usageQueue as UsageQueue;
