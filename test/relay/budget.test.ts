@@ -50,6 +50,32 @@ describe(`budgets (${storesLabel})`, () => {
   const post = (url: string, raw: string, body: unknown) =>
     fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(body) });
 
+  test("a key without a budget costs no KV round trip on admission, and its month's spend is still counted", async () => {
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+    const kv = gw.ctx.kv;
+    const original = kv.reserve.bind(kv);
+    let reserves = 0;
+    kv.reserve = (...args: Parameters<typeof kv.reserve>) => { reserves++; return original(...args); };
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await gw.req("/v1/chat/completions", { token: k.raw, body: chatBody({ mock: { prompt_tokens: 1000, completion_tokens: 100 } }) });
+        expect(r.status).toBe(200);
+        ids.push(r.headers.get("x-request-id")!);
+        await r.text();
+      }
+      expect(reserves).toBe(0);
+      await Bun.sleep(50); // settlements that lower nothing go out at once; give them a moment
+      const spent = await spendOf(ids);
+      expect(spent).toBeGreaterThan(0);
+      const info = await gw.call("/v1/key", { token: k.raw });
+      expect(info.body.budget.monthly_budget_usd).toBeNull();
+      expect(info.body.budget.current_month_spend_usd).toBeCloseTo(spent, 9);
+    } finally {
+      kv.reserve = original;
+    }
+  });
+
   test("402 budget_exceeded once spend reaches the budget, and /v1/key shows it exhausted", async () => {
     const k = await keyWithBudget(0.002);
     // Each answer costs more than the whole budget: the first is admitted (its estimate fits), the rest are refused.

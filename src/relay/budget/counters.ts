@@ -52,13 +52,16 @@ export interface Reservation {
 /**
  * Reserves `usd` against the key's monthly budget, atomically across instances.
  * Returns null when it would pass the budget (the caller answers 402 budget_exceeded).
- * A key without a budget reserves nothing but still gets a counter for its month's spend.
+ * A key without a budget reserves nothing (no KV call); its settlement still counts the month's spend.
  */
 export async function reserve(ctx: Ctx, key: BudgetedKey, usd: number): Promise<Reservation | null> {
   const month = monthKey();
   const k = counterKey(key.id, month);
-  const nano = key.monthlyBudgetUsd === null ? 0 : Math.max(0, toNano(usd));
-  const limit = key.monthlyBudgetUsd === null ? Number.MAX_SAFE_INTEGER : toNano(key.monthlyBudgetUsd);
+  // Without a budget there is nothing to refuse: no round trip now; the settlement after the
+  // request adds the real cost to the month's counter (seeding it from Postgres if it is missing).
+  if (key.monthlyBudgetUsd === null) return { keyId: key.id, month, nano: 0 };
+  const nano = Math.max(0, toNano(usd));
+  const limit = toNano(key.monthlyBudgetUsd);
   let r = await ctx.kv.reserve(k, nano, limit, ttl());
   if (r.missing) {
     await seed(ctx, key, month);
