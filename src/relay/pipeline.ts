@@ -100,8 +100,8 @@ function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; sha
   };
 }
 
-function done(rr: RelayRequest, outcome: string, status: number, provider: string | null, ttfbMs: number | null) {
-  settleBudget(rr);
+function done(rr: RelayRequest, outcome: string, status: number, provider: string | null, ttfbMs: number | null, settleIt = true) {
+  if (settleIt) settleBudget(rr);
   observerOf(rr.ctx).requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs });
 }
 
@@ -201,10 +201,9 @@ export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunCh
     if (opts.budget === "reserve") await admit(rr);
     const lanes = key.mode === "classifier" ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
     const r = await new LaneRunner(rr, lanes).next();
-    const finish = (outcome: string, status: number, provider: string | null, ttfb: number | null) => {
-      if (opts.budget === "reserve") settleBudget(rr);
-      observerOf(ctx).requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs: ttfb });
-    };
+    // A prereserved caller (blitz) settles its own slice with costUsd.
+    const finish = (outcome: string, status: number, provider: string | null, ttfb: number | null) =>
+      done(rr, outcome, status, provider, ttfb, opts.budget === "reserve");
     if (r.kind === "json") {
       finish("ok", r.status, r.attempt.provider, r.attempt.ttfbMs);
       return { ok: true, status: r.status, body: r.parsed, usage: r.usage, provider: r.attempt.provider, costUsd: rr.countedUsd };
@@ -219,6 +218,3 @@ export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunCh
     return { ok: false, error: asGatewayError(e), costUsd: rr.countedUsd };
   }
 }
-
-/** The budget-counted cost a prereserved caller settles (exported for blitz's batch settle). */
-export { settle as settleReservation, reserve as reserveBudget } from "./budget/counters.ts";

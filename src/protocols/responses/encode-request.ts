@@ -7,7 +7,7 @@
 import { badRequest } from "../../errors.ts";
 import { functionTools, isSet, maxTokensOf, partsOf, stopList, textOf, toolChoiceOf, unsupported, type ChatPart } from "../pivot.ts";
 import type { ChatRequest, Json } from "../types.ts";
-import { forEachMessage, imageUrlOf, rejectChatOnlyFields, toolCallIdOf, toolCallsOf, unknownRole } from "../chat-request.ts";
+import { forEachMessage, imageUrlOf, rejectChatOnlyFields, structuredFormatOf, toolCallIdOf, toolCallsOf, unknownRole } from "../chat-request.ts";
 
 const LABEL = "Responses";
 
@@ -50,21 +50,15 @@ function rejectInexpressible(req: ChatRequest): void {
   if (isSet(req.frequency_penalty, 0)) unsupported(LABEL, "`frequency_penalty`");
 }
 
+/** `response_format` → the Responses `text.format` object (the checks are the shared ones). */
 function formatOf(rf: unknown): Json | null {
-  if (rf === undefined || rf === null) return null;
-  if (typeof rf !== "object") throw badRequest("`response_format` must be an object.");
-  const f = rf as Json;
-  if (f.type === "text") return null;
-  if (f.type === "json_object") return { type: "json_object" };
-  if (f.type === "json_schema") {
-    const js = f.json_schema;
-    if (!js || typeof js !== "object" || !js.schema) throw badRequest("`response_format.json_schema.schema` is required.");
-    const out: Json = { type: "json_schema", name: js.name ?? "response", schema: js.schema };
-    if (js.strict !== undefined) out.strict = js.strict;
-    if (js.description !== undefined) out.description = js.description;
-    return out;
-  }
-  throw badRequest("`response_format.type` must be \"text\", \"json_object\" or \"json_schema\".");
+  const f = structuredFormatOf(rf);
+  if (f === null || f.type === "json_object") return f;
+  const js = f.spec;
+  const out: Json = { type: "json_schema", name: js.name ?? "response", schema: js.schema };
+  if (js.strict !== undefined) out.strict = js.strict;
+  if (js.description !== undefined) out.description = js.description;
+  return out;
 }
 
 function convertMessages(messages: Json[]): { instructions: string; input: Json[] } {
