@@ -46,6 +46,13 @@ const schema = z.object({
   UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
   /** SSE keep-alive: a `:` comment goes to a streaming client when the upstream was quiet this long. */
   KEEPALIVE_MS: positiveInt.default(15000),
+  /**
+   * Price of a model the pricing catalog does not know, on keys with a budget (USD per million
+   * tokens). Conservative by default (the price of the dearest common flagship models) so an
+   * unknown model is never free against a budget; the usage record marks such prices as estimated.
+   */
+  UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: z.coerce.number().min(0).default(15),
+  UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: z.coerce.number().min(0).default(75),
   EXPIRY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   // Stripe API address (tests point it at a loopback server speaking the Stripe API).
   STRIPE_API_BASE_URL: url.optional(),

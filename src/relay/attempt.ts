@@ -7,15 +7,13 @@ import { clientCodecs, upstreamCodecs } from "../protocols/index.ts";
 import type { ChatRequest, ClientCodec, ClientShape, Json, UpstreamCodec, Usage, WireProtocol } from "../protocols/types.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
-import type { Reservation } from "./budget/counters.ts";
+import type { MoneyCall } from "./budget/money.ts";
 import type { KeyContext } from "./key-context.ts";
 import { observerOf } from "./observer.ts";
-import { costUsd } from "./pricing.ts";
 import { noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
-import type { UsageQueue } from "./usage-queue.ts";
 
 export type Endpoint = "chat" | "responses" | "blitz";
 
@@ -34,9 +32,8 @@ export interface RelayRequest {
   /** Aborts when the client goes away. */
   signal: AbortSignal;
   startedAt: number;
-  /** Cost that counts toward the key's budget (seat traffic excluded while budget_excludes_seats). */
-  countedUsd: number;
-  reservation: Reservation | null;
+  /** The request's money: its reservation, the record of every attempt, the settlement. */
+  money: MoneyCall;
   pivot?: ChatRequest;
 }
 
@@ -52,7 +49,7 @@ export function estimatedUsage(rr: RelayRequest, completion: number): Usage {
   return { prompt_tokens: Math.ceil(rr.bytes / 4), completion_tokens: completion, cached_tokens: 0, cache_write_tokens: 0 };
 }
 
-/** The record of one upstream attempt; finish() queues its usage row exactly once. */
+/** The record of one upstream attempt; finish() records it with the request's money exactly once. */
 export class Attempt {
   readonly startedAt = performance.now();
   ttfbMs: number | null = null;
@@ -72,31 +69,17 @@ export class Attempt {
   finish(status: number, outcome: "ok" | "error" | "aborted" | "broken", errorCode: string | null, usage: Usage | null): void {
     if (this.finished) return;
     this.finished = true;
-    const rr = this.rr;
-    const cost = usage ? costUsd(this.adapter.pricingId ?? this.adapter.id, this.model, usage) : 0;
-    const seat = this.adapter.seat;
-    if (!(seat && rr.key.budgetExcludesSeats)) rr.countedUsd += cost;
-    const q = rr.ctx.services.usageQueue as UsageQueue | undefined;
-    q?.push({
-      requestId: rr.requestId,
-      accountId: rr.key.accountId,
-      routingKeyId: rr.key.id,
-      endpoint: rr.endpoint,
-      laneIndex: this.lane.index,
+    this.rr.money.record({
+      adapter: this.adapter,
       provider: this.lane.provider,
+      laneIndex: this.lane.index,
       model: this.model,
       status,
       outcome,
       errorCode,
-      promptTokens: usage?.prompt_tokens ?? 0,
-      completionTokens: usage?.completion_tokens ?? 0,
-      cachedTokens: usage?.cached_tokens ?? 0,
-      cacheWriteTokens: usage?.cache_write_tokens ?? 0,
-      costUsd: cost,
+      usage,
       latencyMs: Math.round(performance.now() - this.startedAt),
       ttfbMs: this.ttfbMs,
-      seat,
-      createdAt: new Date(),
     });
   }
 }

@@ -4,9 +4,9 @@
 // entry and never fails the batch.
 //
 // Order of checks, as on inference: 405 (mount) → 401 → body 413/400 → no lanes 400 → budget 402.
-// Budget: the batch's summed estimate is reserved with ONE reserve() call, all or nothing, before
-// any upstream call; each prompt then settles its own slice with its real cost, releasing the
-// unused part as soon as that prompt ends. Concurrency: a pool per batch and one instance-wide
+// Budget: the batch's summed worst case is reserved with ONE reservation, all or nothing, before
+// any upstream call (MoneyCall.openBatch); each prompt then settles its own share with its real
+// cost, releasing the unused part as soon as that prompt ends. Concurrency: a pool per batch and one instance-wide
 // semaphore (pool.ts). A client that goes away aborts every prompt still running or queued.
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
@@ -14,14 +14,14 @@ import { asGatewayError, GatewayError } from "../errors.ts";
 import { bearer, readJsonObject } from "../http/request.ts";
 import { BLITZ, mount, type RequestContext } from "../http/route.ts";
 import { monthKey } from "../lib/time.ts";
+import { MoneyCall } from "./budget/money.ts";
 import type { Json } from "../protocols/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { BLITZ_INSTANCE_CAP, BLITZ_PER_REQUEST, runBounded, Semaphore } from "./blitz/pool.ts";
 import { parseBlitzBody } from "./blitz/validate.ts";
-import { fromNano, reserve, settle, toNano, type Reservation } from "./budget/counters.ts";
 import type { KeyContext } from "./key-context.ts";
 import { observerOf } from "./observer.ts";
-import { estimateCostUsd, runChat } from "./pipeline.ts";
+import { runChat } from "./pipeline.ts";
 import { noProviders } from "./relay-errors.ts";
 import type { UsageQueue } from "./usage-queue.ts";
 
@@ -58,17 +58,6 @@ function errorEntry(index: number, err: GatewayError): BlitzResult {
   return { index, status: err.status, error: { message: err.message, code: err.code ?? "upstream_error" } };
 }
 
-/**
- * Splits one batch reservation into per-prompt slices that add up to exactly what was reserved,
- * so settling every slice with its real cost leaves the counter at the batch's real spend.
- */
-function slices(res: Reservation, nanos: number[]): Reservation[] {
-  const out = nanos.map((nano) => ({ ...res, nano: res.nano === 0 ? 0 : nano }));
-  const sum = out.reduce((a, r) => a + r.nano, 0);
-  if (out.length && sum !== res.nano) out[out.length - 1]!.nano += res.nano - sum;
-  return out;
-}
-
 export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAnswer> {
   const { request, requestId } = rc;
   if (!bearer(request)) throw authRequired();
@@ -81,32 +70,8 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   const bytes = batch.requests.map((r) => JSON.stringify(r).length);
 
   // Admission: one atomic reservation for the whole batch, or 402 before any upstream call.
-  let reservation: Reservation | null = null;
-  let nanos = batch.requests.map(() => 0);
-  if (key.monthlyBudgetUsd !== null) {
-    const est = batch.requests.map((r, i) => estimateCostUsd(ctx, key, r, bytes[i]));
-    if (est.some((e) => e !== null)) {
-      nanos = est.map((e) => toNano(e ?? 0));
-      const total = nanos.reduce((a, n) => a + n, 0);
-      reservation = await reserve(ctx, key, fromNano(total));
-      if (!reservation) {
-        observerOf(ctx).budgetRejected({ endpoint: "blitz" });
-        throw batchOverBudget(key, batch.requests.length, fromNano(total));
-      }
-    }
-  }
-  // Unbudgeted keys still add their spend to the month counter that /v1/key reports.
-  const shares = reservation
-    ? slices(reservation, nanos)
-    : batch.requests.map((): Reservation => ({ keyId: key.id, month: monthKey(), nano: 0 }));
-  const settled = shares.map(() => false);
-  const settleShare = (i: number, usd: number) => {
-    if (settled[i]) return;
-    settled[i] = true;
-    if (usd === 0 && shares[i]!.nano === 0) return;
-    settle(ctx, key, shares[i]!, usd).catch((e) =>
-      ctx.log.error({ requestId, err: e instanceof Error ? e.message : String(e) }, "blitz budget settle failed"));
-  };
+  const calls = await MoneyCall.openBatch(ctx, key, requestId, "blitz", batch.requests, bytes);
+  if (!Array.isArray(calls)) throw batchOverBudget(key, batch.requests.length, calls.refusedUsd);
 
   // One controller for the batch: the client going away cancels every prompt still running or queued.
   const batchAbort = new AbortController();
@@ -119,23 +84,21 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
       batch.requests,
       { limit: BLITZ_PER_REQUEST, shared: blitzSlots(ctx), signal: batchAbort.signal },
       async (body, index) => {
-        let usd = 0;
         try {
           const r = await runChat(ctx, key, body, {
             shape: "chat", stream: false, signal: batchAbort.signal, endpoint: "blitz",
-            requestId: `${requestId}.${index}`, budget: "prereserved", bodyBytes: bytes[index],
+            requestId: `${requestId}.${index}`, money: calls[index], bodyBytes: bytes[index],
           });
-          usd = r.costUsd;
           if (r.ok) return { entry: { index, status: r.status, completion: r.body } as BlitzResult, usage: r.usage };
           return { entry: errorEntry(index, r.error), usage: null };
         } catch (e) {
           return { entry: errorEntry(index, asGatewayError(e)), usage: null };
         } finally {
-          settleShare(index, usd);
+          calls[index]!.settle();
         }
       },
       (_body, index) => {
-        settleShare(index, 0);
+        calls[index]!.settle();
         return { entry: errorEntry(index, cancelled()), usage: null };
       },
     );
@@ -153,6 +116,6 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   } finally {
     request.signal.removeEventListener("abort", onGone);
     // Whatever path got here, no slice of the reservation stays held.
-    for (let i = 0; i < shares.length; i++) settleShare(i, 0);
+    for (const c of calls) c.settle();
   }
 }

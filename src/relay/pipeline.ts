@@ -4,18 +4,16 @@
 import type { Ctx } from "../context.ts";
 import { asGatewayError, GatewayError } from "../errors.ts";
 import type { RequestContext } from "../http/route.ts";
-import { monthKey } from "../lib/time.ts";
 import { clientCodecs } from "../protocols/index.ts";
 import type { ChatRequest, ClientShape, Json, Usage } from "../protocols/types.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import { tryLane, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
 import { resolveRoutingKey } from "./auth.ts";
-import { reserve, settle } from "./budget/counters.ts";
-import type { SettleBatcher } from "./budget/settle-batch.ts";
-import { estimateCostUsd } from "./budget/estimate.ts";
+import { MoneyCall } from "./budget/money.ts";
+import { withOutputLimit } from "./budget/output-limits.ts";
 import type { KeyContext } from "./key-context.ts";
 import { observerOf } from "./observer.ts";
-import { allLanesFailed, budgetExceeded, noProviders, type LaneFailure } from "./relay-errors.ts";
+import { allLanesFailed, noProviders, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody } from "./request-body.ts";
 import { planLanes } from "./routing/plan.ts";
 import { streamResponse } from "./stream/relay-stream.ts";
@@ -50,31 +48,12 @@ class LaneRunner {
 }
 
 /**
- * Replaces the reservation with the real cost (releasing it on error, disconnect or fallback);
- * keys without a budget still add their spend to the month counter /v1/key reports.
+ * Admits the request with its money (reserve, or 402) and lowers its output limit when the
+ * remaining budget pays for less than its worst case.
  */
-function settleBudget(rr: RelayRequest): void {
-  const { ctx, key } = rr;
-  const res = rr.reservation ?? (rr.countedUsd > 0 ? { keyId: key.id, month: monthKey(), nano: 0 } : null);
-  rr.reservation = null;
-  if (!res) return;
-  const batcher = ctx.services.settleBatcher as SettleBatcher | undefined;
-  if (batcher) batcher.settle(key, res, rr.countedUsd);
-  else settle(ctx, key, res, rr.countedUsd).catch((e) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed"));
-}
-
-/** Reserves the request's estimate; throws 402 budget_exceeded when it does not fit. */
-async function admit(rr: RelayRequest): Promise<void> {
-  const { ctx, key } = rr;
-  if (key.monthlyBudgetUsd === null) return;
-  const est = estimateCostUsd(ctx, key, rr.body, rr.bytes);
-  if (est === null) return; // only seat lanes, which the budget leaves out
-  const r = await reserve(ctx, key, est);
-  if (!r) {
-    observerOf(ctx).budgetRejected({ endpoint: rr.endpoint });
-    throw budgetExceeded(key.monthlyBudgetUsd, monthKey());
-  }
-  rr.reservation = r;
+async function admit(ctx: Ctx, key: KeyContext, endpoint: Endpoint, shape: ClientShape, requestId: string, body: Json, bytes: number): Promise<{ money: MoneyCall; body: Json }> {
+  const money = await MoneyCall.open(ctx, key, { requestId, endpoint }, body, bytes);
+  return { money, body: money.outputLimit === null ? body : withOutputLimit(body, shape, money.outputLimit) };
 }
 
 function pivotFor(rr: RelayRequest): ChatRequest {
@@ -83,7 +62,7 @@ function pivotFor(rr: RelayRequest): ChatRequest {
   return codec ? (rr.pivot = codec.toPivot(rr.body)) : (rr.body as ChatRequest);
 }
 
-function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; startedAt?: number }): RelayRequest {
+function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number }): RelayRequest {
   return {
     ctx, key,
     endpoint: i.endpoint,
@@ -95,13 +74,12 @@ function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; sha
     requestId: i.requestId,
     signal: i.signal,
     startedAt: i.startedAt ?? performance.now(),
-    countedUsd: 0,
-    reservation: null,
+    money: i.money,
   };
 }
 
-function done(rr: RelayRequest, outcome: string, status: number, provider: string | null, ttfbMs: number | null, settleIt = true) {
-  if (settleIt) settleBudget(rr);
+function done(rr: RelayRequest, outcome: string, status: number, provider: string | null, ttfbMs: number | null) {
+  rr.money.settle();
   observerOf(rr.ctx).requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs });
 }
 
@@ -123,8 +101,8 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
     const parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
     (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
     if (key.lanes.length === 0) throw noProviders();
-    rr = newRelayRequest(ctx, key, { endpoint: shape, shape, body: parsed.body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, startedAt });
-    await admit(rr);
+    const { money, body } = await admit(ctx, key, shape, shape, rc.requestId, parsed.body, parsed.bytes);
+    rr = newRelayRequest(ctx, key, { endpoint: shape, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt });
   } catch (e) {
     refused(ctx, shape, e, startedAt);
     throw e;
@@ -175,8 +153,8 @@ export interface RunChatOptions {
   signal: AbortSignal;
   endpoint?: Endpoint;
   requestId: string;
-  /** "reserve": this call reserves and settles its own estimate; "prereserved": the caller did (and settles with costUsd). */
-  budget: "reserve" | "prereserved";
+  /** The request's money when the caller admitted it (blitz reserves a batch at once); else runChat admits it. Settled here either way. */
+  money?: MoneyCall;
   /** Size of the request in bytes when known (sharpens the estimate). */
   bodyBytes?: number;
 }
@@ -187,34 +165,27 @@ export interface RunChatOptions {
  */
 export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunChatOptions): Promise<RunChatResult> {
   const shape = opts.shape ?? "chat";
-  const rr = newRelayRequest(ctx, key, {
-    endpoint: opts.endpoint ?? "blitz",
-    shape,
-    body: { ...body, stream: false },
-    bytes: opts.bodyBytes ?? JSON.stringify(body.messages ?? body.input ?? "").length,
-    stream: false,
-    requestId: opts.requestId,
-    signal: opts.signal,
-  });
+  const endpoint = opts.endpoint ?? "blitz";
+  const bytes = opts.bodyBytes ?? JSON.stringify(body.messages ?? body.input ?? "").length;
+  let money = opts.money;
   try {
     if (key.lanes.length === 0) throw noProviders();
-    if (opts.budget === "reserve") await admit(rr);
+    let sent: Json = { ...body, stream: false };
+    if (!money) ({ money, body: sent } = await admit(ctx, key, endpoint, shape, opts.requestId, sent, bytes));
+    const rr = newRelayRequest(ctx, key, { endpoint, shape, body: sent, bytes, stream: false, requestId: opts.requestId, signal: opts.signal, money });
     const lanes = key.mode === "classifier" ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
     const r = await new LaneRunner(rr, lanes).next();
-    // A prereserved caller (blitz) settles its own slice with costUsd.
-    const finish = (outcome: string, status: number, provider: string | null, ttfb: number | null) =>
-      done(rr, outcome, status, provider, ttfb, opts.budget === "reserve");
     if (r.kind === "json") {
-      finish("ok", r.status, r.attempt.provider, r.attempt.ttfbMs);
-      return { ok: true, status: r.status, body: r.parsed, usage: r.usage, provider: r.attempt.provider, costUsd: rr.countedUsd };
+      done(rr, "ok", r.status, r.attempt.provider, r.attempt.ttfbMs);
+      return { ok: true, status: r.status, body: r.parsed, usage: r.usage, provider: r.attempt.provider, costUsd: money.countedUsd };
     }
     const err = r.kind === "client" ? r.error
       : r.kind === "failed" ? allLanesFailed(1, r.failure)
       : new GatewayError(499, "The request was cancelled before an answer arrived.", { code: "cancelled" });
-    finish(r.kind === "aborted" ? "aborted" : "error", err.status, null, null);
-    return { ok: false, error: err, costUsd: rr.countedUsd };
+    done(rr, r.kind === "aborted" ? "aborted" : "error", err.status, null, null);
+    return { ok: false, error: err, costUsd: money.countedUsd };
   } catch (e) {
-    if (opts.budget === "reserve") settleBudget(rr);
-    return { ok: false, error: asGatewayError(e), costUsd: rr.countedUsd };
+    money?.settle();
+    return { ok: false, error: asGatewayError(e), costUsd: money?.countedUsd ?? 0 };
   }
 }

@@ -47,6 +47,22 @@ function lookup(pricingId: string, model: string): Entry {
   return e;
 }
 
+export interface UnitPrices {
+  input: number;
+  output: number;
+}
+
+/**
+ * Cost of one attempt in USD. A model the catalog does not know costs `fallback` per token when
+ * one is given (keys with a budget: never free) and 0 otherwise; `estimated` says which happened.
+ */
+export function priceUsd(pricingId: string, model: string, u: Usage, fallback: UnitPrices | null): { usd: number; estimated: boolean } {
+  if (fallback && lookup(pricingId, model) === null) {
+    return { usd: u.prompt_tokens * fallback.input + u.completion_tokens * fallback.output, estimated: true };
+  }
+  return { usd: costUsd(pricingId, model, u), estimated: false };
+}
+
 /** Cost of one attempt in USD; 0 for a model the catalog does not know. */
 export function costUsd(pricingId: string, model: string, u: Usage): number {
   const e = lookup(pricingId, model);
@@ -65,7 +81,7 @@ export function costUsd(pricingId: string, model: string, u: Usage): number {
 }
 
 /** Price per token (input, output) for budget estimates; dynamic prices are sampled at a large prompt so tiers err high. */
-export function unitPrices(pricingId: string, model: string): { input: number; output: number } | null {
+export function unitPrices(pricingId: string, model: string): UnitPrices | null {
   const e = lookup(pricingId, model);
   if (e === null) return null;
   if (e !== "dynamic") return { input: e.input, output: e.output };

@@ -15,10 +15,14 @@ import { chatErrorOf } from "../protocols/chat/errors.ts";
 import { getAdapter } from "../providers/registry.ts";
 import { subFetch, subUrl } from "../providers/sub/client.ts";
 import type { ResolvedLane } from "../providers/types.ts";
-import { monthSpendUsd } from "./budget/counters.ts";
+import { MIN_ESTIMATE_USD } from "./budget/estimate.ts";
+import { MoneyCall } from "./budget/money.ts";
 import { resolveRoutingKey, type KeyContext } from "./auth.ts";
 import { observerOf } from "./observer.ts";
 import type { UsageQueue } from "./usage-queue.ts";
+
+/** The transcription's cost: the catalog prices tokens, not audio, so it is recorded as 0 (seat traffic). */
+const SEAT = { id: "sub", seat: true } as const;
 
 /** The transcription upload limit (the subscription's own limit for one audio file). */
 export const MAX_AUDIO_BYTES = 25 * 1024 * 1024;
@@ -46,15 +50,6 @@ function capped(body: ReadableStream<Uint8Array>, max: number): ReadableStream<U
   }));
 }
 
-async function budgetCheck(ctx: Ctx, key: KeyContext): Promise<void> {
-  // Seat traffic only counts when the key says so.
-  if (key.monthlyBudgetUsd === null || key.budgetExcludesSeats) return;
-  const { usd } = await monthSpendUsd(ctx, key);
-  if (usd >= key.monthlyBudgetUsd) {
-    throw new GatewayError(402, `This routing key's monthly budget of $${key.monthlyBudgetUsd} is used up. Raise monthly_budget_usd with PATCH /v1/organizations/routing-keys or wait for next month.`, { code: "budget_exceeded" });
-  }
-}
-
 function transcriptionsHandler(ctx: Ctx): Handler {
   return async ({ request, requestId }) => {
     const key = await resolveRoutingKey(ctx, request);
@@ -71,7 +66,9 @@ function transcriptionsHandler(ctx: Ctx): Handler {
         : "this key has no sub lane";
       throw unsupportedFeature(`Audio transcription is served through a connected subscription sign-in, and ${why}. Connect one with POST /v1/organizations/sub-session and add a sub lane to the key.`);
     }
-    await budgetCheck(ctx, key);
+    // Seat traffic counts toward the budget only when the key says so; then an exhausted budget refuses.
+    const money = await MoneyCall.reserveFor(ctx, key, { requestId, endpoint: "transcriptions" },
+      key.budgetExcludesSeats ? null : { usd: MIN_ESTIMATE_USD, minUsd: MIN_ESTIMATE_USD });
 
     // The body is streamed once; a copy is kept only for the single retry after a token refresh.
     const body = capped(request.body, MAX_AUDIO_BYTES);
@@ -92,14 +89,9 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     const sessionId = lane.subSession!.id;
     const record = (status: number, outcome: "ok" | "error" | "aborted", errorCode: string | null) => {
       const latencyMs = Date.now() - started;
-      const queue = ctx.services.usageQueue as UsageQueue | undefined;
-      queue?.push({
-        requestId, accountId: key.accountId, routingKeyId: key.id, endpoint: "transcriptions",
-        laneIndex: lane.index, provider: "sub", model: null, status, outcome, errorCode,
-        promptTokens: 0, completionTokens: 0, cachedTokens: 0, cacheWriteTokens: 0, costUsd: 0,
-        latencyMs, ttfbMs: latencyMs, seat: true,
-      });
-      queue?.touchKey(key.id);
+      money.record({ adapter: SEAT, provider: "sub", laneIndex: lane.index, model: null, status, outcome, errorCode, usage: null, latencyMs, ttfbMs: latencyMs });
+      money.settle();
+      (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
       observerOf(ctx).requestDone({ endpoint: "transcriptions", provider: "sub", outcome, status, latencyMs, ttfbMs: latencyMs });
     };
 

@@ -36,6 +36,7 @@ const COLUMNS: Array<[column: string, key: keyof UsageRow, type: string, dflt?: 
   ["cached_tokens", "cachedTokens", "integer", "0"],
   ["cache_write_tokens", "cacheWriteTokens", "integer", "0"],
   ["cost_usd", "costUsd", "double precision", "0"],
+  ["price_estimated", "priceEstimated", "boolean", "false"],
   ["latency_ms", "latencyMs", "integer", "0"],
   ["ttfb_ms", "ttfbMs", "integer"],
   ["seat", "seat", "boolean", "false"],

@@ -157,7 +157,9 @@ describe(`POST /blitz (${storesLabel})`, () => {
     expect(rows).toHaveLength(12);
     const recorded = rows.reduce((a, row) => a + row.costUsd, 0);
     expect(recorded).toBeGreaterThan(0);
-    // The live counter holds the settled real cost (nano-dollar exact), not the worst-case reservation.
+    // The live counter holds the settled real cost (nano-dollar exact), not the worst-case reservation
+    // (releases are batched for a few milliseconds: flush them).
+    await (gw.ctx.services.settleBatcher as { flush(): Promise<void> }).flush();
     const counter = await monthSpendUsd(gw.ctx, { id: key.id, monthlyBudgetUsd: 10, budgetExcludesSeats: true });
     expect(counter.usd).toBeCloseTo(recorded, 9);
     const info = await gw.call("/v1/key", { token: key.raw });

@@ -164,12 +164,14 @@ describe(`classifier routing through the gateway (${storesLabel})`, () => {
     expect(cls[0]!.promptTokens).toBe(1000);
     expect(cls[0]!.outcome).toBe("ok");
     expect(cls[0]!.costUsd).toBeGreaterThan(0);
+    // The key's spend is every record's cost: the classifier call's, and the request's own.
+    const total = rows.filter((x) => !x.seat).reduce((a, x) => a + x.costUsd, 0);
     const spend = await eventually(async () => {
       const info = await w.gw.call("/v1/key", { token: rawKey });
       const s = info.body.budget.current_month_spend_usd as number;
-      return s > 0 ? s : null;
+      return Math.abs(s - total) < 1e-9 ? s : null;
     }, 3000, "the classifier cost in the key's spend");
-    expect(spend).toBeCloseTo(cls[0]!.costUsd, 9);
+    expect(spend).toBeGreaterThanOrEqual(cls[0]!.costUsd);
     classifier.setDefault({});
   });
 });

@@ -113,9 +113,15 @@ function promptTokens(body: any, b: MockBehavior): number {
   return Math.max(1, Math.ceil(JSON.stringify(src).length / 4));
 }
 
+/** The request's output limit: like the real API, the answer never has more completion tokens. */
+function outputLimit(body: any): number {
+  const v = body?.max_completion_tokens ?? body?.max_tokens ?? body?.max_output_tokens;
+  return typeof v === "number" && v > 0 ? v : Infinity;
+}
+
 function chatUsage(body: any, b: MockBehavior, completion: number) {
   const p = promptTokens(body, b);
-  const c = b.completion_tokens ?? completion;
+  const c = Math.min(b.completion_tokens ?? completion, outputLimit(body));
   return {
     prompt_tokens: p,
     completion_tokens: c,
@@ -127,7 +133,7 @@ function chatUsage(body: any, b: MockBehavior, completion: number) {
 
 function responsesUsage(body: any, b: MockBehavior, completion: number) {
   const p = promptTokens(body, b);
-  const c = b.completion_tokens ?? completion;
+  const c = Math.min(b.completion_tokens ?? completion, outputLimit(body));
   return {
     input_tokens: p,
     input_tokens_details: { cached_tokens: b.cached_tokens ?? 0 },

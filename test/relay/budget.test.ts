@@ -137,7 +137,7 @@ describe(`budgets (${storesLabel})`, () => {
     expect((await gw.call("/v1/chat/completions", { token: k.raw, body: { ...body, mock: { prompt_tokens: 10, completion_tokens: 10 } } })).status).toBe(200);
   });
 
-  test("200 concurrent requests: admitted requests stay within the budget plus what was in flight", async () => {
+  test("CONTRACT §7: 200 concurrent requests, with and without max_tokens, never pass the budget", async () => {
     A.setDefault({ latency_ms: 150 });
     // With max_tokens: the worst case is reserved, so spend stays within the budget itself.
     const capped = chatBody({ max_tokens: 100, mock: { completion_tokens: 100 } });
@@ -150,19 +150,17 @@ describe(`budgets (${storesLabel})`, () => {
     expect(ok1).toBeGreaterThanOrEqual(10);
     expect(await spendOf(res1.map((r) => r.headers.get("x-request-id")!))).toBeLessThanOrEqual(est * 10.5);
 
-    // Without a cap, answers cost more than estimated: the overshoot is bounded by the requests in
-    // flight (here all 10 admitted ones run at once), never by the 190 refused.
-    const uncapped = chatBody({ mock: { completion_tokens: 5000 } });
+    // CONTRACT §7: without a cap the model's maximum output (catalog) is the worst case, and the last
+    // admitted request gets a lowered output limit: spend stays within the budget itself.
+    const uncapped = chatBody({ mock: { completion_tokens: 16_384 } }); // the most gpt-4o-mini can answer
     const est2 = estimateCostUsd(gw.ctx, probe.ctx, uncapped, bytesOf(uncapped))!;
     const k2 = await keyWithBudget(est2 * 10.5);
     const res2 = await Promise.all(Array.from({ length: 200 }, () => post(gw.url, k2.raw, uncapped)));
     const ok2 = res2.filter((r) => r.status === 200).length;
-    expect(ok2).toBe(10);
-    const actual = costUsd("openai", "gpt-4o-mini", { prompt_tokens: 0, completion_tokens: 5000, cached_tokens: 0, cache_write_tokens: 0 });
+    expect(ok2).toBeGreaterThanOrEqual(10);
+    expect(ok2).toBeLessThanOrEqual(11);
     const spend2 = await spendOf(res2.map((r) => r.headers.get("x-request-id")!));
-    expect(spend2).toBeLessThanOrEqual(est2 * 10.5 + ok2 * Math.max(0, actual - est2) + 1e-9);
-    await Bun.sleep(50);
-    expect((await gw.call("/v1/chat/completions", { token: k2.raw, body: chatBody() })).status).toBe(402);
+    expect(spend2).toBeLessThanOrEqual(est2 * 10.5);
   }, 30_000);
 
   test.if(REAL_STORES)("200 concurrent requests split across two gateway processes sharing Redis and Postgres stay within the budget", async () => {
@@ -205,9 +203,8 @@ describe(`budgets (${storesLabel})`, () => {
         const r = await w.gw.call("/v1/chat/completions", { token: excluded.rawKey, body: chatBody({ model: "flagship" }) });
         expect(r.status).toBe(200);
       }
+      // Counted, the same request's worst case does not fit such a budget: refused before any upstream call.
       const counted = await createKey(w.gw, w.account.token, { providers: lanes, monthly_budget_usd: 0.0000001, budget_excludes_seats: false });
-      expect((await w.gw.call("/v1/chat/completions", { token: counted.rawKey, body: chatBody({ model: "flagship" }) })).status).toBe(200);
-      await Bun.sleep(50);
       const r = await w.gw.call("/v1/chat/completions", { token: counted.rawKey, body: chatBody({ model: "flagship" }) });
       expect(r.status).toBe(402);
       expect(r.body.error.code).toBe("budget_exceeded");

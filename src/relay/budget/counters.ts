@@ -1,5 +1,6 @@
-// The one owner of budget counters. Month-scoped integer counters of nano-dollars in the KV
-// (`gw:budget:<key id>:<YYYY-MM>`): reserve before forwarding, settle the real cost after.
+// Budget counters (used through money.ts). Month-scoped integer counters of nano-dollars in the KV
+// (`gw:{k:<key id>}:budget:<YYYY-MM>`, every key of one routing key under one hash tag so each
+// script touches one Redis Cluster slot): reserve before forwarding, settle the real cost after.
 // A counter Redis lost is rebuilt from the usage records in Postgres.
 import { and, eq, gte, lt, or, sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
@@ -19,7 +20,7 @@ export interface BudgetedKey {
   budgetExcludesSeats: boolean;
 }
 
-const counterKey = (keyId: string, month: string) => `gw:budget:${keyId}:${month}`;
+const counterKey = (keyId: string, month: string) => `gw:{k:${keyId}}:budget:${month}`;
 const ttl = () => secondsToMonthEnd() + SLACK_SECONDS;
 
 function monthRange(month: string): [Date, Date] {
@@ -50,25 +51,27 @@ export interface Reservation {
 }
 
 /**
- * Reserves `usd` against the key's monthly budget, atomically across instances.
- * Returns null when it would pass the budget (the caller answers 402 budget_exceeded).
- * A key without a budget reserves nothing (no KV call); its settlement still counts the month's spend.
+ * Reserves `usd` against the key's monthly budget, atomically across instances; when that does not
+ * fit but `minUsd` does, reserves what remains (the reservation says how much). Returns null when
+ * not even `minUsd` fits (the caller answers 402 budget_exceeded). A key without a budget reserves
+ * nothing (no KV call); its settlement still counts the month's spend.
  */
-export async function reserve(ctx: Ctx, key: BudgetedKey, usd: number): Promise<Reservation | null> {
+export async function reserve(ctx: Ctx, key: BudgetedKey, usd: number, minUsd = usd): Promise<Reservation | null> {
   const month = monthKey();
   const k = counterKey(key.id, month);
   // Without a budget there is nothing to refuse: no round trip now; the settlement after the
   // request adds the real cost to the month's counter (seeding it from Postgres if it is missing).
   if (key.monthlyBudgetUsd === null) return { keyId: key.id, month, nano: 0 };
   const nano = Math.max(0, toNano(usd));
+  const min = Math.min(nano, Math.max(0, toNano(minUsd)));
   const limit = toNano(key.monthlyBudgetUsd);
-  let r = await ctx.kv.reserve(k, nano, limit, ttl());
+  let r = await ctx.kv.reserve(k, nano, min, limit, ttl());
   if (r.missing) {
     await seed(ctx, key, month);
-    r = await ctx.kv.reserve(k, nano, limit, ttl());
+    r = await ctx.kv.reserve(k, nano, min, limit, ttl());
   }
   if (!r.ok) return null;
-  return { keyId: key.id, month, nano };
+  return { keyId: key.id, month, nano: r.granted };
 }
 
 /** Replaces a reservation with the real cost (0 releases it). Safe to call once per reservation. */

@@ -1,61 +1,94 @@
-// The amount reserved against a key's budget before forwarding (CONTRACT §7). The most
-// expensive lane the request could land on is assumed, since fallback may move it there.
+// The amount reserved against a key's budget before forwarding (CONTRACT §7: the budget is a
+// ceiling). The most expensive lane the request could land on is assumed, since fallback may
+// move it there.
 //
-// With max_tokens / max_completion_tokens / max_output_tokens the estimate is a worst case:
-// input at one token per byte of the request body (a token covers at least one byte of text;
-// the JSON around the messages more than covers per-message overhead) plus max tokens of
-// output. Without a cap it is a typical case: a quarter token per byte and DEFAULT_OUTPUT_TOKENS.
+// Worst case: input at one token per byte of the request body (a token covers at least one byte
+// of text; the JSON around the messages more than covers per-message overhead) plus the output
+// limit: the client's max_tokens / max_completion_tokens / max_output_tokens, else the model's
+// maximum output from the catalog, else DEFAULT_MAX_OUTPUT_TOKENS (output-limits.ts). A model the
+// pricing catalog does not know is priced at UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT / _OUTPUT.
 //
-// The bound we guarantee. Admission reserves atomically in the shared KV (one Lua script in Redis
-// for every instance, the same check in-process): a request is admitted only if the month's
-// counter (settled costs + reservations in flight) plus its estimate fits the budget, and its
-// reservation is replaced by the real cost when it ends (released on error, disconnect and
-// fallback). Hence a key's spend for a month never exceeds
-//     monthly_budget_usd + Σ over the requests in flight when the last one was admitted of
-//                           max(0, real cost − reserved estimate),
-// across every gateway instance sharing the Redis. (Settlements that lower the counter are
-// batched for a few milliseconds, which only keeps it higher meanwhile; settlements that raise
-// it go out at once: see settle-batch.ts.) Requests that carry max_tokens,
-// max_completion_tokens or max_output_tokens reserve their worst case (real ≤ reserved), so
-// such traffic never passes the budget at all. Outside the bound: seat traffic while
-// budget_excludes_seats (by design), and models the pricing catalog does not know (priced at 0).
+// Near the end of a budget the admission grants what remains when it covers at least the prompt
+// and MIN_USEFUL_OUTPUT_TOKENS (`minUsd`), and the request's output limit is lowered to what that
+// grant pays for on the dearest lane (outputLimitFor), so real ≤ reserved still holds. Hence a
+// key's month spend never passes its budget, across every instance sharing the Redis, except by
+// the error of the prompt estimate (a tokenizer producing more tokens than bytes). Outside the
+// budget by design: seat traffic while budget_excludes_seats.
 import type { Ctx } from "../../context.ts";
 import type { Json } from "../../protocols/types.ts";
 import { getAdapter } from "../../providers/registry.ts";
 import type { KeyContext } from "../key-context.ts";
-import { unitPrices } from "../pricing.ts";
+import { unitPrices, type UnitPrices } from "../pricing.ts";
 import { candidateModels } from "../routing/model.ts";
+import { clientOutputLimit, MIN_USEFUL_OUTPUT_TOKENS, worstOutputTokens } from "./output-limits.ts";
 
-export const DEFAULT_OUTPUT_TOKENS = 1024;
-/** Reserved when no lane's price is known, so an exhausted budget still refuses. */
+/** Reserved when every lane is free (a zero-priced model), so an exhausted budget still refuses. */
 export const MIN_ESTIMATE_USD = 1e-9;
 
-export function maxOutputTokens(body: Json): number | null {
-  const v = body.max_completion_tokens ?? body.max_tokens ?? body.max_output_tokens;
-  return typeof v === "number" && Number.isFinite(v) && v > 0 ? Math.ceil(v) : null;
+export interface Estimate {
+  /** The worst case in USD. */
+  usd: number;
+  /** The prompt plus a useful answer (MIN_USEFUL_OUTPUT_TOKENS) on the dearest lane: below this, 402. */
+  minUsd: number;
+  inTokens: number;
+  /** Output tokens the worst case assumed (the largest over the lanes). */
+  outTokens: number;
+  /** Unit prices of every lane and model the request may use. */
+  prices: UnitPrices[];
+}
+
+/** The fallback price of a model the catalog does not know (per token). */
+export function fallbackPrices(ctx: Ctx): UnitPrices {
+  return { input: ctx.config.UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT / 1e6, output: ctx.config.UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT / 1e6 };
 }
 
 /**
- * Estimated cost in USD of one request on this key, or null when no lane it may use counts
- * toward the budget (seat lanes while budget_excludes_seats). `bodyBytes` is the request's size
- * when known (the relay passes it; blitz may omit it and the messages are measured).
+ * The worst-case cost of one request on this key, or null when no lane it may use counts toward
+ * the budget (seat lanes while budget_excludes_seats). `bodyBytes` is the request's size when
+ * known (the relay passes it; blitz may omit it and the messages are measured).
  */
-export function estimateCostUsd(ctx: Ctx, key: KeyContext, request: Json, bodyBytes?: number): number | null {
-  void ctx;
-  const bytes = bodyBytes ?? JSON.stringify(request.messages ?? request.input ?? "").length;
-  const cap = maxOutputTokens(request);
-  const inTokens = cap !== null ? bytes : Math.ceil(bytes / 4);
-  const outTokens = cap ?? DEFAULT_OUTPUT_TOKENS;
+export function estimateRequest(ctx: Ctx, key: KeyContext, request: Json, bodyBytes?: number): Estimate | null {
+  const inTokens = bodyBytes ?? JSON.stringify(request.messages ?? request.input ?? "").length;
+  const cap = clientOutputLimit(request);
   const requestModel = typeof request.model === "string" ? request.model : "";
-  let best: number | null = null;
+  const fallback = fallbackPrices(ctx);
+  let est: Estimate | null = null;
   for (const lane of key.lanes) {
     const adapter = getAdapter(lane.provider);
     if (adapter?.seat && key.budgetExcludesSeats) continue;
     for (const model of candidateModels(requestModel, lane)) {
-      const p = adapter ? unitPrices(adapter.pricingId ?? adapter.id, model) : null;
-      const usd = p ? inTokens * p.input + outTokens * p.output : MIN_ESTIMATE_USD;
-      if (best === null || usd > best) best = usd;
+      const p = (adapter ? unitPrices(adapter.pricingId ?? adapter.id, model) : null) ?? fallback;
+      const out = worstOutputTokens(cap, model);
+      const usd = inTokens * p.input + out * p.output;
+      const minUsd = inTokens * p.input + Math.min(out, MIN_USEFUL_OUTPUT_TOKENS) * p.output;
+      est ??= { usd: 0, minUsd: 0, inTokens, outTokens: 0, prices: [] };
+      est.usd = Math.max(est.usd, usd);
+      est.minUsd = Math.max(est.minUsd, minUsd);
+      est.outTokens = Math.max(est.outTokens, out);
+      est.prices.push(p);
     }
   }
-  return best === null ? null : Math.max(best, MIN_ESTIMATE_USD);
+  if (!est) return null;
+  est.usd = Math.max(est.usd, MIN_ESTIMATE_USD);
+  est.minUsd = Math.min(est.usd, Math.max(est.minUsd, MIN_ESTIMATE_USD));
+  return est;
+}
+
+/** The worst-case cost in USD (see estimateRequest). */
+export function estimateCostUsd(ctx: Ctx, key: KeyContext, request: Json, bodyBytes?: number): number | null {
+  return estimateRequest(ctx, key, request, bodyBytes)?.usd ?? null;
+}
+
+/**
+ * The output limit that `grantedUsd` pays for on every lane the request may use, or null when the
+ * grant covers the whole worst case (the limit stays as the client sent it).
+ */
+export function outputLimitFor(est: Estimate, grantedUsd: number): number | null {
+  if (grantedUsd >= est.usd) return null;
+  let limit = est.outTokens;
+  for (const p of est.prices) {
+    if (p.output <= 0) continue;
+    limit = Math.min(limit, Math.floor((grantedUsd - est.inTokens * p.input) / p.output + 1e-6));
+  }
+  return Math.max(1, limit);
 }

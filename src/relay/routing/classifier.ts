@@ -29,11 +29,8 @@ import { upstreamCodecs } from "../../protocols/index.ts";
 import type { ChatRequest, Json, Usage } from "../../protocols/types.ts";
 import { getAdapter } from "../../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../../providers/types.ts";
-import { monthKey } from "../../lib/time.ts";
-import { settle } from "../budget/counters.ts";
+import { MoneyCall } from "../budget/money.ts";
 import type { KeyContext } from "../key-context.ts";
-import { costUsd } from "../pricing.ts";
-import type { UsageQueue } from "../usage-queue.ts";
 import type { Classifier } from "./plan.ts";
 
 const TIMEOUT_MS = 15_000;
@@ -145,33 +142,11 @@ async function ask(ctx: Ctx, adapter: ProviderAdapter, lane: ResolvedLane, model
   return { status: res.status, outcome: "ok", errorCode: null, usage, answer };
 }
 
-/** Records the classifier call: one usage record, and its cost added to the key's month spend. */
-async function meter(ctx: Ctx, key: KeyContext, adapter: ProviderAdapter, model: string, o: Outcome, latencyMs: number): Promise<void> {
-  const cost = o.usage ? costUsd(adapter.pricingId ?? adapter.id, model, o.usage) : 0;
-  const queue = ctx.services.usageQueue as UsageQueue | undefined;
-  queue?.push({
-    accountId: key.accountId,
-    routingKeyId: key.id,
-    endpoint: "classifier",
-    laneIndex: null,
-    provider: adapter.id,
-    model,
-    status: o.status,
-    outcome: o.outcome,
-    errorCode: o.errorCode,
-    promptTokens: o.usage?.prompt_tokens ?? 0,
-    completionTokens: o.usage?.completion_tokens ?? 0,
-    cachedTokens: o.usage?.cached_tokens ?? 0,
-    cacheWriteTokens: o.usage?.cache_write_tokens ?? 0,
-    costUsd: cost,
-    latencyMs,
-    ttfbMs: null,
-    seat: adapter.seat,
-  });
-  if (cost > 0 && !(adapter.seat && key.budgetExcludesSeats)) {
-    // Adds the cost to the month's counter (nothing was reserved for it; a zero reservation settles to the cost).
-    await settle(ctx, key, { keyId: key.id, month: monthKey(), nano: 0 }, cost);
-  }
+/** Records the classifier call through the money owner: one usage record, its cost added to the key's month spend. */
+function meter(ctx: Ctx, key: KeyContext, adapter: ProviderAdapter, model: string, o: Outcome, latencyMs: number): void {
+  const money = new MoneyCall(ctx, key, { requestId: null, endpoint: "classifier" }, null);
+  money.record({ adapter, provider: adapter.id, laneIndex: null, model, status: o.status, outcome: o.outcome, errorCode: o.errorCode, usage: o.usage, latencyMs, ttfbMs: null });
+  money.settle();
 }
 
 export const classifyLanes: Classifier = async (ctx, key, req, signal) => {
@@ -197,9 +172,8 @@ export const classifyLanes: Classifier = async (ctx, key, req, signal) => {
     const aborted = signal.aborted;
     o = { status: 0, outcome: aborted ? "aborted" : "error", errorCode: e instanceof GatewayError ? e.code ?? "upstream_error" : aborted ? "client_closed" : "connection_error", usage: null, answer: null };
   }
-  // Metering never holds up the request.
-  void meter(ctx, key, adapter, model, o, Date.now() - started).catch((e) =>
-    ctx.log.error({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "classifier metering failed"));
+  // Metering never holds up the request (the settlement is sent in the background).
+  meter(ctx, key, adapter, model, o, Date.now() - started);
   if (o.outcome !== "ok" || o.answer === null) {
     ctx.log.warn({ keyId: key.id, provider: adapter.id, status: o.status, code: o.errorCode }, "classifier failed; chain order kept");
     return lanes;

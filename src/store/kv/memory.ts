@@ -39,14 +39,18 @@ export class MemoryKV implements KV {
     if (e) e.value = String(n); else this.put(key, String(n), ttlSeconds);
     return n;
   }
-  async reserve(key: string, amount: number, limit: number, ttlSeconds: number): Promise<ReserveResult> {
+  async reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number): Promise<ReserveResult> {
     const e = this.live(key);
-    if (!e) return { ok: false, total: 0, missing: true };
+    if (!e) return { ok: false, total: 0, missing: true, granted: 0 };
     const total = Number(e.value);
-    if (total + amount > limit) return { ok: false, total, missing: false };
+    const room = limit - total;
+    if (amount > room) {
+      if (min > room) return { ok: false, total, missing: false, granted: 0 };
+      amount = room;
+    }
     e.value = String(total + amount);
     if (e.expiresAt === Infinity) e.expiresAt = Date.now() + ttlSeconds * 1000;
-    return { ok: true, total: total + amount, missing: false };
+    return { ok: true, total: total + amount, missing: false, granted: amount };
   }
   async adjust(key: string, delta: number, _ttlSeconds: number) {
     const e = this.live(key);

@@ -3,16 +3,21 @@
 import Redis from "ioredis";
 import type { KV, ReserveResult } from "./types.ts";
 
-// KEYS[1] counter; ARGV amount, limit, ttl. Returns {ok, total, missing}.
+// KEYS[1] counter; ARGV amount, min, limit, ttl. Returns {ok, total, missing, granted}: the whole
+// amount when it fits, else what remains below the limit when that covers min, else nothing.
 const RESERVE = `
 local v = redis.call('GET', KEYS[1])
-if not v then return {0, 0, 1} end
+if not v then return {0, 0, 1, 0} end
 local total = tonumber(v)
 local amount = tonumber(ARGV[1])
-if total + amount > tonumber(ARGV[2]) then return {0, total, 0} end
+local room = tonumber(ARGV[3]) - total
+if amount > room then
+  if tonumber(ARGV[2]) > room then return {0, total, 0, 0} end
+  amount = room
+end
 total = redis.call('INCRBY', KEYS[1], amount)
-if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
-return {1, total, 0}`;
+if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
+return {1, total, 0, amount}`;
 
 const ADJUST = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
@@ -26,7 +31,7 @@ if n == 1 or redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], A
 return n`;
 
 type Cmds = Redis & {
-  gwReserve(key: string, amount: number, limit: number, ttl: number): Promise<[number, number, number]>;
+  gwReserve(key: string, amount: number, min: number, limit: number, ttl: number): Promise<[number, number, number, number]>;
   gwAdjust(key: string, delta: number, ttl: number): Promise<number | null>;
   gwIncrWindow(key: string, ttl: number): Promise<number>;
 };
@@ -52,9 +57,9 @@ export class RedisKV implements KV {
   }
   async del(key: string) { await this.r.del(key); }
   async incrWindow(key: string, ttlSeconds: number) { return Number(await this.r.gwIncrWindow(key, Math.ceil(ttlSeconds))); }
-  async reserve(key: string, amount: number, limit: number, ttlSeconds: number): Promise<ReserveResult> {
-    const [ok, total, missing] = await this.r.gwReserve(key, Math.round(amount), Math.round(limit), Math.ceil(ttlSeconds));
-    return { ok: ok === 1, total: Number(total), missing: missing === 1 };
+  async reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number): Promise<ReserveResult> {
+    const [ok, total, missing, granted] = await this.r.gwReserve(key, Math.round(amount), Math.round(min), Math.round(limit), Math.ceil(ttlSeconds));
+    return { ok: ok === 1, total: Number(total), missing: missing === 1, granted: Number(granted) };
   }
   async adjust(key: string, delta: number, ttlSeconds: number) {
     const v = await this.r.gwAdjust(key, Math.round(delta), Math.ceil(ttlSeconds));

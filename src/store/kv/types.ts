@@ -7,6 +7,8 @@ export interface ReserveResult {
   ok: boolean;
   /** Counter value after the call (or the value that refused it). */
   total: number;
+  /** What was added: `amount` when it fits, else what remained below the limit (at least `min`). */
+  granted: number;
   /** True when the counter did not exist: the caller seeds it from Postgres and calls again. */
   missing: boolean;
 }
@@ -20,10 +22,11 @@ export interface KV {
   incrWindow(key: string, ttlSeconds: number): Promise<number>;
 
   /**
-   * Atomically: when the counter is missing → {missing}; when total + amount > limit → refuse;
-   * else add amount. Integers only (the budget module counts nano-dollars).
+   * Atomically: when the counter is missing → {missing}; when total + amount ≤ limit → add amount;
+   * else when total + min ≤ limit → add what remains (limit − total); else refuse.
+   * Integers only (the budget module counts nano-dollars).
    */
-  reserve(key: string, amount: number, limit: number, ttlSeconds: number): Promise<ReserveResult>;
+  reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number): Promise<ReserveResult>;
   /** Atomically add delta (may be negative) to an existing counter; a missing counter stays missing. */
   adjust(key: string, delta: number, ttlSeconds: number): Promise<number | null>;
   /** Set the counter only if it does not exist (seeding from Postgres after Redis lost it). */

