@@ -1,8 +1,9 @@
-// Errors are typed values. Only this module turns them into response bodies, in the two
-// documented shapes: nested `{error: {message, type, code}}` on inference endpoints and
-// flat `{error, code}` on management endpoints and /blitz.
+// Errors are typed values. Only this module turns them into response bodies, in the
+// documented shapes: nested `{error: {message, type, code}}` on inference endpoints,
+// flat `{error, code}` on management endpoints and /blitz, and Anthropic's
+// `{type: "error", error: {type, message}}` on /v1/messages.
 
-export type ErrorShape = "nested" | "flat";
+export type ErrorShape = "nested" | "flat" | "anthropic";
 
 export interface GatewayErrorInit {
   /** Machine-readable code from the spec's Errors table; omitted where the spec gives none. */
@@ -48,7 +49,29 @@ const typeByStatus: Record<number, string> = {
   429: "rate_limit_error",
 };
 
+/** Anthropic's error types by status, so its SDK raises the matching typed error. */
+const anthropicTypeByStatus: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  402: "billing_error",
+  403: "permission_error",
+  404: "not_found_error",
+  405: "invalid_request_error",
+  410: "authentication_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  503: "overloaded_error",
+  504: "timeout_error",
+  529: "overloaded_error",
+};
+
+/** The Anthropic error type of a gateway error (api_error for every other 5xx). */
+export function anthropicErrorType(status: number): string {
+  return anthropicTypeByStatus[status] ?? (status >= 500 ? "api_error" : "invalid_request_error");
+}
+
 export function errorBody(err: GatewayError, shape: ErrorShape): Record<string, unknown> {
+  if (shape === "anthropic") return { type: "error", error: { type: anthropicErrorType(err.status), message: err.message } };
   if (shape === "nested") {
     const inner: Record<string, unknown> = {
       message: err.message,

@@ -64,3 +64,5 @@ export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Rec
 export const MANAGEMENT: MountOptions = { shape: "flat", codeOn405: true };
 export const INFERENCE: MountOptions = { shape: "nested", codeOn405: false };
 export const BLITZ: MountOptions = { shape: "flat", codeOn405: false };
+/** /v1/messages: errors in Anthropic's shape so its SDKs raise their own typed errors. */
+export const ANTHROPIC: MountOptions = { shape: "anthropic", codeOn405: false };

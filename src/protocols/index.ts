@@ -1,7 +1,7 @@
 // The codec tables the relay looks protocols up in. One line per protocol; the relay never names one.
 import type { ClientCodec, ClientShape, UpstreamCodec, WireProtocol } from "./types.ts";
 import { chatClientCodec, chatUpstreamCodec } from "./chat/index.ts";
-import { anthropicCodec } from "./anthropic/index.ts";
+import { anthropicClientCodec, anthropicCodec } from "./anthropic/index.ts";
 import { geminiCodec } from "./gemini/index.ts";
 import { responsesClientCodec, responsesUpstreamCodec } from "./responses/index.ts";
 
@@ -15,4 +15,5 @@ export const upstreamCodecs: Partial<Record<WireProtocol, UpstreamCodec>> = {
 export const clientCodecs: Partial<Record<ClientShape, ClientCodec>> = {
   chat: chatClientCodec,
   responses: responsesClientCodec,
+  anthropic: anthropicClientCodec,
 };

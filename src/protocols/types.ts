@@ -8,7 +8,7 @@
 /** Protocols a lane can speak upstream. */
 export type WireProtocol = "chat" | "responses" | "anthropic" | "gemini";
 /** Shapes a client can send. */
-export type ClientShape = "chat" | "responses";
+export type ClientShape = "chat" | "responses" | "anthropic";
 
 /** Token counts of one attempt; every codec fills what its protocol reports. */
 export interface Usage {
@@ -76,6 +76,11 @@ export interface UpstreamCodec {
    * set, usage requested on streams). A protocol without it is never passed through untranslated.
    */
   passThroughRequest?(body: Json, opts: { model: string; stream: boolean }): Json;
+  /**
+   * Pass-through streams whose usage arrives in parts (Anthropic: input in message_start, output in
+   * message_delta): the usage so far after one event that carries a usage block. Default: usageOf.
+   */
+  streamUsage?(prev: Usage | null, event: Json): Usage | null;
   /** Pass-through streams: a parsed event the client did not ask for (chat: the include_usage chunk). */
   hideFromClient?(event: Json, request: Json): boolean;
 }
@@ -97,6 +102,8 @@ export interface ClientCodec {
   /** Chat completion → client's answer shape. */
   fromPivot(completion: Json, usage: Usage | null, request: Json): Json;
   streamEncoder(request: Json): ChunkEncoder;
+  /** Request headers of this protocol that a lane speaking it natively receives as sent (pass-through only). */
+  readonly forwardHeaders?: readonly string[];
 }
 
 export class UpstreamStreamError extends Error {

@@ -36,6 +36,8 @@ export interface AdapterRequestArgs {
   body: Json;
   model: string;
   stream: boolean;
+  /** Pass-through only: the client's protocol headers (ClientCodec.forwardHeaders) it sent, lower-case names. */
+  clientHeaders?: Record<string, string>;
 }
 
 export interface ProviderAdapter {

@@ -15,7 +15,7 @@ import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
 
-export type Endpoint = "chat" | "responses" | "blitz";
+export type Endpoint = "chat" | "responses" | "messages" | "blitz";
 
 /** One inference request as the relay carries it from lane to lane. */
 export interface RelayRequest {
@@ -35,6 +35,8 @@ export interface RelayRequest {
   /** The request's money: its reservation, the record of every attempt, the settlement. */
   money: MoneyCall;
   pivot?: ChatRequest;
+  /** The client's protocol headers (ClientCodec.forwardHeaders), for a lane that passes its request through. */
+  clientHeaders?: Record<string, string>;
 }
 
 export type LaneResult =
@@ -168,7 +170,8 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
 
   let res: Response;
   try {
-    const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: rr.stream });
+    const clientHeaders = client === null ? rr.clientHeaders : undefined;
+    const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: rr.stream, clientHeaders });
     const sent = call.model ?? body.model;
     if (typeof sent === "string" && sent) attempt.model = sent;
     res = await adapter.send(ctx, lane, call, ac.signal);

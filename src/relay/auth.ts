@@ -43,9 +43,13 @@ function check(key: KeyContext | null): KeyContext {
   return key;
 }
 
-/** Resolves the request's routing key or throws (rejects with) 401 signup_required / invalid_api_key. */
-export async function resolveRoutingKey(ctx: Ctx, request: Request): Promise<KeyContext> {
-  const hash = routingKeyHash(ctx, bearer(request));
+/**
+ * Resolves the request's routing key or throws (rejects with) 401 signup_required / invalid_api_key.
+ * `apiKeyHeader`: also read `x-api-key` (what Anthropic's clients send) when there is no Authorization.
+ */
+export async function resolveRoutingKey(ctx: Ctx, request: Request, apiKeyHeader = false): Promise<KeyContext> {
+  const token = bearer(request) ?? (apiKeyHeader ? request.headers.get("x-api-key")?.trim() || null : null);
+  const hash = routingKeyHash(ctx, token);
   const kc = keyCacheOf(ctx);
   const hit = kc.peek(hash);
   return check(hit !== undefined ? hit : await kc.load(hash));

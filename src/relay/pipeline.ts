@@ -9,6 +9,7 @@ import type { ChatRequest, ClientShape, Json, Usage } from "../protocols/types.t
 import type { ResolvedLane } from "../providers/types.ts";
 import { tryLane, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
 import { resolveRoutingKey } from "./auth.ts";
+import { forwardedHeaders } from "./client-headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { withOutputLimit } from "./budget/output-limits.ts";
 import type { KeyContext } from "./key-context.ts";
@@ -62,6 +63,9 @@ function pivotFor(rr: RelayRequest): ChatRequest {
   return codec ? (rr.pivot = codec.toPivot(rr.body)) : (rr.body as ChatRequest);
 }
 
+/** The usage-record endpoint of a client shape. */
+const ENDPOINT_OF: Record<ClientShape, Endpoint> = { chat: "chat", responses: "responses", anthropic: "messages" };
+
 function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number }): RelayRequest {
   return {
     ctx, key,
@@ -92,19 +96,21 @@ function refused(ctx: Ctx, endpoint: Endpoint, e: unknown, startedAt: number): v
   observerOf(ctx).requestDone({ endpoint, provider: null, outcome: status < 500 ? "refused" : "error", status, latencyMs: performance.now() - startedAt, ttfbMs: null });
 }
 
-/** POST /v1/chat/completions and POST /v1/responses. Order: key 401 → body 413/400 → lanes 400 → budget 402. */
+/** POST /v1/chat/completions, /v1/responses and /v1/messages. Order: key 401 → body 413/400 → lanes 400 → budget 402. */
 export async function handleInference(ctx: Ctx, rc: RequestContext, shape: ClientShape): Promise<Response> {
   const startedAt = performance.now();
+  const endpoint = ENDPOINT_OF[shape];
   let rr: RelayRequest;
   try {
-    const key = await resolveRoutingKey(ctx, rc.request);
+    const key = await resolveRoutingKey(ctx, rc.request, shape === "anthropic");
     const parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
     (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
     if (key.lanes.length === 0) throw noProviders();
-    const { money, body } = await admit(ctx, key, shape, shape, rc.requestId, parsed.body, parsed.bytes);
-    rr = newRelayRequest(ctx, key, { endpoint: shape, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt });
+    const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);
+    rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt });
+    rr.clientHeaders = forwardedHeaders(shape, rc.request);
   } catch (e) {
-    refused(ctx, shape, e, startedAt);
+    refused(ctx, endpoint, e, startedAt);
     throw e;
   }
 

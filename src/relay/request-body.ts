@@ -52,6 +52,14 @@ export async function readInferenceBody(request: Request, shape: ClientShape, ma
       const m = b.messages[i];
       if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(`messages[${i}] must be an object with a \`role\`.`);
     }
+  } else if (shape === "anthropic") {
+    // Anthropic requires both; without them no lane could answer as the client expects.
+    if (!Array.isArray(b.messages)) throw invalid("messages: Field required (an array of user and assistant turns).");
+    for (let i = 0; i < b.messages.length; i++) {
+      const m = b.messages[i];
+      if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(`messages.${i}: must be an object with \`role\` and \`content\`.`);
+    }
+    if (!Number.isInteger(b.max_tokens) || b.max_tokens < 1) throw invalid("max_tokens: Field required (a positive integer).");
   } else if (b.input === undefined || b.input === null) {
     throw invalid("Missing required parameter: `input` (a string or an array of input items).");
   }

@@ -1,6 +1,7 @@
 // A mock self-hosted coding-agent bridge: a real Bun HTTP server on loopback speaking what a
 // bridge serves (CONTRACT §5): `GET /health` (2xx = healthy, togglable) and OpenAI-compatible
-// `POST /v1/chat/completions` behind `Authorization: Bearer <bridge token>`, JSON or SSE.
+// `POST /v1/chat/completions` behind `Authorization: Bearer <bridge token>`, JSON or SSE. Sent
+// tools, it calls the first one (arguments {"path":"src/main.ts"}) until a tool result comes back.
 // It records every request's headers so tests can prove the gateway sent only the bridge token.
 
 export interface BridgeReceived {
@@ -71,6 +72,26 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
       const id = `chatcmpl-bridge${++seq}`;
       const created = Math.floor(Date.now() / 1000);
       const usage = { prompt_tokens: 7, completion_tokens: content.split(" ").length, total_tokens: 7 + content.split(" ").length };
+      // An agent with tools calls the first one when the user just spoke (a tool result answers it).
+      const tool = Array.isArray(body.tools) && last?.role === "user" ? body.tools[0]?.function : null;
+      if (tool) {
+        const call = { id: `call_bridge${seq}`, name: String(tool.name), arguments: '{"path":"src/main.ts"}' };
+        if (body.stream === true) {
+          const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+            `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+          let out = chunk({ role: "assistant", content: null, tool_calls: [{ index: 0, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] }, null);
+          out += chunk({ tool_calls: [{ index: 0, function: { arguments: '{"path":' } }] }, null);
+          out += chunk({ tool_calls: [{ index: 0, function: { arguments: '"src/main.ts"}' } }] }, null);
+          out += chunk({}, "tool_calls");
+          if (body.stream_options?.include_usage) out += `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], usage })}\n\n`;
+          return new Response(enc.encode(out + "data: [DONE]\n\n"), { headers: { "content-type": "text/event-stream" } });
+        }
+        return json({
+          id, object: "chat.completion", created, model,
+          choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: [{ id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } }] }, finish_reason: "tool_calls" }],
+          usage,
+        });
+      }
       if (body.stream === true) {
         const chunk = (delta: Record<string, unknown>, finish: string | null) =>
           `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;

@@ -1,15 +1,44 @@
-// The Anthropic Messages codec: chat pivot ⇄ /v1/messages.
-import type { Json, UpstreamCodec, Usage } from "../types.ts";
+// The Anthropic Messages shape, both ways:
+// - anthropicCodec: a lane that speaks Messages (chat pivot → /v1/messages and back; and the
+//   pass-through usage reader when the client speaks Messages too);
+// - anthropicClientCodec: a /v1/messages client on a lane that speaks another protocol.
+import type { ClientCodec, Json, UpstreamCodec, Usage } from "../types.ts";
 import { decodeAnthropicResponse, usageFromAnthropic } from "./decode-response.ts";
 import { encodeAnthropicRequest } from "./encode-request.ts";
 import { anthropicErrorOf } from "./errors.ts";
+import { anthropicFromPivot } from "./from-pivot.ts";
 import { anthropicStreamDecoder } from "./stream-decoder.ts";
+import { anthropicStreamEncoder } from "./stream-encoder.ts";
+import { anthropicToPivot } from "./to-pivot.ts";
 
 export { DEFAULT_MAX_TOKENS, JSON_TOOL_NAME } from "./encode-request.ts";
+export { anthropicStreamError } from "./stream-encoder.ts";
+
+/**
+ * Usage of a pass-through stream so far, after one event: message_start carries the input side,
+ * message_delta the cumulative output (and, on newer API versions, input totals that win).
+ */
+function streamUsage(prev: Usage | null, ev: Json): Usage | null {
+  if (ev?.type === "message_start") return usageFromAnthropic(ev.message?.usage) ?? prev;
+  const x = ev?.usage;
+  if (!x || typeof x !== "object") return prev;
+  const cacheRead = typeof x.cache_read_input_tokens === "number" ? x.cache_read_input_tokens : prev?.cached_tokens ?? 0;
+  const cacheWrite = typeof x.cache_creation_input_tokens === "number" ? x.cache_creation_input_tokens : prev?.cache_write_tokens ?? 0;
+  const input = typeof x.input_tokens === "number" ? x.input_tokens : prev ? prev.prompt_tokens - prev.cached_tokens - prev.cache_write_tokens : 0;
+  return {
+    prompt_tokens: input + cacheRead + cacheWrite,
+    completion_tokens: typeof x.output_tokens === "number" ? x.output_tokens : prev?.completion_tokens ?? 0,
+    cached_tokens: cacheRead,
+    cache_write_tokens: cacheWrite,
+  };
+}
 
 export const anthropicCodec: UpstreamCodec = {
   protocol: "anthropic",
   encodeRequest: encodeAnthropicRequest,
+  // A Messages client on a Messages lane: the body goes as it is (the lane's model set when it
+  // differs). Anthropic streams always report usage, so nothing needs asking for.
+  passThroughRequest: (body, opts) => (body.model === opts.model ? body : { ...body, model: opts.model }),
   decodeResponse: (body, opts) => decodeAnthropicResponse(body, opts),
   streamDecoder: anthropicStreamDecoder,
   errorOf: anthropicErrorOf,
@@ -17,4 +46,14 @@ export const anthropicCodec: UpstreamCodec = {
     // A message, a message_start event ({message: {usage}}) or a message_delta event ({usage}).
     return usageFromAnthropic(body?.usage ?? body?.message?.usage);
   },
+  streamUsage,
+};
+
+export const anthropicClientCodec: ClientCodec = {
+  shape: "anthropic",
+  toPivot: anthropicToPivot,
+  fromPivot: anthropicFromPivot,
+  streamEncoder: anthropicStreamEncoder,
+  // The API version and beta features the client asked for mean something only to Anthropic.
+  forwardHeaders: ["anthropic-version", "anthropic-beta"],
 };

@@ -14,17 +14,16 @@ export const anthropicAdapter: ProviderAdapter = {
   unavailable: () => null,
   // No per-lane settings apply: reasoning_effort, verbosity and service_tier belong to other lanes.
   applySettings: () => {},
-  prepare({ ctx, lane, body, stream }) {
-    return {
-      url: `${ctx.config.providerBaseUrls.anthropic}/v1/messages`,
-      headers: {
-        "x-api-key": apiKeyOf(ctx, lane),
-        "anthropic-version": ANTHROPIC_VERSION,
-        "content-type": "application/json",
-        accept: stream ? "text/event-stream" : "application/json",
-      },
-      body: JSON.stringify(body),
+  prepare({ ctx, lane, body, stream, clientHeaders }) {
+    const headers: Record<string, string> = {
+      "x-api-key": apiKeyOf(ctx, lane),
+      // A Messages client's own version and beta flags win: the body it sent was written for them.
+      "anthropic-version": clientHeaders?.["anthropic-version"] ?? ANTHROPIC_VERSION,
+      "content-type": "application/json",
+      accept: stream ? "text/event-stream" : "application/json",
     };
+    if (clientHeaders?.["anthropic-beta"]) headers["anthropic-beta"] = clientHeaders["anthropic-beta"];
+    return { url: `${ctx.config.providerBaseUrls.anthropic}/v1/messages`, headers, body: JSON.stringify(body) };
   },
   send: (_ctx, _lane, call, signal) => postJson(call, signal),
 };

@@ -58,6 +58,7 @@ export function worstOutputTokens(clientLimit: number | null, model: string): nu
 const LIMIT_FIELDS: Record<ClientShape, readonly string[]> = {
   chat: ["max_completion_tokens", "max_tokens"],
   responses: ["max_output_tokens"],
+  anthropic: ["max_tokens"],
 };
 
 /** A copy of the client's body whose output limit is at most `limit` (the client's fields kept, lowered). */

@@ -120,7 +120,7 @@ export class PassThroughTap {
           ev = JSON.parse(eventData(buf.subarray(s, e)));
         } catch {}
         if (ev && typeof ev === "object") {
-          const u = this.codec.usageOf(ev);
+          const u = this.codec.streamUsage ? this.codec.streamUsage(this.usage, ev) : this.codec.usageOf(ev);
           if (u) this.usage = u;
           if (this.codec.hideFromClient?.(ev, this.request)) (cuts ??= []).push([s, e]);
         }
