@@ -62,6 +62,11 @@ export interface ProviderAdapter {
    * GatewayError: `retryable: true` fails this lane over, otherwise it goes back to the client.
    */
   prepare(args: AdapterRequestArgs): Promise<UpstreamCall> | UpstreamCall;
+  /**
+   * Exact input-token counting of a Messages request (POST /v1/messages/count_tokens), on lanes
+   * whose vendor offers it; `body` is the client's, `model` set. Other lanes get the relay's estimate.
+   */
+  countTokens?(args: { ctx: Ctx; lane: ResolvedLane; body: Json; clientHeaders?: Record<string, string> }): UpstreamCall;
   /** Sends it. Default: fetch. `sub` refreshes on 401; `bridge` pins the checked address. */
   send(ctx: Ctx, lane: ResolvedLane, call: UpstreamCall, signal: AbortSignal): Promise<Response>;
 }

@@ -1,5 +1,6 @@
 // A mock Anthropic Messages API: a real Bun HTTP server on loopback that tests point the gateway
-// at (PROVIDER_ANTHROPIC_BASE_URL = mock.url). POST /v1/messages only.
+// at (PROVIDER_ANTHROPIC_BASE_URL = mock.url). POST /v1/messages and POST /v1/messages/count_tokens
+// (same checks, without max_tokens and stream, answering {"input_tokens": n}).
 //
 // It checks what the gateway sends as strictly as Anthropic does and answers the vendor's error
 // shape ({"type":"error","error":{"type","message"}}) otherwise: the x-api-key and
@@ -23,6 +24,7 @@ export interface MockAnthropic {
   stop(): Promise<void>;
 }
 
+const COUNT_TOP_LEVEL = new Set(["model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "context_management"]);
 const TOP_LEVEL = new Set(["model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream", "temperature", "top_p", "top_k", "tools", "tool_choice", "service_tier", "thinking", "container", "mcp_servers", "context_management"]);
 const USER_BLOCKS = new Set(["text", "image", "document", "tool_result", "search_result"]);
 const ASSISTANT_BLOCKS = new Set(["text", "tool_use", "thinking", "redacted_thinking"]);
@@ -78,15 +80,15 @@ function validateBlock(b: any, where: string, role: string): void {
   }
 }
 
-function validateRequest(req: Request, body: any, apiKey: string): void {
+function validateRequest(req: Request, body: any, apiKey: string, counting = false): void {
   const key = req.headers.get("x-api-key");
   if (key !== apiKey) throw new Invalid("invalid x-api-key", 401, "authentication_error");
   if (!req.headers.get("anthropic-version")) throw new Invalid("anthropic-version: header is required");
   check((req.headers.get("content-type") ?? "").includes("application/json"), "Content-Type must be application/json");
   check(isObject(body), "Body must be a JSON object");
-  for (const k of Object.keys(body)) check(TOP_LEVEL.has(k), `${k}: Extra inputs are not permitted`);
+  for (const k of Object.keys(body)) check((counting ? COUNT_TOP_LEVEL : TOP_LEVEL).has(k), `${k}: Extra inputs are not permitted`);
   check(typeof body.model === "string" && body.model.length > 0, "model: Field required");
-  check(Number.isInteger(body.max_tokens) && body.max_tokens >= 1, "max_tokens: Field required");
+  if (!counting) check(Number.isInteger(body.max_tokens) && body.max_tokens >= 1, "max_tokens: Field required");
   check(Array.isArray(body.messages) && body.messages.length > 0, "messages: Field required");
   if (body.temperature !== undefined) check(typeof body.temperature === "number" && body.temperature >= 0 && body.temperature <= 1, "temperature: Input should be less than or equal to 1");
   if (body.top_p !== undefined) check(typeof body.top_p === "number" && body.top_p >= 0 && body.top_p <= 1, "top_p: Input should be less than or equal to 1");
@@ -190,11 +192,13 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
       const url = new URL(req.url);
       const rec: Received = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers: headersOf(req), body: null, rejected: null };
       received.push(rec);
-      if (req.method !== "POST" || url.pathname !== "/v1/messages") {
+      const counting = url.pathname === "/v1/messages/count_tokens";
+      if (req.method !== "POST" || (url.pathname !== "/v1/messages" && !counting)) {
         rec.rejected = "not_found";
         return errorResponse(404, "not_found_error", `Not found: ${req.method} ${url.pathname}`);
       }
       const text = await req.text();
+      rec.raw = text;
       try {
         rec.body = JSON.parse(text);
       } catch {
@@ -202,11 +206,15 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
         return errorResponse(400, "invalid_request_error", "There was an issue with the request body: it is not valid JSON");
       }
       try {
-        validateRequest(req, rec.body, apiKey);
+        validateRequest(req, rec.body, apiKey, counting);
       } catch (e) {
         if (!(e instanceof Invalid)) throw e;
         rec.rejected = e.message;
         return errorResponse(e.status, e.type, e.message);
+      }
+      if (counting) {
+        const b = rec.body;
+        return Response.json({ input_tokens: Math.max(1, Math.ceil(JSON.stringify([b.system ?? "", b.messages, b.tools ?? []]).length / 3)) });
       }
       const reply = queue.shift() ?? {};
       const stream = rec.body.stream === true;
