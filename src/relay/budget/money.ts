@@ -9,6 +9,7 @@
 //     record's price_estimated says so);
 //   - the settlement replaces the reservation with the real cost exactly once (settle-batch.ts).
 import type { Ctx } from "../../context.ts";
+import { GatewayError } from "../../errors.ts";
 import { monthKey } from "../../lib/time.ts";
 import type { Json, Usage } from "../../protocols/types.ts";
 import type { ProviderAdapter } from "../../providers/types.ts";
@@ -34,6 +35,25 @@ export interface AttemptRecord {
   usage: Usage | null;
   latencyMs: number;
   ttfbMs: number | null;
+}
+
+/**
+ * Budgeted inference while the budget store is unreachable or frozen (CONTRACT §7): a fast 503,
+ * never a hang and never an unchecked request.
+ */
+export const budgetUnavailable = () =>
+  new GatewayError(503, "The budget store is unreachable, so this budgeted key's spend cannot be checked; nothing was sent upstream. Retry in a moment.", {
+    code: "budget_unavailable", type: "server_error", headers: { "retry-after": "1" },
+  });
+
+/** Reserves, turning a store failure (timeout, connection down) into 503 budget_unavailable. */
+async function reserveOr503(ctx: Ctx, key: KeyContext, usd: number, minUsd: number): Promise<Reservation | null> {
+  try {
+    return await reserve(ctx, key, usd, minUsd);
+  } catch (e) {
+    ctx.log.warn({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "budget store unavailable");
+    throw budgetUnavailable();
+  }
 }
 
 export interface OpenOptions {
@@ -63,7 +83,7 @@ export class MoneyCall {
   /** Admits a call whose worst case the caller computed (null: nothing it may use counts toward the budget). */
   static async reserveFor(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd" | "minUsd"> & Partial<Estimate> | null): Promise<MoneyCall> {
     if (key.monthlyBudgetUsd === null || est === null) return new MoneyCall(ctx, key, opts, null);
-    const r = await reserve(ctx, key, est.usd, est.minUsd);
+    const r = await reserveOr503(ctx, key, est.usd, est.minUsd);
     if (!r) {
       observerOf(ctx).budgetRejected({ endpoint: opts.endpoint });
       throw budgetExceeded(key.monthlyBudgetUsd, monthKey());
@@ -85,7 +105,7 @@ export class MoneyCall {
     if (est.every((e) => e === null)) return requests.map((_, i) => new MoneyCall(ctx, key, ids(i), null));
     const nanos = est.map((e) => toNano(e?.usd ?? 0));
     const total = nanos.reduce((a, n) => a + n, 0);
-    const r = await reserve(ctx, key, fromNano(total));
+    const r = await reserveOr503(ctx, key, fromNano(total), fromNano(total));
     if (!r) {
       observerOf(ctx).budgetRejected({ endpoint });
       return { refusedUsd: fromNano(total) };

@@ -3,10 +3,13 @@
 // summed per key and month and sent together a few milliseconds later: one KV command per key per
 // window instead of one per request. A settlement that raises a budgeted key's counter (the real
 // cost passed the estimate) goes out at once, so admission sees the overshoot immediately.
+// A settlement the KV refuses (Redis down or frozen) is kept, summed with later ones, and retried
+// every RETRY_MS until it goes through: spend is never dropped because Redis was away.
 import type { Ctx } from "../../context.ts";
 import { settle, settleMany, toNano, type BudgetedKey, type Reservation } from "./counters.ts";
 
 const WINDOW_MS = 10;
+const RETRY_MS = 1000;
 
 export interface SettleBatcher {
   settle(key: BudgetedKey, res: Reservation, actualUsd: number): void;
@@ -25,12 +28,30 @@ export function createSettleBatcher(ctx: Ctx): SettleBatcher {
   let timer: ReturnType<typeof setTimeout> | null = null;
   const logError = (e: unknown) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed");
 
+  function add(key: BudgetedKey, month: string, delta: number, actual: number, delayMs: number): void {
+    const id = `${key.id}:${month}`;
+    const p = pending.get(id);
+    if (p) {
+      p.delta += delta;
+      p.actual += actual;
+    } else {
+      pending.set(id, { key, month, delta, actual });
+    }
+    timer ??= setTimeout(() => void flush(), delayMs);
+  }
+
+  /** Keeps a settlement the KV refused, to be retried. */
+  const keep = (key: BudgetedKey, month: string, delta: number, actual: number) => (e: unknown) => {
+    logError(e);
+    add(key, month, delta, actual, RETRY_MS);
+  };
+
   async function flush(): Promise<void> {
     if (timer) clearTimeout(timer);
     timer = null;
     const batch = pending;
     pending = new Map();
-    await Promise.all([...batch.values()].map((p) => settleMany(ctx, p.key, p.month, p.delta, p.actual).catch(logError)));
+    await Promise.all([...batch.values()].map((p) => settleMany(ctx, p.key, p.month, p.delta, p.actual).catch(keep(p.key, p.month, p.delta, p.actual))));
   }
 
   return {
@@ -39,18 +60,10 @@ export function createSettleBatcher(ctx: Ctx): SettleBatcher {
       const delta = actual - res.nano;
       if (delta === 0) return;
       if (delta > 0 && key.monthlyBudgetUsd !== null) {
-        settle(ctx, key, res, actualUsd).catch(logError);
+        settle(ctx, key, res, actualUsd).catch(keep(key, res.month, delta, actual));
         return;
       }
-      const id = `${res.keyId}:${res.month}`;
-      const p = pending.get(id);
-      if (p) {
-        p.delta += delta;
-        p.actual += actual;
-      } else {
-        pending.set(id, { key, month: res.month, delta, actual });
-      }
-      timer ??= setTimeout(() => void flush(), WINDOW_MS);
+      add(key, res.month, delta, actual, WINDOW_MS);
     },
     flush,
   };

@@ -30,6 +30,9 @@ local n = redis.call('INCR', KEYS[1])
 if n == 1 or redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return n`;
 
+/** Longest a Redis command may take before it fails (a frozen or unreachable Redis). */
+export const COMMAND_TIMEOUT_MS = 300;
+
 type Cmds = Redis & {
   gwReserve(key: string, amount: number, min: number, limit: number, ttl: number): Promise<[number, number, number, number]>;
   gwAdjust(key: string, delta: number, ttl: number): Promise<number | null>;
@@ -43,7 +46,19 @@ export class RedisKV implements KV {
   private handlers = new Map<string, Set<(m: string) => void>>();
 
   constructor(private url: string) {
-    this.r = new Redis(url, { maxRetriesPerRequest: 2, enableAutoPipelining: true, lazyConnect: false }) as Cmds;
+    // Outages answer fast (CONTRACT §7): a command gets COMMAND_TIMEOUT_MS, never more; while the
+    // connection is down commands fail at once instead of waiting in an unbounded offline queue;
+    // reconnects are retried every few hundred ms. Callers decide what a failure means (budgeted
+    // inference: 503 budget_unavailable; settlements of keys without a budget: buffered, retried).
+    this.r = new Redis(url, {
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      connectTimeout: 1000,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: (attempt) => Math.min(50 * attempt, 500),
+      enableAutoPipelining: true,
+      lazyConnect: false,
+    }) as Cmds;
     this.r.defineCommand("gwReserve", { numberOfKeys: 1, lua: RESERVE });
     this.r.defineCommand("gwAdjust", { numberOfKeys: 1, lua: ADJUST });
     this.r.defineCommand("gwIncrWindow", { numberOfKeys: 1, lua: INCR_WINDOW });
@@ -88,7 +103,20 @@ export class RedisKV implements KV {
     }
     set.add(handler);
   }
-  async ping() { await this.r.ping(); }
+  /** Waits for the first connection (commands are not queued while there is none), then pings. */
+  async ping() {
+    if (this.r.status !== "ready") {
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => { cleanup(); reject(new Error(`Redis did not become ready within 5 s`)); }, 5000);
+        const ok = () => { cleanup(); resolve(); };
+        const bad = (e: Error) => { if (this.r.status === "end") { cleanup(); reject(e); } };
+        const cleanup = () => { clearTimeout(t); this.r.off("ready", ok); this.r.off("error", bad); };
+        this.r.on("ready", ok);
+        this.r.on("error", bad);
+      });
+    }
+    await this.r.ping();
+  }
   async close() {
     this.sub?.disconnect();
     await this.r.quit().catch(() => this.r.disconnect());

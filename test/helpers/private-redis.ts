@@ -1,0 +1,84 @@
+// A redis-server of the test's own (free port, temporary directory, no persistence) for fault
+// tests that stop, freeze or restart it. Never the machine's shared Redis. Stopped by its PID.
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Redis from "ioredis";
+
+export interface PrivateRedis {
+  url: string;
+  port: number;
+  /** SIGSTOP: the process stays, its socket accepts, nothing answers. */
+  freeze(): void;
+  /** SIGCONT after freeze(). */
+  thaw(): void;
+  /** Kills the process (its data, kept only in memory, is gone). */
+  kill(): Promise<void>;
+  /** Starts a fresh, empty process on the same port. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitReady(url: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    c.on("error", () => {});
+    try {
+      await c.connect();
+      await c.ping();
+      c.disconnect();
+      return;
+    } catch {
+      c.disconnect();
+      await Bun.sleep(50);
+    }
+  }
+  throw new Error(`redis-server at ${url} did not start`);
+}
+
+export async function startPrivateRedis(): Promise<PrivateRedis> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "gw-redis-"));
+  const url = `redis://127.0.0.1:${port}`;
+  let proc: ReturnType<typeof Bun.spawn> | null = null;
+  const start = async () => {
+    proc = Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir], { stdout: "ignore", stderr: "ignore" });
+    await waitReady(url);
+  };
+  const kill = async () => {
+    const p = proc;
+    proc = null;
+    if (!p) return;
+    p.kill("SIGCONT");
+    p.kill("SIGKILL");
+    await p.exited;
+  };
+  await start();
+  return {
+    url,
+    port,
+    freeze: () => proc?.kill("SIGSTOP"),
+    thaw: () => proc?.kill("SIGCONT"),
+    kill,
+    restart: async () => {
+      await kill();
+      await start();
+    },
+    stop: async () => {
+      await kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
