@@ -3,6 +3,7 @@
 import { Elysia } from "elysia";
 import type { Ctx } from "./context.ts";
 import { errorResponse, GatewayError } from "./errors.ts";
+import { docsRoutes } from "./http/docs.ts";
 import { healthRoutes } from "./http/health.ts";
 import { signupRoutes } from "./signup/index.ts";
 import { managementRoutes } from "./management/index.ts";
@@ -16,10 +17,11 @@ export function buildApp(ctx: Ctx): Elysia {
   signupRoutes(ctx, app);
   healthRoutes(ctx, app);
   metricsRoutes(ctx, app);
+  docsRoutes(ctx, app);
   app.onError(({ code, path }) => {
     if (code === "NOT_FOUND") {
       const nested = path.startsWith("/v1/") && !path.startsWith("/v1/organizations");
-      return errorResponse(new GatewayError(404, `No route for ${path}. See the API reference for the available paths.`, { code: "not_found" }), nested ? "nested" : "flat");
+      return errorResponse(new GatewayError(404, `No route for ${path}. The API reference at /docs lists the available paths.`, { code: "not_found" }), nested ? "nested" : "flat");
     }
     return errorResponse(new GatewayError(400, "The request could not be read. Send a well-formed HTTP request with a JSON body.", { code: "bad_request" }), "flat");
   });

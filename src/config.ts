@@ -42,6 +42,11 @@ const schema = z.object({
   BRIDGE_HEALTH_INTERVAL_SECONDS: z.coerce.number().positive().default(30),
   // Additions beyond the contract, documented in the README.
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** One JSON line per request (src/http/access-log.ts); false turns it off. */
+  ACCESS_LOG: bool.default(true),
+  /** OTLP/HTTP collector for traces (e.g. http://127.0.0.1:4318); unset = tracing off, nothing loaded. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: url.optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).default("model-gateway"),
   MAX_REQUEST_BYTES: positiveInt.default(10 * 1024 * 1024),
   UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
   /** SSE keep-alive: a `:` comment goes to a streaming client when the upstream was quiet this long. */

@@ -14,6 +14,8 @@ import { startServices } from "./services.ts";
 
 export interface Gateway {
   ctx: Ctx;
+  /** The HTTP app (its route table is what the OpenAPI test compares the document with). */
+  app: ReturnType<typeof buildApp>;
   url: string;
   port: number;
   jobs: Job[];
@@ -47,7 +49,7 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   log.info({ port, database: dbh.kind, kv: kv.kind, secretKey: secrets.available ? "set" : "missing" }, "gateway listening");
   let stopped: Promise<void> | null = null;
   return {
-    ctx, jobs, port,
+    ctx, app, jobs, port,
     url: `http://${host}:${port}`,
     stop() {
       stopped ??= (async () => {

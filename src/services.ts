@@ -7,6 +7,8 @@ import { createMailer } from "./mail/mailer.ts";
 import { accountExpiryJob } from "./jobs/account-expiry.ts";
 import { bridgeHealthJob } from "./jobs/bridge-health.ts";
 import { installMetrics } from "./metrics/index.ts";
+import { installTracing } from "./metrics/tracing.ts";
+import { installAccessLog } from "./http/access-log.ts";
 import { registerClassifier } from "./relay/routing/classifier.ts";
 
 export async function startServices(ctx: Ctx): Promise<Job[]> {
@@ -14,6 +16,8 @@ export async function startServices(ctx: Ctx): Promise<Job[]> {
   jobs.push(...(await startRelayServices(ctx)));
   registerClassifier(ctx);
   installMetrics(ctx);
+  installAccessLog(ctx);
+  await installTracing(ctx);
   const mailer = createMailer(ctx.config, ctx.log);
   ctx.services.mailer = mailer;
   ctx.onShutdown(() => mailer.close());

@@ -4,7 +4,9 @@ import type { Ctx } from "../context.ts";
 import { json, mount, MANAGEMENT } from "./route.ts";
 
 export function healthRoutes(ctx: Ctx, app: Elysia) {
-  mount(ctx, app, "/healthz", { GET: () => ({ ok: true }) }, MANAGEMENT);
+  mount(ctx, app, "/healthz", { GET: () => ({ ok: true }) }, MANAGEMENT, {
+    GET: { summary: "Liveness: the process answers", tag: "Operations", auth: "none", responses: { "200": { description: "`{ok: true}`" } } },
+  });
   mount(ctx, app, "/readyz", {
     GET: async () => {
       const check = async (f: () => Promise<void>) => {
@@ -19,5 +21,10 @@ export function healthRoutes(ctx: Ctx, app: Elysia) {
       const ok = database === "ok" && kv === "ok";
       return json({ ok, database: { kind: ctx.dbh.kind, status: database }, kv: { kind: ctx.kv.kind, status: kv } }, ok ? 200 : 503);
     },
-  }, MANAGEMENT);
+  }, MANAGEMENT, {
+    GET: {
+      summary: "Readiness: the database and the KV answer", tag: "Operations", auth: "none",
+      responses: { "200": { description: "Both stores answer." }, "503": { description: "A store does not answer (which one is in the body)." } },
+    },
+  });
 }

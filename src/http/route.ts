@@ -4,6 +4,8 @@
 import type { Elysia } from "elysia";
 import { asGatewayError, errorResponse, loggableError, methodNotAllowed, type ErrorShape } from "../errors.ts";
 import type { Ctx } from "../context.ts";
+import { trackerOf, type AccessEntry } from "./access-log.ts";
+import { recordRoute, type RouteDocs } from "./openapi.ts";
 
 export type Method = "GET" | "POST" | "PATCH" | "DELETE" | "PUT";
 
@@ -12,6 +14,8 @@ export interface RequestContext {
   /** Socket address of the peer (before TRUST_PROXY). */
   socketIp: string | undefined;
   requestId: string;
+  /** This request's access record (access-log.ts): handlers add what they know. */
+  access: AccessEntry;
 }
 
 export type Handler = (rc: RequestContext) => Promise<Response | object> | Response | object;
@@ -33,26 +37,38 @@ export function json(body: unknown, status = 200, headers?: Record<string, strin
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
 }
 
-export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Record<Method, Handler>>, opts: MountOptions) {
+/**
+ * `docs` describes the path's operations for the OpenAPI document (openapi.ts): name the zod
+ * schemas the handler validates with. Every mounted path needs one (test/openapi.test.ts).
+ */
+export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Record<Method, Handler>>, opts: MountOptions, docs?: RouteDocs) {
   const allowed = Object.keys(handlers) as Method[];
+  recordRoute(app, path, opts.shape, docs);
+  const tracker = trackerOf(ctx);
   for (const method of allowed) {
     const h = handlers[method]!;
     const run = async ({ request, server }: { request: Request; server: { requestIP(r: Request): { address: string } | null } | null }) => {
       const requestId = nextRequestId(ctx, request);
+      const access = tracker.open(requestId, method, path);
       let res: Response;
       try {
         // The peer address is looked up only by handlers that read it (signup): it costs ~2 % of a request.
-        const rc: RequestContext = { request, requestId, get socketIp() { return server?.requestIP(request)?.address; } };
+        const rc: RequestContext = { request, requestId, access, get socketIp() { return server?.requestIP(request)?.address; } };
         const out = await h(rc);
         res = out instanceof Response ? out : json(out);
       } catch (e) {
         const err = asGatewayError(e);
-        if (err.code === "unhandled" || err.status >= 500) {
+        if (err.code === "unhandled") {
           ctx.log.error({ requestId, path, method, err: loggableError(e) }, "request failed");
+        } else if (err.status >= 500) {
+          // Known failures (every lane failed, a store is down): the answer says what happened; no stack.
+          ctx.log.warn({ requestId, path, method, status: err.status, code: err.code, message: err.message }, "request failed");
         }
         res = errorResponse(err, opts.shape);
       }
       res.headers.set("x-request-id", requestId);
+      access.status = res.status;
+      access.release();
       return res;
     };
     // Bodies are read by the handlers themselves: size caps come first, parsing is ours.

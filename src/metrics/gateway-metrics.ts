@@ -2,7 +2,7 @@
 // run in one test process, so nothing is registered globally) and the RelayObserver that feeds it
 // from the hot path. Observations are counter/histogram updates only (fast-metrics.ts); a scrape
 // serialises what is there and reads one number (the usage-queue depth), nothing more.
-import { Gauge, Registry } from "prom-client";
+import { collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import type { RelayObserver } from "../relay/observer.ts";
 import { FastCounter, FastHistogram, type CounterSeries, type HistogramSeries } from "./fast-metrics.ts";
 
@@ -22,8 +22,17 @@ export interface GatewayMetrics {
   render(): Promise<{ body: string; contentType: string }>;
 }
 
-export function createGatewayMetrics(): GatewayMetrics {
+/** What the in-flight gauges read at scrape time (src/http/access-log.ts RequestTracker). */
+export interface InFlightSource {
+  inFlight: number;
+  streams: number;
+}
+
+export function createGatewayMetrics(inFlight?: InFlightSource): GatewayMetrics {
   const registry = new Registry();
+  // Process CPU, memory, open handles and file descriptors, event-loop lag, GC: prom-client's own
+  // collectors, read at scrape time (the lag monitor samples in the background at no request cost).
+  collectDefaultMetrics({ register: registry });
   const requests = new FastCounter("gateway_requests_total",
     "Inference requests answered, by endpoint, provider that served (or last tried) and outcome.",
     ["endpoint", "provider", "outcome"], registry);
@@ -42,6 +51,28 @@ export function createGatewayMetrics(): GatewayMetrics {
   const upstreamErrors = new FastCounter("gateway_upstream_errors_total",
     "Failed upstream attempts, by provider, HTTP status (0 = no answer) and error code.",
     ["provider", "status", "code"], registry);
+  const laneDuration = new FastHistogram("gateway_upstream_duration_seconds",
+    "Duration of one upstream attempt (one lane), from sending to its last byte, by provider and outcome.",
+    ["provider", "outcome"], LATENCY_BUCKETS, registry);
+  const laneTtfb = new FastHistogram("gateway_upstream_time_to_first_byte_seconds",
+    "Time from sending one upstream attempt to its first byte (headers, or first event of a stream), by provider and outcome.",
+    ["provider", "outcome"], TTFB_BUCKETS, registry);
+  new Gauge({
+    name: "gateway_requests_in_flight",
+    help: "HTTP requests being answered now (streams count until their last byte).",
+    registers: [registry],
+    collect() {
+      this.set(inFlight?.inFlight ?? 0);
+    },
+  });
+  new Gauge({
+    name: "gateway_streams_in_flight",
+    help: "Streaming answers being relayed now.",
+    registers: [registry],
+    collect() {
+      this.set(inFlight?.streams ?? 0);
+    },
+  });
   let readDepth: (() => number) | null = null;
   new Gauge({
     name: "gateway_usage_queue_depth",
@@ -65,6 +96,8 @@ export function createGatewayMetrics(): GatewayMetrics {
     return s;
   };
 
+  const laneSeries = new Map<string, { duration: HistogramSeries; ttfb: HistogramSeries }>();
+
   const observer: RelayObserver = {
     requestDone(i) {
       const s = seriesFor(i.endpoint, i.provider ?? NO_PROVIDER, i.outcome);
@@ -80,6 +113,13 @@ export function createGatewayMetrics(): GatewayMetrics {
     },
     upstreamError(i) {
       upstreamErrors.labels(i.provider, String(i.status), i.code).inc();
+    },
+    laneAttempt(i) {
+      const k = `${i.provider}\u0000${i.outcome}`;
+      let s = laneSeries.get(k);
+      if (!s) laneSeries.set(k, (s = { duration: laneDuration.labels(i.provider, i.outcome), ttfb: laneTtfb.labels(i.provider, i.outcome) }));
+      if (i.latencyMs >= 0) s.duration.observe(i.latencyMs / 1000);
+      if (i.ttfbMs !== null && i.ttfbMs >= 0) s.ttfb.observe(i.ttfbMs / 1000);
     },
   };
 

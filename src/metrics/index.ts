@@ -1,12 +1,13 @@
 // The metrics service: one registry per gateway instance, installed at boot (src/services.ts) as
 // `ctx.services.metrics`, with its RelayObserver as `ctx.services.relayObserver` for the hot path.
 import type { Ctx } from "../context.ts";
+import { trackerOf } from "../http/access-log.ts";
 import { createGatewayMetrics, type GatewayMetrics } from "./gateway-metrics.ts";
 
 export { createGatewayMetrics, NO_PROVIDER, type GatewayMetrics } from "./gateway-metrics.ts";
 
 export function installMetrics(ctx: Ctx): GatewayMetrics {
-  const metrics = createGatewayMetrics();
+  const metrics = createGatewayMetrics(trackerOf(ctx));
   ctx.services.metrics = metrics;
   ctx.services.relayObserver = metrics.observer;
   // The relay registers its usage queue as `ctx.services.usageQueue`; the gauge asks it for its

@@ -12,5 +12,10 @@ export function metricsRoutes(ctx: Ctx, app: Elysia): void {
       const { body, contentType } = await metricsOf(ctx).render();
       return new Response(body, { headers: { "content-type": contentType, "cache-control": "no-store" } });
     },
-  }, MANAGEMENT);
+  }, MANAGEMENT, {
+    GET: {
+      summary: "Prometheus metrics", tag: "Operations", auth: "none",
+      responses: { "200": { description: "Prometheus text exposition.", contentType: "text/plain" } },
+    },
+  });
 }

@@ -8,6 +8,7 @@ import type { ChatRequest, ClientCodec, ClientShape, Json, UpstreamCodec, Usage,
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import type { MoneyCall } from "./budget/money.ts";
+import type { AccessEntry } from "../http/access-log.ts";
 import type { KeyContext } from "./key-context.ts";
 import { observerOf } from "./observer.ts";
 import { noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
@@ -34,6 +35,8 @@ export interface RelayRequest {
   startedAt: number;
   /** The request's money: its reservation, the record of every attempt, the settlement. */
   money: MoneyCall;
+  /** The request's access record (absent for /blitz prompts, which share their batch's). */
+  access?: AccessEntry;
   pivot?: ChatRequest;
   /** The client's protocol headers (ClientCodec.forwardHeaders), for a lane that passes its request through. */
   clientHeaders?: Record<string, string>;
@@ -71,7 +74,9 @@ export class Attempt {
   finish(status: number, outcome: "ok" | "error" | "aborted" | "broken", errorCode: string | null, usage: Usage | null): void {
     if (this.finished) return;
     this.finished = true;
-    this.rr.money.record({
+    const rr = this.rr;
+    const latencyMs = performance.now() - this.startedAt;
+    const cost = rr.money.record({
       adapter: this.adapter,
       provider: this.lane.provider,
       laneIndex: this.lane.index,
@@ -80,9 +85,30 @@ export class Attempt {
       outcome,
       errorCode,
       usage,
-      latencyMs: Math.round(performance.now() - this.startedAt),
+      latencyMs: Math.round(latencyMs),
       ttfbMs: this.ttfbMs,
     });
+    observerOf(rr.ctx).laneAttempt?.({ provider: this.lane.provider, outcome, latencyMs, ttfbMs: this.ttfbMs });
+    if (rr.access) this.noteInAccessLog(rr.access, usage, cost);
+  }
+
+  private noteInAccessLog(access: AccessEntry, usage: Usage | null, cost: number): void {
+    // Lanes run one after another: the last one started is this attempt's.
+    const tried = access.lanes?.at(-1);
+    if (tried) {
+      tried.endedAt = performance.now();
+      tried.ttfbMs = this.ttfbMs;
+      tried.model = this.model;
+      if (usage) {
+        tried.inputTokens = usage.prompt_tokens;
+        tried.outputTokens = usage.completion_tokens;
+      }
+    }
+    if (usage) {
+      access.inputTokens += usage.prompt_tokens;
+      access.outputTokens += usage.completion_tokens;
+    }
+    access.costUsd += cost;
   }
 }
 

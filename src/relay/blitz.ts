@@ -12,13 +12,14 @@ import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
 import { asGatewayError, GatewayError } from "../errors.ts";
 import { bearer, readJsonObject } from "../http/request.ts";
+import { z } from "zod";
 import { BLITZ, mount, type RequestContext } from "../http/route.ts";
 import { monthKey } from "../lib/time.ts";
 import { MoneyCall } from "./budget/money.ts";
 import type { Json } from "../protocols/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { BLITZ_INSTANCE_CAP, BLITZ_PER_REQUEST, runBounded, Semaphore } from "./blitz/pool.ts";
-import { parseBlitzBody } from "./blitz/validate.ts";
+import { BLITZ_MAX_PROMPTS, parseBlitzBody } from "./blitz/validate.ts";
 import type { KeyContext } from "./key-context.ts";
 import { observerOf } from "./observer.ts";
 import { runChat } from "./pipeline.ts";
@@ -43,8 +44,21 @@ export function blitzSlots(ctx: Ctx): Semaphore {
 }
 
 export function blitzRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/blitz", { POST: (rc) => handleBlitz(ctx, rc) }, BLITZ);
+  mount(ctx, app, "/blitz", { POST: (rc) => handleBlitz(ctx, rc) }, BLITZ, {
+    POST: {
+      summary: "Up to 50 prompts in one request", tag: "Inference", auth: "routing-key", body: blitzBodyDoc,
+      description: "Each prompt runs as its own chat completion through the key's lanes, all at once; one failing prompt is one error entry.",
+      responses: { "200": { description: "`blitz.result`: one entry per prompt, in order, and the summed usage." } },
+    },
+  });
 }
+
+/** The body parseBlitzBody (blitz/validate.ts) accepts, for the API reference. */
+const blitzBodyDoc = z.looseObject({
+  model: z.string().min(1),
+  prompts: z.array(z.union([z.string(), z.looseObject({ messages: z.array(z.looseObject({ role: z.string() })) })])).min(1).max(BLITZ_MAX_PROMPTS),
+  stream: z.literal(false).optional(),
+}).meta({ description: "Shared chat parameters (temperature, max_tokens, tools…) apply to every prompt." });
 
 const authRequired = () =>
   new GatewayError(401, "No routing key was sent. /blitz needs a routing key (gw_…) in the Authorization header; create one with POST /v1/organizations/routing-keys.", { code: "auth_required" });

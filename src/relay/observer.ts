@@ -8,6 +8,8 @@ export interface RelayObserver {
   fallback(i: { endpoint: string; fromProvider: string; reason: string }): void;
   budgetRejected(i: { endpoint: string }): void;
   upstreamError(i: { provider: string; status: number; code: string }): void;
+  /** One upstream attempt ended (per-lane latency and time to first byte). */
+  laneAttempt?(i: { provider: string; outcome: string; latencyMs: number; ttfbMs: number | null }): void;
   usageQueueDepth?(): number;
 }
 

@@ -3,6 +3,7 @@
 // executor without an HTTP response, for /blitz.
 import type { Ctx } from "../context.ts";
 import { asGatewayError, GatewayError } from "../errors.ts";
+import type { AccessEntry } from "../http/access-log.ts";
 import type { RequestContext } from "../http/route.ts";
 import { clientCodecs } from "../protocols/index.ts";
 import type { ChatRequest, ClientShape, Json, Usage } from "../protocols/types.ts";
@@ -33,7 +34,9 @@ class LaneRunner {
   async next(): Promise<LaneResult> {
     while (this.i < this.lanes.length) {
       const lane = this.lanes[this.i++]!;
+      const tried = this.rr.access?.laneStarted(lane.provider, lane.index);
       const r = await tryLane(this.rr, lane);
+      if (tried) tried.status = r.kind === "json" ? r.status : r.kind === "stream" ? r.res.status : r.kind === "failed" ? r.failure.status : 0;
       if (r.kind !== "failed") return r;
       this.failed(r.failure);
       if (this.rr.signal.aborted) return { kind: "aborted" };
@@ -44,8 +47,19 @@ class LaneRunner {
   /** Records a lane's failure (also used by the stream driver for a stream broken before content). */
   failed(f: LaneFailure): void {
     this.last = f;
-    if (this.i < this.lanes.length) observerOf(this.rr.ctx).fallback({ endpoint: this.rr.endpoint, fromProvider: f.provider, reason: f.code });
+    const rr = this.rr;
+    const tried = rr.access?.lanes?.findLast((t) => t.lane === f.laneIndex);
+    if (tried) {
+      tried.status = f.status;
+      tried.code = f.code;
+    }
+    if (this.i < this.lanes.length) {
+      observerOf(rr.ctx).fallback({ endpoint: rr.endpoint, fromProvider: f.provider, reason: f.code });
+      // A routine event (the next lane takes over): a warning without a stack.
+      rr.ctx.log.warn({ requestId: rr.requestId, provider: f.provider, lane: f.laneIndex, status: f.status, code: f.code }, "lane failed; trying the next lane");
+    }
   }
+
 }
 
 /**
@@ -66,8 +80,9 @@ function pivotFor(rr: RelayRequest): ChatRequest {
 /** The usage-record endpoint of a client shape. */
 const ENDPOINT_OF: Record<ClientShape, Endpoint> = { chat: "chat", responses: "responses", anthropic: "messages" };
 
-function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number }): RelayRequest {
+function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number; access?: AccessEntry }): RelayRequest {
   return {
+    access: i.access,
     ctx, key,
     endpoint: i.endpoint,
     shape: i.shape,
@@ -84,6 +99,12 @@ function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; sha
 
 function done(rr: RelayRequest, outcome: string, status: number, provider: string | null, ttfbMs: number | null) {
   rr.money.settle();
+  const access = rr.access;
+  if (access) {
+    access.outcome = outcome;
+    access.served = outcome === "ok" ? provider : null;
+    access.ttfbMs = ttfbMs;
+  }
   observerOf(rr.ctx).requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs });
 }
 
@@ -91,9 +112,11 @@ function done(rr: RelayRequest, outcome: string, status: number, provider: strin
  * A request turned away before any provider was tried (401/410/403 key, 413/400 body or lanes,
  * 402 budget) still counts in gateway_requests_total, with no provider. Only the error path pays.
  */
-function refused(ctx: Ctx, endpoint: Endpoint, e: unknown, startedAt: number): void {
+function refused(ctx: Ctx, endpoint: Endpoint, e: unknown, startedAt: number, access: AccessEntry): void {
   const status = e instanceof GatewayError ? e.status : 500;
-  observerOf(ctx).requestDone({ endpoint, provider: null, outcome: status < 500 ? "refused" : "error", status, latencyMs: performance.now() - startedAt, ttfbMs: null });
+  const outcome = status < 500 ? "refused" : "error";
+  access.outcome = outcome;
+  observerOf(ctx).requestDone({ endpoint, provider: null, outcome, status, latencyMs: performance.now() - startedAt, ttfbMs: null });
 }
 
 /** POST /v1/chat/completions, /v1/responses and /v1/messages. Order: key 401 → body 413/400 → lanes 400 → budget 402. */
@@ -103,14 +126,16 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
   let rr: RelayRequest;
   try {
     const key = await resolveRoutingKey(ctx, rc.request, shape === "anthropic");
+    rc.access.keyPrefix = key.keyPrefix;
     const parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
+    rc.access.model = parsed.model;
     (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
     if (key.lanes.length === 0) throw noProviders();
     const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);
-    rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt });
+    rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt, access: rc.access });
     rr.clientHeaders = forwardedHeaders(shape, rc.request);
   } catch (e) {
-    refused(ctx, endpoint, e, startedAt);
+    refused(ctx, endpoint, e, startedAt, rc.access);
     throw e;
   }
 
@@ -130,12 +155,16 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
       done(rr, "ok", first.status, first.attempt.provider, first.attempt.ttfbMs);
       return new Response(first.text, { status: first.status, headers: { "content-type": "application/json" } });
     case "stream":
+      rc.access.holdForStream();
       return streamResponse(rr, first, {
         nextLane: (f) => {
           runner.failed(f);
           return runner.next();
         },
-        done: (outcome, status, provider, ttfbMs) => done(rr, outcome, status, provider, ttfbMs),
+        done: (outcome, status, provider, ttfbMs) => {
+          done(rr, outcome, status, provider, ttfbMs);
+          rc.access.streamEnded();
+        },
       });
     case "aborted":
       done(rr, "aborted", 499, null, null);

@@ -2,6 +2,7 @@
 // JSON.parse, then the fields SPEC requires. Missing `model`/`messages`/`input` answer 400 in the
 // nested shape with type invalid_request_error and no code (CONTRACT §6). Every other property
 // rides along untouched.
+import { z } from "zod";
 import { GatewayError } from "../errors.ts";
 import { tooLarge } from "../http/request.ts";
 import type { ClientShape, Json } from "../protocols/types.ts";
@@ -27,6 +28,31 @@ async function readCapped(request: Request, maxBytes: number): Promise<{ text: s
   }
   return { text: Buffer.concat(parts).toString("utf8"), bytes: total };
 }
+
+/**
+ * What readInferenceBody checks, as zod schemas for the API reference (the hot path itself does not
+ * run zod: it checks these few fields by hand and passes every other property through untouched).
+ * Keep the two in step.
+ */
+const passThrough = { stream: z.boolean().nullable().optional().meta({ description: "Stream the answer as server-sent events." }) };
+export const chatCompletionsBodyDoc = z.looseObject({
+  model: z.string().min(1).meta({ description: "The model; each lane may substitute its own." }),
+  messages: z.array(z.looseObject({ role: z.string() })).meta({ description: "OpenAI chat messages." }),
+  ...passThrough,
+}).meta({ description: "An OpenAI chat completions request. Every other OpenAI parameter is passed on." });
+export const responsesBodyDoc = z.looseObject({
+  model: z.string().min(1),
+  input: z.union([z.string(), z.array(z.looseObject({}))]).meta({ description: "A string or an array of input items." }),
+  ...passThrough,
+}).meta({ description: "An OpenAI Responses API request. Every other parameter is passed on." });
+export const messagesBodyDoc = z.looseObject({
+  model: z.string().min(1),
+  messages: z.array(z.looseObject({ role: z.string() })).meta({ description: "Anthropic user and assistant turns." }),
+  max_tokens: z.int().min(1),
+  ...passThrough,
+}).meta({ description: "An Anthropic Messages request (system, tools, thinking… are passed on or translated)." });
+export const countTokensBodyDoc = messagesBodyDoc.omit({ max_tokens: true, stream: true })
+  .meta({ description: "A Messages request without max_tokens: the tokens its system, messages and tools take." });
 
 export interface InferenceBody {
   body: Json;

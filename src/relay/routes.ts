@@ -6,17 +6,48 @@ import { keyInfo } from "./key-info.ts";
 import { listModels } from "./models.ts";
 import { handleCountTokens } from "./count-tokens.ts";
 import { handleInference } from "./pipeline.ts";
+import { chatCompletionsBodyDoc, countTokensBodyDoc, messagesBodyDoc, responsesBodyDoc } from "./request-body.ts";
 import { transcriptionRoutes } from "./transcriptions.ts";
 
 /** The inference endpoints: the hot path. */
 export function relayRoutes(ctx: Ctx, app: Elysia): void {
   const created = Math.floor(Date.now() / 1000);
-  mount(ctx, app, "/v1/chat/completions", { POST: (rc) => handleInference(ctx, rc, "chat") }, INFERENCE);
-  mount(ctx, app, "/v1/responses", { POST: (rc) => handleInference(ctx, rc, "responses") }, INFERENCE);
-  mount(ctx, app, "/v1/messages", { POST: (rc) => handleInference(ctx, rc, "anthropic") }, ANTHROPIC);
-  mount(ctx, app, "/v1/messages/count_tokens", { POST: (rc) => handleCountTokens(ctx, rc) }, ANTHROPIC);
-  mount(ctx, app, "/v1/models", { GET: (rc) => listModels(ctx, rc.request, created) }, INFERENCE);
-  mount(ctx, app, "/v1/key", { GET: (rc) => keyInfo(ctx, rc.request) }, INFERENCE);
+  mount(ctx, app, "/v1/chat/completions", { POST: (rc) => handleInference(ctx, rc, "chat") }, INFERENCE, {
+    POST: {
+      summary: "Chat completion (OpenAI-compatible)", tag: "Inference", auth: "routing-key", body: chatCompletionsBodyDoc,
+      description: "Runs the request through the routing key's lanes in order, falling over to the next lane when one fails.",
+      responses: {
+        "200": { description: "The completion (JSON), or with `stream: true` server-sent events." },
+        "402": { description: "budget_exceeded: the key's monthly budget does not fit this request." },
+      },
+    },
+  });
+  mount(ctx, app, "/v1/responses", { POST: (rc) => handleInference(ctx, rc, "responses") }, INFERENCE, {
+    POST: {
+      summary: "Response (OpenAI Responses API)", tag: "Inference", auth: "routing-key", body: responsesBodyDoc,
+      responses: { "200": { description: "The response (JSON), or with `stream: true` server-sent events." } },
+    },
+  });
+  mount(ctx, app, "/v1/messages", { POST: (rc) => handleInference(ctx, rc, "anthropic") }, ANTHROPIC, {
+    POST: {
+      summary: "Message (Anthropic Messages API)", tag: "Inference", auth: "routing-key", body: messagesBodyDoc,
+      description: "For Anthropic SDKs: the routing key goes in `x-api-key` or `Authorization`. Passed through on Anthropic lanes, translated elsewhere.",
+      responses: { "200": { description: "The message (JSON), or with `stream: true` Anthropic server-sent events." } },
+    },
+  });
+  mount(ctx, app, "/v1/messages/count_tokens", { POST: (rc) => handleCountTokens(ctx, rc) }, ANTHROPIC, {
+    POST: {
+      summary: "Count a Messages request's input tokens", tag: "Inference", auth: "routing-key", body: countTokensBodyDoc,
+      description: "Exact on Anthropic lanes; elsewhere an estimate, marked by the `x-token-count: estimated` header.",
+      responses: { "200": { description: "`{input_tokens}`" } },
+    },
+  });
+  mount(ctx, app, "/v1/models", { GET: (rc) => listModels(ctx, rc.request, created) }, INFERENCE, {
+    GET: { summary: "Models the key's lanes can serve", tag: "Inference", auth: "routing-key", responses: { "200": { description: "An OpenAI model list." } } },
+  });
+  mount(ctx, app, "/v1/key", { GET: (rc) => keyInfo(ctx, rc.request) }, INFERENCE, {
+    GET: { summary: "The calling routing key: lanes, mode, budget", tag: "Inference", auth: "routing-key", responses: { "200": { description: "The key and this month's spend." } } },
+  });
   blitzRoutes(ctx, app);
   transcriptionRoutes(ctx, app);
 }

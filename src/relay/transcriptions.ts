@@ -134,5 +134,11 @@ function transcriptionsHandler(ctx: Ctx): Handler {
 
 /** Mounts POST /v1/audio/transcriptions (other methods: 405 without code). */
 export function transcriptionRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/v1/audio/transcriptions", { POST: transcriptionsHandler(ctx) }, INFERENCE);
+  mount(ctx, app, "/v1/audio/transcriptions", { POST: transcriptionsHandler(ctx) }, INFERENCE, {
+    POST: {
+      summary: "Transcribe audio (through the subscription lane)", tag: "Inference", auth: "routing-key",
+      rawBody: { contentType: "multipart/form-data", schema: { type: "object", required: ["file"], properties: { file: { type: "string", contentMediaType: "application/octet-stream" }, model: { type: "string" } } } },
+      responses: { "200": { description: "The transcription, as the upstream answered it." } },
+    },
+  });
 }

@@ -1,5 +1,6 @@
 // Everything at {site_url}: agent signup and verify, the checkout page, the billing webhook.
 import type { Elysia } from "elysia";
+import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { mount, MANAGEMENT, type RequestContext } from "../http/route.ts";
@@ -11,6 +12,7 @@ import { agentSignup, agentVerify } from "./service.ts";
 import { handleBillingWebhook } from "./webhook.ts";
 
 const ACTIONS = ["agent-signup", "agent-verify"];
+const actionQueryDoc = z.strictObject({ action: z.enum(ACTIONS as [string, ...string[]]) });
 
 /** Signup errors carry no `code` (SPEC Errors table): a shared helper's 400 loses its code here. */
 function codeless(e: unknown): never {
@@ -40,7 +42,22 @@ async function authAction(ctx: Ctx, { request, socketIp, requestId }: RequestCon
 
 /** Agent signup and verify, checkout page, billing webhook (all at {site_url}). */
 export function signupRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/api/auth", { POST: (rc) => authAction(ctx, rc) }, MANAGEMENT);
-  mount(ctx, app, "/api/billing/webhook", { POST: ({ request, requestId }) => handleBillingWebhook(ctx, request, requestId) }, MANAGEMENT);
-  mount(ctx, app, "/checkout", { GET: ({ request, requestId }) => checkoutPage(ctx, request, requestId) }, MANAGEMENT);
+  mount(ctx, app, "/api/auth", { POST: (rc) => authAction(ctx, rc) }, MANAGEMENT, {
+    POST: {
+      summary: "Agent signup and verify", tag: "Signup", auth: "none", query: actionQueryDoc, body: z.union([signupBody, verifyBody]),
+      description: "`?action=agent-signup` with `{email, source?}` mails a 6-digit code to the human; `?action=agent-verify` with `{email, code}` answers the account token.",
+      responses: { "200": { description: "Signup: the code was sent. Verify: the account and its token." } },
+    },
+  });
+  mount(ctx, app, "/api/billing/webhook", { POST: ({ request, requestId }) => handleBillingWebhook(ctx, request, requestId) }, MANAGEMENT, {
+    POST: {
+      summary: "Billing webhook (Stripe)", tag: "Signup", auth: "none",
+      description: "Signed with BILLING_WEBHOOK_SECRET (the `Stripe-Signature` header); a paid checkout activates the account.",
+      rawBody: { contentType: "application/json", schema: { type: "object", description: "A Stripe event." } },
+      responses: { "200": { description: "The event was handled (or ignored)." } },
+    },
+  });
+  mount(ctx, app, "/checkout", { GET: ({ request, requestId }) => checkoutPage(ctx, request, requestId) }, MANAGEMENT, {
+    GET: { summary: "Checkout page for an unpaid account", tag: "Signup", auth: "none", responses: { "200": { description: "An HTML page.", contentType: "text/html" } } },
+  });
 }

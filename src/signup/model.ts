@@ -9,7 +9,7 @@ export const SOURCE_MAX_LENGTH = 100;
 /** A codeless signup error: 400, 429 or 502 with a sentence saying what to do next. */
 export const signupError = (status: number, message: string) => new GatewayError(status, message);
 
-const email = z.unknown().optional().transform((v, ctx) => {
+const email = z.unknown().meta({ type: "string", format: "email", description: "The address of the human who will own the account." }).optional().transform((v, ctx) => {
   if (v === undefined || v === null || v === "") {
     ctx.addIssue({ code: "custom", message: "Field `email` is required: the address of the human who will own the account." });
     return z.NEVER;
@@ -34,7 +34,7 @@ const email = z.unknown().optional().transform((v, ctx) => {
 // Extra fields are ignored here: signup has nothing to mass-assign, and agents often add context.
 export const signupBody = z.object({
   email,
-  source: z.unknown().optional().transform((v, ctx) => {
+  source: z.unknown().meta({ type: "string", maxLength: SOURCE_MAX_LENGTH, description: "Where the agent found the gateway (a short slug)." }).optional().transform((v, ctx) => {
     if (v === undefined || v === null) return null;
     if (typeof v !== "string" || v.trim() === "" || v.length > SOURCE_MAX_LENGTH || /[\u0000-\u001f\u007f]/.test(v)) {
       ctx.addIssue({ code: "custom", message: `Field \`source\` must be a short slug (1 to ${SOURCE_MAX_LENGTH} printable characters) naming where the agent found the gateway.` });
@@ -46,7 +46,7 @@ export const signupBody = z.object({
 
 export const verifyBody = z.object({
   email,
-  code: z.unknown().optional().transform((v, ctx) => {
+  code: z.unknown().meta({ type: "string", pattern: "^\\d{6}$", description: "The 6-digit code from the email." }).optional().transform((v, ctx) => {
     if (v === undefined || v === null || v === "") {
       ctx.addIssue({ code: "custom", message: "Field `code` is required: the 6-digit code from the email." });
       return z.NEVER;

@@ -4,6 +4,7 @@ import type { Elysia } from "elysia";
 import type { Ctx } from "../../context.ts";
 import { badRequest } from "../../errors.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
+import type { RouteDocs } from "../../http/openapi.ts";
 import { authenticate } from "../guard.ts";
 import { readBody, readQuery } from "../zod-input.ts";
 import { createBridgeBody, idQuery, noQuery } from "./model.ts";
@@ -36,6 +37,16 @@ export function bridgeHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
   };
 }
 
+export const bridgeDocs: RouteDocs = {
+  GET: { summary: "List bridges", tag: "Bridges", auth: "account-read", query: noQuery, responses: { "200": { description: "`{bridges: [...]}`" } } },
+  POST: {
+    summary: "Register a bridge", tag: "Bridges", auth: "account-write", query: noQuery, body: createBridgeBody,
+    description: "A self-hosted coding-agent bridge: its base URL and the bearer token the gateway sends it (stored encrypted, never shown again).",
+    responses: { "200": { description: "`{bridge}`" } },
+  },
+  DELETE: { summary: "Revoke a bridge", tag: "Bridges", auth: "account-write", query: idQuery, responses: { "200": { description: "`{revoked: true}`" } } },
+};
+
 export function bridgeRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/v1/organizations/bridges", bridgeHandlers(ctx), MANAGEMENT);
+  mount(ctx, app, "/v1/organizations/bridges", bridgeHandlers(ctx), MANAGEMENT, bridgeDocs);
 }

@@ -3,6 +3,7 @@ import type { Elysia } from "elysia";
 import type { Ctx } from "../../context.ts";
 import { badRequest } from "../../errors.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
+import type { RouteDocs } from "../../http/openapi.ts";
 import { authenticate } from "../guard.ts";
 import { readBody, readQuery } from "../zod-input.ts";
 import { createCredentialBody, idQuery, noQuery } from "./model.ts";
@@ -35,6 +36,16 @@ export function credentialHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
   };
 }
 
+export const credentialDocs: RouteDocs = {
+  GET: { summary: "List saved provider keys", tag: "Credentials", auth: "account-read", query: noQuery, responses: { "200": { description: "`{credentials: [...]}` (fingerprints only, never the key)." } } },
+  POST: {
+    summary: "Save a provider API key", tag: "Credentials", auth: "account-write", query: noQuery, body: createCredentialBody,
+    description: "Stored encrypted; lanes of that provider name it with `credential_id`.",
+    responses: { "200": { description: "`{credential}`" } },
+  },
+  DELETE: { summary: "Delete a saved key", tag: "Credentials", auth: "account-write", query: idQuery, responses: { "200": { description: "`{deleted: true}`" } } },
+};
+
 export function credentialRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/v1/organizations/credentials", credentialHandlers(ctx), MANAGEMENT);
+  mount(ctx, app, "/v1/organizations/credentials", credentialHandlers(ctx), MANAGEMENT, credentialDocs);
 }

@@ -9,13 +9,15 @@
 //   A known action with another method answers 405 method_not_allowed; a missing or unknown
 //   action answers 400 bad_request (after authentication, as any other validation).
 import type { Elysia } from "elysia";
+import { z } from "zod";
 import type { Ctx } from "../../context.ts";
 import { badRequest, methodNotAllowed } from "../../errors.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
 import { authenticate } from "../guard.ts";
-import { routingKeyHandlers } from "../routing-keys/index.ts";
-import { bridgeHandlers } from "../bridges/index.ts";
-import { subSessionHandlers } from "../sub-session/index.ts";
+import { aliasDocs } from "../../http/openapi.ts";
+import { routingKeyDocs, routingKeyHandlers } from "../routing-keys/index.ts";
+import { bridgeDocs, bridgeHandlers } from "../bridges/index.ts";
+import { subSessionDocs, subSessionHandlers } from "../sub-session/index.ts";
 
 export const SUB_ACTIONS: Record<string, { methods: Method[]; runs: Method }> = {
   status: { methods: ["GET"], runs: "GET" },
@@ -46,11 +48,17 @@ function subActionHandler(ctx: Ctx, method: Method): Handler {
 }
 
 export function legacyRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/v1/routing-keys", routingKeyHandlers(ctx), MANAGEMENT);
-  mount(ctx, app, "/v1/bridges", bridgeHandlers(ctx), MANAGEMENT);
+  mount(ctx, app, "/v1/routing-keys", routingKeyHandlers(ctx), MANAGEMENT, aliasDocs(routingKeyDocs, "Legacy aliases", "Alias of /v1/organizations/routing-keys."));
+  mount(ctx, app, "/v1/bridges", bridgeHandlers(ctx), MANAGEMENT, aliasDocs(bridgeDocs, "Legacy aliases", "Alias of /v1/organizations/bridges."));
+  const sub = aliasDocs(subSessionDocs, "Legacy aliases", "Alias of /v1/organizations/sub-session: ?action=status (GET), connect (POST), disconnect (POST or DELETE).");
+  const action = (values: string[]) => z.strictObject({ action: z.enum(values as [string, ...string[]]) });
   mount(ctx, app, "/api/sub", {
     GET: subActionHandler(ctx, "GET"),
     POST: subActionHandler(ctx, "POST"),
     DELETE: subActionHandler(ctx, "DELETE"),
-  }, MANAGEMENT);
+  }, MANAGEMENT, {
+    GET: { ...sub.GET!, query: action(["status"]) },
+    POST: { ...sub.POST!, summary: "Connect or disconnect the subscription sign-in", query: action(["connect", "disconnect"]), bodyOptional: true },
+    DELETE: { ...sub.DELETE!, query: action(["disconnect"]) },
+  });
 }

@@ -3,6 +3,7 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../../context.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
+import type { RouteDocs } from "../../http/openapi.ts";
 import { authenticate } from "../guard.ts";
 import { readBody, readQuery } from "../zod-input.ts";
 import { createRoutingKeyBody, idQuery, listQuery, noQuery, patchRoutingKeyBody } from "./model.ts";
@@ -41,6 +42,24 @@ export function routingKeyHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
   };
 }
 
+export const routingKeyDocs: RouteDocs = {
+  GET: {
+    summary: "List routing keys", tag: "Routing keys", auth: "account-read", query: listQuery,
+    description: "`?include=lanes` adds the lanes this account can wire (saved keys, sub session, bridges).",
+    responses: { "200": { description: "`{routing_keys: [...]}` (and `lanes` with ?include=lanes)." } },
+  },
+  POST: {
+    summary: "Create a routing key", tag: "Routing keys", auth: "account-write", query: noQuery, body: createRoutingKeyBody, bodyOptional: true,
+    description: "Every field is optional: a bare POST creates a default key. The raw key (gw_…) is shown once.",
+    responses: { "200": { description: "`{routing_key, raw_key}`" } },
+  },
+  PATCH: {
+    summary: "Change a routing key", tag: "Routing keys", auth: "account-write", query: idQuery, body: patchRoutingKeyBody,
+    description: "The key's id goes in the query: `PATCH /v1/organizations/routing-keys?id=rk_…`. `regenerate: true` returns a new raw key.",
+    responses: { "200": { description: "The updated routing key (also under `routing_key`)." } },
+  },
+};
+
 export function routingKeyRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/v1/organizations/routing-keys", routingKeyHandlers(ctx), MANAGEMENT);
+  mount(ctx, app, "/v1/organizations/routing-keys", routingKeyHandlers(ctx), MANAGEMENT, routingKeyDocs);
 }

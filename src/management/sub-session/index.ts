@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { Ctx } from "../../context.ts";
 import { badRequest, GatewayError } from "../../errors.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
+import type { RouteDocs } from "../../http/openapi.ts";
 import { authenticate } from "../guard.ts";
 import { parseWith, readBody, readQuery } from "../zod-input.ts";
 import { authJsonSchema, connectBody, noQuery, type AuthJson } from "./model.ts";
@@ -78,6 +79,21 @@ export function subSessionHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
   };
 }
 
+/** connectBody with the sign-in file's own schema in place of `unknown` (the handler reads it with authJsonSchema). */
+const connectBodyDoc = connectBody.extend({
+  auth_json: z.union([authJsonSchema, z.string().meta({ description: "The sign-in file's JSON text." })]),
+});
+
+export const subSessionDocs: RouteDocs = {
+  GET: { summary: "The subscription sign-in's state", tag: "Sub session", auth: "account-read", query: noQuery, responses: { "200": { description: "The sub session (or `connected: false`)." } } },
+  POST: {
+    summary: "Connect the subscription sign-in", tag: "Sub session", auth: "account-write", query: noQuery, body: connectBodyDoc,
+    description: "Upload the subscription CLI's sign-in file (auth.json). It is stored encrypted and checked against the backend.",
+    responses: { "200": { description: "The sub session." } },
+  },
+  DELETE: { summary: "Disconnect the subscription sign-in", tag: "Sub session", auth: "account-write", query: noQuery, responses: { "200": { description: "`{connected: false, status: \"revoked\"}`" } } },
+};
+
 export function subSessionRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/v1/organizations/sub-session", subSessionHandlers(ctx), MANAGEMENT);
+  mount(ctx, app, "/v1/organizations/sub-session", subSessionHandlers(ctx), MANAGEMENT, subSessionDocs);
 }

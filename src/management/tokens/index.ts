@@ -30,5 +30,13 @@ export function tokenRoutes(ctx: Ctx, app: Elysia): void {
       ctx.log.info({ requestId, accountId: account.id, tokenId: q.id }, "account token revoked");
       return { revoked: true };
     },
-  }, MANAGEMENT);
+  }, MANAGEMENT, {
+    GET: { summary: "List account tokens", tag: "Account tokens", auth: "account-read", query: noQuery, responses: { "200": { description: "`{tokens: [...]}` (prefixes only)." } } },
+    POST: {
+      summary: "Create an account token", tag: "Account tokens", auth: "account-write", query: noQuery, body: createTokenBody,
+      description: "`read_write` issues an sk_ token, `read_only` an rk_ token. The token is shown once.",
+      responses: { "200": { description: "`{token, account_token}`" } },
+    },
+    DELETE: { summary: "Revoke an account token", tag: "Account tokens", auth: "account-write", query: deleteTokenQuery, responses: { "200": { description: "`{revoked: true}`" } } },
+  });
 }

@@ -20,5 +20,7 @@ export function usageHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
 }
 
 export function usageRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/v1/organizations/usage", usageHandlers(ctx), MANAGEMENT);
+  mount(ctx, app, "/v1/organizations/usage", usageHandlers(ctx), MANAGEMENT, {
+    GET: { summary: "Usage of the last 30 days", tag: "Usage", auth: "account-read", query: noQuery, responses: { "200": { description: "The account's 30-day rollup." } } },
+  });
 }
