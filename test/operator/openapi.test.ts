@@ -21,7 +21,7 @@ describe(`OpenAPI document (${storesLabel})`, () => {
     const res = await gw.req("/openapi.json");
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("application/json");
-    const doc = await res.json();
+    const doc = (await res.json()) as any;
     expect(doc.openapi).toBe("3.1.0");
     const result = await new Validator().validate(doc);
     expect(result.errors ?? []).toEqual([]);
@@ -29,7 +29,7 @@ describe(`OpenAPI document (${storesLabel})`, () => {
   });
 
   test("every route the app serves (path and method) is in the document", async () => {
-    const doc = await (await gw.req("/openapi.json")).json();
+    const doc = (await (await gw.req("/openapi.json")).json()) as any;
     const served = (gw.app as unknown as { routes: Array<{ method: string; path: string }> }).routes
       // The catch-all per path answers 405 for other methods; it is not an operation.
       .filter((r) => r.method !== "ALL")
@@ -47,7 +47,7 @@ describe(`OpenAPI document (${storesLabel})`, () => {
   });
 
   test("request schemas come from the zod schemas that validate requests (no drift)", async () => {
-    const doc = await (await gw.req("/openapi.json")).json();
+    const doc = (await (await gw.req("/openapi.json")).json()) as any;
     const post = doc.paths["/v1/organizations/routing-keys"].post;
     const body = post.requestBody.content["application/json"].schema;
     // The fields the strict schema accepts, exactly, and unknown fields refused.
