@@ -17,7 +17,7 @@ beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium); .ci/run does.`);
   gw = await startTestGateway();
   browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
-});
+}, 60_000);
 afterAll(async () => {
   await browser?.close();
   await gw?.stop();

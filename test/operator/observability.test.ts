@@ -59,7 +59,7 @@ describe(`process and lane metrics, traces (${storesLabel})`, () => {
     const acct = await createAccount(gw);
     const [ca, cb] = [await addCredential(gw, acct.id, "openai"), await addCredential(gw, acct.id, "groq")];
     key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", ca.id), lane("groq", cb.id)] });
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A, B].map((m) => m?.stop()));

@@ -8,7 +8,7 @@ import { createRoutingKeyBody } from "../../src/management/routing-keys/model.ts
 let gw: TestGateway;
 beforeAll(async () => {
   gw = await startTestGateway();
-});
+}, 60_000);
 afterAll(async () => {
   await gw.stop();
 });
