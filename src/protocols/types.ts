@@ -6,9 +6,9 @@
 // protocol, none of this runs: the relay passes the bytes through (see relay/stream/).
 
 /** Protocols a lane can speak upstream. */
-export type WireProtocol = "chat" | "responses" | "anthropic" | "gemini";
+export type WireProtocol = "chat" | "responses" | "anthropic" | "gemini" | "embeddings" | "gemini-embeddings";
 /** Shapes a client can send. */
-export type ClientShape = "chat" | "responses" | "anthropic";
+export type ClientShape = "chat" | "responses" | "anthropic" | "embeddings";
 
 /** Token counts of one attempt; every codec fills what its protocol reports. */
 export interface Usage {
@@ -104,6 +104,17 @@ export interface ClientCodec {
   streamEncoder(request: Json): ChunkEncoder;
   /** Request headers of this protocol that a lane speaking it natively receives as sent (pass-through only). */
   readonly forwardHeaders?: readonly string[];
+}
+
+/**
+ * A client shape a protocol serves without the chat pivot (embeddings): the request and the answer
+ * are mapped directly. Never streams.
+ */
+export interface DirectCodec {
+  encodeRequest(body: Json, opts: { model: string }): Json;
+  /** The upstream's answer → the client's (null: the upstream's bytes already are it) and usage. */
+  decodeResponse(body: Json, opts: { model: string; request: Json }): { body: Json | null; usage: Usage | null };
+  errorOf(status: number, bodyText: string): UpstreamErrorInfo;
 }
 
 export class UpstreamStreamError extends Error {

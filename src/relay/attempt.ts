@@ -3,8 +3,8 @@
 // the answer. Knows protocols only through the codec tables and vendors only through adapters.
 import type { Ctx } from "../context.ts";
 import { GatewayError } from "../errors.ts";
-import { clientCodecs, upstreamCodecs } from "../protocols/index.ts";
-import type { ChatRequest, ClientCodec, ClientShape, Json, UpstreamCodec, Usage, WireProtocol } from "../protocols/types.ts";
+import { clientCodecs, directCodecs, upstreamCodecs } from "../protocols/index.ts";
+import type { ChatRequest, ClientCodec, ClientShape, DirectCodec, Json, UpstreamCodec, Usage, WireProtocol } from "../protocols/types.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import type { MoneyCall } from "./budget/money.ts";
@@ -16,7 +16,7 @@ import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
 
-export type Endpoint = "chat" | "responses" | "messages" | "blitz";
+export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz";
 
 /** One inference request as the relay carries it from lane to lane. */
 export interface RelayRequest {
@@ -146,17 +146,32 @@ type OnceResult = LaneResult | { kind: "model"; failure: LaneFailure };
 
 interface Plan {
   protocol: WireProtocol;
-  codec: UpstreamCodec;
+  codec: Pick<UpstreamCodec, "errorOf"> & Partial<UpstreamCodec>;
   /** Set on the translation path (the client's shape is not a protocol the lane speaks). */
   client: ClientCodec | null;
+  /** Set for shapes served without the pivot (embeddings). */
+  direct: DirectCodec | null;
   body: Json;
+}
+
+/** Whether a lane of this adapter can serve the shape at all (shapes served without the pivot need a protocol that has them). */
+export function servesShape(adapter: ProviderAdapter, shape: ClientShape): boolean {
+  const direct = directCodecs[shape];
+  return !direct || adapter.protocols.some((p) => direct[p]);
 }
 
 /** Pass-through when the lane speaks the client's shape natively, else client → pivot → lane protocol. */
 function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Plan | string {
+  const directs = directCodecs[rr.shape];
+  if (directs) {
+    const protocol = adapter.protocols.find((p) => directs[p]);
+    if (!protocol) return `${adapter.id} lanes cannot serve ${rr.shape} requests.`;
+    const direct = directs[protocol]!;
+    return { protocol, codec: { errorOf: direct.errorOf }, client: null, direct, body: direct.encodeRequest(rr.body, { model }) };
+  }
   const native = adapter.protocols.includes(rr.shape) ? upstreamCodecs[rr.shape] : undefined;
   if (native?.passThroughRequest) {
-    return { protocol: rr.shape, codec: native, client: null, body: native.passThroughRequest(rr.body, { model, stream: rr.stream }) };
+    return { protocol: rr.shape as WireProtocol, codec: native, client: null, direct: null, body: native.passThroughRequest(rr.body, { model, stream: rr.stream }) };
   }
   const protocol = adapter.protocols[0]!;
   const codec = upstreamCodecs[protocol];
@@ -165,7 +180,7 @@ function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Pl
     return `Requests in the ${rr.shape} shape are not supported yet on ${adapter.id} lanes (no ${rr.shape} → ${protocol} translation is installed).`;
   }
   rr.pivot ??= client.toPivot(rr.body);
-  return { protocol, codec, client, body: codec.encodeRequest(rr.pivot, { model, stream: rr.stream }) };
+  return { protocol, codec, client, direct: null, body: codec.encodeRequest(rr.pivot, { model, stream: rr.stream }) };
 }
 
 async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: ProviderAdapter, model: string): Promise<OnceResult> {
@@ -178,7 +193,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     throw e;
   }
   if (typeof plan === "string") return failed(lane, 0, "unsupported_shape", plan);
-  const { codec, protocol, client, body } = plan;
+  const { codec, protocol, client, direct, body } = plan;
   adapter.applySettings(body, lane, protocol);
   const attempt = new Attempt(rr, lane, adapter, model);
 
@@ -241,11 +256,18 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
       return failed(lane, res.status, "bad_upstream_body", "The upstream answered 2xx with a body that is not JSON.");
     }
     let usage: Usage | null;
-    if (client === null) {
+    if (direct) {
+      const d = direct.decodeResponse(parsed, { model, request: rr.body });
+      usage = d.usage;
+      if (d.body) {
+        parsed = d.body;
+        text = JSON.stringify(parsed);
+      }
+    } else if (client === null) {
       // Pass-through: the client gets the upstream's bytes; only usage is read.
-      usage = codec.usageOf(parsed);
+      usage = codec.usageOf!(parsed);
     } else {
-      const d = codec.decodeResponse(parsed, { model });
+      const d = codec.decodeResponse!(parsed, { model });
       usage = d.usage;
       parsed = client.fromPivot(d.completion, d.usage, rr.body);
       text = JSON.stringify(parsed);
@@ -263,8 +285,8 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   // From here the stream driver owns the timeout (idle-based) and the abort.
   clearTimeout(timer);
   const tap = client === null
-    ? new PassThroughTap(codec, rr.body)
-    : new TranslateTap(codec.streamDecoder({ model, id: `chatcmpl-${rr.requestId}`, created: Math.floor(Date.now() / 1000) }), client.streamEncoder(rr.body));
+    ? new PassThroughTap(codec as UpstreamCodec, rr.body)
+    : new TranslateTap(codec.streamDecoder!({ model, id: `chatcmpl-${rr.requestId}`, created: Math.floor(Date.now() / 1000) }), client.streamEncoder(rr.body));
   return { kind: "stream", attempt, res, tap, ac, done: release };
 }
 

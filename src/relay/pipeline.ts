@@ -2,13 +2,14 @@
 // plan → lanes in order → relay → settle. handleInference answers HTTP; runChat is the same
 // executor without an HTTP response, for /blitz.
 import type { Ctx } from "../context.ts";
-import { asGatewayError, GatewayError } from "../errors.ts";
+import { asGatewayError, GatewayError, unsupportedFeature } from "../errors.ts";
 import type { AccessEntry } from "../http/access-log.ts";
 import type { RequestContext } from "../http/route.ts";
-import { clientCodecs } from "../protocols/index.ts";
+import { clientCodecs, directCodecs } from "../protocols/index.ts";
 import type { ChatRequest, ClientShape, Json, Usage } from "../protocols/types.ts";
 import type { ResolvedLane } from "../providers/types.ts";
-import { tryLane, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
+import { getAdapter } from "../providers/registry.ts";
+import { servesShape, tryLane, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { forwardedHeaders } from "./client-headers.ts";
 import { MoneyCall } from "./budget/money.ts";
@@ -77,8 +78,17 @@ function pivotFor(rr: RelayRequest): ChatRequest {
   return codec ? (rr.pivot = codec.toPivot(rr.body)) : (rr.body as ChatRequest);
 }
 
+const laneServes = (lane: ResolvedLane, shape: ClientShape) => {
+  const adapter = getAdapter(lane.provider);
+  return !adapter || servesShape(adapter, shape);
+};
+
+/** CONTRACT §8: 400 only when no lane of the key can serve the request at all. */
+const noLaneServes = (shape: ClientShape) =>
+  unsupportedFeature(`None of this routing key's lanes can serve ${shape} requests; add a lane whose provider offers them (e.g. openai or google for embeddings).`);
+
 /** The usage-record endpoint of a client shape. */
-const ENDPOINT_OF: Record<ClientShape, Endpoint> = { chat: "chat", responses: "responses", anthropic: "messages" };
+const ENDPOINT_OF: Record<ClientShape, Endpoint> = { chat: "chat", responses: "responses", anthropic: "messages", embeddings: "embeddings" };
 
 function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number; access?: AccessEntry }): RelayRequest {
   return {
@@ -131,6 +141,7 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
     rc.access.model = parsed.model;
     (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
     if (key.lanes.length === 0) throw noProviders();
+    if (!key.lanes.some((l) => laneServes(l, shape))) throw noLaneServes(shape);
     const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);
     rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt, access: rc.access });
     rr.clientHeaders = forwardedHeaders(shape, rc.request);
@@ -143,7 +154,8 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
   let runner: LaneRunner;
   try {
     const key = rr.key;
-    const lanes = key.mode === "classifier" ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
+    // The classifier reads a conversation; shapes without one (embeddings) keep the key's order.
+    const lanes = key.mode === "classifier" && !directCodecs[shape] ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
     runner = new LaneRunner(rr, lanes);
     first = await runner.next();
   } catch (e) {

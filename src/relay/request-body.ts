@@ -6,6 +6,7 @@ import { z } from "zod";
 import { GatewayError } from "../errors.ts";
 import { tooLarge } from "../http/request.ts";
 import type { ClientShape, Json } from "../protocols/types.ts";
+import { embeddingTexts, encodingFormat } from "../protocols/embeddings/request.ts";
 
 const invalid = (message: string) => new GatewayError(400, message, { type: "invalid_request_error" });
 
@@ -51,6 +52,12 @@ export const messagesBodyDoc = z.looseObject({
   max_tokens: z.int().min(1),
   ...passThrough,
 }).meta({ description: "An Anthropic Messages request (system, tools, thinking… are passed on or translated)." });
+export const embeddingsBodyDoc = z.looseObject({
+  model: z.string().min(1),
+  input: z.union([z.string(), z.array(z.string()), z.array(z.int()), z.array(z.array(z.int()))]).meta({ description: "A text, texts, or token ids (token ids on OpenAI-protocol lanes only)." }),
+  encoding_format: z.enum(["float", "base64"]).optional(),
+  dimensions: z.int().min(1).optional(),
+}).meta({ description: "An OpenAI embeddings request." });
 export const countTokensBodyDoc = messagesBodyDoc.omit({ max_tokens: true, stream: true })
   .meta({ description: "A Messages request without max_tokens: the tokens its system, messages and tools take." });
 
@@ -86,6 +93,11 @@ export async function readInferenceBody(request: Request, shape: ClientShape, ma
       if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(`messages.${i}: must be an object with \`role\` and \`content\`.`);
     }
     if (!Number.isInteger(b.max_tokens) || b.max_tokens < 1) throw invalid("max_tokens: Field required (a positive integer).");
+  } else if (shape === "embeddings") {
+    if (b.input === undefined || b.input === null) throw invalid("Missing required parameter: `input` (a string or an array of strings or token ids).");
+    embeddingTexts(b);
+    encodingFormat(b);
+    return { body: b, bytes: raw.bytes, stream: false, model: b.model };
   } else if (b.input === undefined || b.input === null) {
     throw invalid("Missing required parameter: `input` (a string or an array of input items).");
   }

@@ -6,7 +6,7 @@ import { keyInfo } from "./key-info.ts";
 import { listModels } from "./models.ts";
 import { handleCountTokens } from "./count-tokens.ts";
 import { handleInference } from "./pipeline.ts";
-import { chatCompletionsBodyDoc, countTokensBodyDoc, messagesBodyDoc, responsesBodyDoc } from "./request-body.ts";
+import { chatCompletionsBodyDoc, countTokensBodyDoc, embeddingsBodyDoc, messagesBodyDoc, responsesBodyDoc } from "./request-body.ts";
 import { transcriptionRoutes } from "./transcriptions.ts";
 
 /** The inference endpoints: the hot path. */
@@ -33,6 +33,13 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
       summary: "Message (Anthropic Messages API)", tag: "Inference", auth: "routing-key", body: messagesBodyDoc,
       description: "For Anthropic SDKs: the routing key goes in `x-api-key` or `Authorization`. Passed through on Anthropic lanes, translated elsewhere.",
       responses: { "200": { description: "The message (JSON), or with `stream: true` Anthropic server-sent events." } },
+    },
+  });
+  mount(ctx, app, "/v1/embeddings", { POST: (rc) => handleInference(ctx, rc, "embeddings") }, INFERENCE, {
+    POST: {
+      summary: "Embeddings (OpenAI-compatible)", tag: "Inference", auth: "routing-key", body: embeddingsBodyDoc,
+      description: "Passed through on OpenAI-protocol lanes that embed, translated to batchEmbedContents on Gemini lanes; other lanes fail over.",
+      responses: { "200": { description: "An OpenAI embedding list (float or base64 vectors) with usage." } },
     },
   });
   mount(ctx, app, "/v1/messages/count_tokens", { POST: (rc) => handleCountTokens(ctx, rc) }, ANTHROPIC, {

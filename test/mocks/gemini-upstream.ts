@@ -2,6 +2,7 @@
 // (PROVIDER_GOOGLE_BASE_URL = mock.url, which ends in /v1beta like the real base).
 //   POST /v1beta/models/{model}:generateContent
 //   POST /v1beta/models/{model}:streamGenerateContent?alt=sse
+//   POST /v1beta/models/{model}:batchEmbedContents (vectors only, no token counts, as Google answers)
 //
 // It checks what the gateway sends as strictly as Google does and answers Google's error shape
 // ({"error":{"code","message","status"}}) otherwise: the x-goog-api-key header (missing → 403,
@@ -70,7 +71,7 @@ function validatePart(p: any, at: string): void {
   if (p.functionResponse) check(typeof p.functionResponse.name === "string" && isObject(p.functionResponse.response), `* ${at}.function_response: name is required and response must be an object`);
 }
 
-function validateRequest(req: Request, url: URL, body: any, apiKey: string): void {
+function validateKey(req: Request, url: URL, apiKey: string): void {
   const key = req.headers.get("x-goog-api-key");
   if (!key) throw new Invalid("Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.", 403, "PERMISSION_DENIED");
   if (key !== apiKey) {
@@ -79,6 +80,36 @@ function validateRequest(req: Request, url: URL, body: any, apiKey: string): voi
     ]);
   }
   if (url.searchParams.has("key")) throw new Invalid("The API key must travel in the x-goog-api-key header, not the URL (keys in URLs reach access logs).");
+}
+
+/** batchEmbedContents: {requests: [{model: "models/<the path's model>", content: {parts: [{text}]}, taskType?, title?, outputDimensionality?}]}. */
+function validateEmbedRequest(req: Request, url: URL, body: any, apiKey: string, model: string): void {
+  validateKey(req, url, apiKey);
+  check(isObject(body), "Invalid JSON payload received. Expected an object.");
+  for (const k of Object.keys(body)) check(k === "requests", unknownName(k, ""));
+  check(Array.isArray(body.requests) && body.requests.length > 0, "* BatchEmbedContentsRequest.requests: requests is not specified");
+  check(body.requests.length <= 100, "* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch");
+  body.requests.forEach((r: any, i: number) => {
+    const at = `requests[${i}]`;
+    check(isObject(r), `${at} must be an object`);
+    for (const k of Object.keys(r)) check(["model", "content", "taskType", "title", "outputDimensionality"].includes(k), unknownName(k, at));
+    check(r.model === `models/${model}`, `* BatchEmbedContentsRequest.${at}.model: Model names in the batch must match the model in the URL (models/${model}).`);
+    check(isObject(r.content) && Array.isArray(r.content.parts) && r.content.parts.length > 0, `* BatchEmbedContentsRequest.${at}.content.parts: content is not specified`);
+    r.content.parts.forEach((p: any, j: number) => {
+      validatePart(p, `${at}.content.parts[${j}]`);
+      check(typeof p.text === "string", `* BatchEmbedContentsRequest.${at}.content.parts[${j}]: only text can be embedded`);
+    });
+    if (r.outputDimensionality !== undefined) check(Number.isInteger(r.outputDimensionality) && r.outputDimensionality > 0, `* BatchEmbedContentsRequest.${at}.output_dimensionality: must be positive`);
+  });
+}
+
+/** A deterministic vector for a text (the mock's "embedding"). */
+export function mockVector(text: string, dims: number): number[] {
+  return Array.from({ length: dims }, (_, i) => Math.round(Math.sin(text.length * (i + 1) + (text.charCodeAt(i % Math.max(1, text.length)) || 0)) * 1e4) / 1e4);
+}
+
+function validateRequest(req: Request, url: URL, body: any, apiKey: string): void {
+  validateKey(req, url, apiKey);
   check(isObject(body), "Invalid JSON payload received. Expected an object.");
   for (const k of Object.keys(body)) check(TOP_LEVEL.has(k), unknownName(k, ""));
   check(Array.isArray(body.contents) && body.contents.length > 0, "* GenerateContentRequest.contents: contents is not specified");
@@ -193,7 +224,7 @@ export async function startMockGemini(opts: { apiKey?: string } = {}): Promise<M
       const url = new URL(req.url);
       const rec: Received = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers: headersOf(req), body: null, rejected: null };
       received.push(rec);
-      const m = /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent)$/.exec(url.pathname);
+      const m = /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent|batchEmbedContents)$/.exec(url.pathname);
       if (req.method !== "POST" || !m) {
         rec.rejected = "not_found";
         return errorResponse(404, "NOT_FOUND", `The requested URL ${url.pathname} was not found on this server.`);
@@ -205,6 +236,17 @@ export async function startMockGemini(opts: { apiKey?: string } = {}): Promise<M
       } catch {
         rec.rejected = "invalid json";
         return errorResponse(400, "INVALID_ARGUMENT", "Invalid JSON payload received.");
+      }
+      if (m[2] === "batchEmbedContents") {
+        try {
+          validateEmbedRequest(req, url, rec.body, apiKey, model);
+        } catch (e) {
+          if (!(e instanceof Invalid)) throw e;
+          rec.rejected = e.message;
+          return errorResponse(e.code, e.status, e.message, e.details);
+        }
+        // Google's answer carries the vectors only: no token counts.
+        return Response.json({ embeddings: rec.body.requests.map((r: any) => ({ values: mockVector(r.content.parts.map((p: any) => p.text).join(""), r.outputDimensionality ?? 8) })) });
       }
       try {
         if (stream) check(url.searchParams.get("alt") === "sse", "This mock serves streamGenerateContent with alt=sse only.");

@@ -1,6 +1,7 @@
 // A loopback upstream speaking the OpenAI protocols with tool calls, for the translation tests:
 //   POST /v1/chat/completions   an OpenAI-compatible chat lane (bearer key)
 //   POST /v1/responses          the `openai` lane's Responses endpoint (bearer key)
+//   POST /v1/embeddings         OpenAI embeddings (float or base64, usage), strict about fields
 //   GET  /models, POST /responses   a subscription backend (bearer access token + chatgpt-account-id)
 // It refuses what OpenAI refuses about tool round trips (a tool message that answers no earlier
 // tool call, tool calls left unanswered, a function_call_output without its function_call,
@@ -67,6 +68,37 @@ function validateResponses(body: any): void {
   }
 }
 
+const EMBEDDING_FIELDS = new Set(["model", "input", "encoding_format", "dimensions", "user"]);
+
+function validateEmbeddings(body: any): void {
+  check(isObject(body), "The body must be a JSON object.");
+  for (const k of Object.keys(body)) check(EMBEDDING_FIELDS.has(k), `Unrecognized request argument supplied: ${k}`, k);
+  check(typeof body.model === "string" && body.model, "you must provide a model parameter", "model");
+  const input = body.input;
+  const ok = typeof input === "string" || (Array.isArray(input) && input.length > 0 && input.length <= 2048 && (input.every((s) => typeof s === "string" && s.length > 0) || input.every((n) => Number.isInteger(n)) || input.every((a) => Array.isArray(a))));
+  check(ok, "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference.", "input");
+  if (body.encoding_format !== undefined) check(body.encoding_format === "float" || body.encoding_format === "base64", "'encoding_format' must be 'float' or 'base64'", "encoding_format");
+  if (body.dimensions !== undefined) check(Number.isInteger(body.dimensions) && body.dimensions > 0, "'dimensions' must be a positive integer", "dimensions");
+}
+
+/** The mock's embedding of one input: a deterministic vector. */
+function vectorOf(input: unknown, dims: number): number[] {
+  const s = typeof input === "string" ? input : JSON.stringify(input);
+  return Array.from({ length: dims }, (_, i) => Math.round(Math.cos(s.length * (i + 1) + (s.charCodeAt(i % Math.max(1, s.length)) || 0)) * 1e4) / 1e4);
+}
+
+function embeddingsAnswer(body: any): Record<string, unknown> {
+  const inputs: unknown[] = typeof body.input === "string" || !Array.isArray(body.input) || typeof body.input[0] === "number" ? [body.input] : body.input;
+  const dims = body.dimensions ?? 8;
+  const data = inputs.map((inp, index) => {
+    const v = vectorOf(inp, dims);
+    const f = new Float32Array(v);
+    return { object: "embedding", index, embedding: body.encoding_format === "base64" ? Buffer.from(f.buffer).toString("base64") : v };
+  });
+  const tokens = inputs.reduce((n: number, inp) => n + Math.max(1, Math.ceil((typeof inp === "string" ? inp.length : JSON.stringify(inp).length) / 4)), 0);
+  return { object: "list", data, model: body.model, usage: { prompt_tokens: tokens, total_tokens: tokens } };
+}
+
 const lastUser = (texts: string[]) => texts.filter(Boolean).at(-1) ?? "";
 
 export async function startMockOpenAIProtocol(): Promise<MockOpenAIProtocol> {
@@ -128,6 +160,17 @@ export async function startMockOpenAIProtocol(): Promise<MockOpenAIProtocol> {
       if (isSub ? bearer !== `Bearer ${sub.accessToken}` || req.headers.get("chatgpt-account-id") !== sub.accountId : bearer !== `Bearer ${apiKey}`) {
         rec.rejected = "auth";
         return error(401, "Incorrect API key provided.", "invalid_api_key");
+      }
+      if (req.method === "POST" && path === "/v1/embeddings") {
+        try {
+          rec.body = await req.json();
+          validateEmbeddings(rec.body);
+        } catch (e) {
+          rec.rejected = e instanceof Error ? e.message : "json";
+          if (e instanceof Invalid) return error(e.status, e.message, e.code, e.param);
+          return error(400, "We could not parse the JSON body of your request.");
+        }
+        return Response.json(embeddingsAnswer(rec.body));
       }
       if (req.method === "GET" && path === "/models") {
         return Response.json({ object: "list", data: [{ id: "gpt-5", object: "model", created: 1735689600, owned_by: "openai" }, { id: "gpt-5-mini", object: "model", created: 1735689600, owned_by: "openai" }] });

@@ -1,6 +1,7 @@
 // `google`: the Gemini API, native (CONTRACT §3): POST {base}/models/{model}:generateContent, or
 // :streamGenerateContent?alt=sse for streams, with the key in `x-goog-api-key` (never in the URL,
-// where it would reach access logs). The model travels in the path, not the body.
+// where it would reach access logs). The model travels in the path, not the body. Embeddings:
+// POST {base}/models/{model}:batchEmbedContents.
 import type { ProviderAdapter } from "../types.ts";
 import { apiKeyOf, postJson } from "../openai/http.ts";
 
@@ -12,12 +13,12 @@ export function modelPath(model: string): string {
 export const googleAdapter: ProviderAdapter = {
   id: "google",
   kind: "api_key",
-  protocols: ["gemini"] as const,
+  protocols: ["gemini", "gemini-embeddings"] as const,
   seat: false,
   unavailable: () => null,
   applySettings: () => {},
-  prepare({ ctx, lane, model, body, stream }) {
-    const method = stream ? "streamGenerateContent?alt=sse" : "generateContent";
+  prepare({ ctx, lane, model, body, stream, protocol }) {
+    const method = protocol === "gemini-embeddings" ? "batchEmbedContents" : stream ? "streamGenerateContent?alt=sse" : "generateContent";
     return {
       url: `${ctx.config.providerBaseUrls.google}/${modelPath(model)}:${method}`,
       headers: {

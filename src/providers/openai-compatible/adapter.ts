@@ -1,4 +1,5 @@
-// One adapter per OpenAI-compatible vendor, built from its data row: Chat Completions only,
+// One adapter per OpenAI-compatible vendor, built from its data row: Chat Completions (and
+// `/embeddings` where the row says the vendor serves it),
 // bearer auth, no per-lane settings (reasoning_effort belongs to `openai` lanes).
 import type { Json } from "../../protocols/types.ts";
 import type { ProviderAdapter } from "../types.ts";
@@ -9,7 +10,7 @@ export function compatibleAdapter(v: CompatibleVendor): ProviderAdapter {
   return {
     id: v.id,
     kind: "api_key",
-    protocols: ["chat"] as const,
+    protocols: v.embeddings ? ["chat", "embeddings"] as const : ["chat"] as const,
     seat: false,
     pricingId: v.pricingId,
     unavailable: () => null,
@@ -20,8 +21,9 @@ export function compatibleAdapter(v: CompatibleVendor): ProviderAdapter {
         else delete body.stream_options;
       }
     },
-    prepare({ ctx, lane, body, stream }) {
-      return bearerCall(`${ctx.config.providerBaseUrls[v.id]}/chat/completions`, apiKeyOf(ctx, lane), JSON.stringify(body), stream);
+    prepare({ ctx, lane, body, stream, protocol }) {
+      const path = protocol === "embeddings" ? "/embeddings" : "/chat/completions";
+      return bearerCall(`${ctx.config.providerBaseUrls[v.id]}${path}`, apiKeyOf(ctx, lane), JSON.stringify(body), stream);
     },
     send: (_ctx, _lane, call, signal) => postJson(call, signal),
   };

@@ -12,15 +12,17 @@ export interface CompatibleVendor {
    * False for vendors that reject unknown fields and report usage on the last chunk anyway.
    */
   streamOptions: boolean;
+  /** Whether the vendor serves OpenAI's `/embeddings` at the same base (OpenAI-shaped request and answer). */
+  embeddings?: boolean;
 }
 
 export const COMPATIBLE_VENDORS: readonly CompatibleVendor[] = [
-  { id: "mistral", streamOptions: false },
+  { id: "mistral", streamOptions: false, embeddings: true },
   { id: "groq", streamOptions: true },
   { id: "xai", pricingId: "x-ai", streamOptions: true },
   { id: "deepseek", streamOptions: true },
-  { id: "together", streamOptions: true },
-  { id: "fireworks", streamOptions: true },
+  { id: "together", streamOptions: true, embeddings: true },
+  { id: "fireworks", streamOptions: true, embeddings: true },
   { id: "openrouter", streamOptions: true },
   { id: "cerebras", streamOptions: true },
   { id: "perplexity", streamOptions: true },

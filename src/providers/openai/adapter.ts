@@ -10,12 +10,13 @@ const EFFORT: Record<string, string> = { none: "none", low: "low", medium: "medi
 export const openaiAdapter: ProviderAdapter = {
   id: "openai",
   kind: "api_key",
-  protocols: ["chat", "responses"] as const,
+  protocols: ["chat", "responses", "embeddings"] as const,
   seat: false,
   // SPEC: the one API-key provider that accepts reasoning_effort.
   settings: ["reasoning_effort"],
   unavailable: () => null,
   applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol) {
+    if (protocol === "embeddings") return;
     const effort = lane.reasoning_effort ? EFFORT[lane.reasoning_effort] ?? lane.reasoning_effort : null;
     if (!effort) return;
     // The key owner's lane setting wins over what the client sent.
@@ -24,7 +25,7 @@ export const openaiAdapter: ProviderAdapter = {
   },
   prepare({ ctx, lane, protocol, body, stream }) {
     const base = ctx.config.providerBaseUrls.openai;
-    const path = protocol === "responses" ? "/responses" : "/chat/completions";
+    const path = protocol === "responses" ? "/responses" : protocol === "embeddings" ? "/embeddings" : "/chat/completions";
     return bearerCall(base + path, apiKeyOf(ctx, lane), JSON.stringify(body), stream);
   },
   send: (_ctx, _lane, call, signal) => postJson(call, signal),

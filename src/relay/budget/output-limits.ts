@@ -59,11 +59,13 @@ const LIMIT_FIELDS: Record<ClientShape, readonly string[]> = {
   chat: ["max_completion_tokens", "max_tokens"],
   responses: ["max_output_tokens"],
   anthropic: ["max_tokens"],
+  embeddings: [], // no output to limit
 };
 
 /** A copy of the client's body whose output limit is at most `limit` (the client's fields kept, lowered). */
 export function withOutputLimit(body: Json, shape: ClientShape, limit: number): Json {
   const fields = LIMIT_FIELDS[shape];
+  if (!fields.length) return body;
   const out: Json = { ...body };
   let set = false;
   for (const f of fields) {
