@@ -11,6 +11,7 @@ import { buildApp } from "./app.ts";
 import { randomToken } from "./lib/crypto.ts";
 import type { Job } from "./jobs/job.ts";
 import { startServices } from "./services.ts";
+import { announce, startupFacts } from "./banner.ts";
 
 export interface Gateway {
   ctx: Ctx;
@@ -47,6 +48,8 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
   for (const j of jobs) j.start();
   log.info({ port, database: dbh.kind, kv: kv.kind, secretKey: secrets.available ? "set" : "missing" }, "gateway listening");
+  // A terminal gets the banner; tests and containers (a log destination, no TTY) one log line.
+  announce(log, startupFacts(config, `http://${config.HOST === "0.0.0.0" ? "localhost" : host}:${port}`, { database: dbh.kind, kv: kv.kind }), !opts.logDestination && process.stdout.isTTY === true);
   let stopped: Promise<void> | null = null;
   return {
     ctx, app, jobs, port,

@@ -1,0 +1,64 @@
+// What an operator needs right after `npm start`: where the gateway answers, the base URL to give
+// an SDK, which stores and mail sink are in use, and what to run next. A terminal gets a few
+// readable lines; anything else (a container, a log collector) gets the same facts as one
+// structured log line. Passwords in store URLs are never printed.
+import { resolve } from "node:path";
+import type { Config } from "./config.ts";
+import type { Logger } from "./logger.ts";
+import { outboxDir } from "./mail/mailer.ts";
+
+export interface StartupFacts {
+  url: string;
+  sdkBaseUrl: string;
+  docs: string;
+  database: string;
+  kv: string;
+  mail: string;
+  next: string;
+}
+
+/** A store URL without its credentials: scheme, host, port, path. */
+export function withoutCredentials(raw: string): string {
+  try {
+    const u = new URL(raw);
+    return `${u.protocol}//${u.host}${u.pathname === "/" ? "" : u.pathname}`;
+  } catch {
+    return "(unparseable URL)";
+  }
+}
+
+export function startupFacts(config: Config, localUrl: string, kinds: { database: string; kv: string }): StartupFacts {
+  const url = config.BASE_URL ?? localUrl;
+  return {
+    url,
+    sdkBaseUrl: `${url}/v1`,
+    docs: `${url}/docs`,
+    database: config.DATABASE_URL ? `${kinds.database} ${withoutCredentials(config.DATABASE_URL)}` : `${kinds.database} (embedded) in ${resolve(config.DATA_DIR, "pg")}`,
+    kv: config.REDIS_URL ? `${kinds.kv} ${withoutCredentials(config.REDIS_URL)}` : `${kinds.kv} (in-process, single instance)`,
+    mail: config.SMTP_URL ? `SMTP ${withoutCredentials(config.SMTP_URL)}` : `written to ${resolve(outboxDir(config.DATA_DIR))} (set SMTP_URL to send)`,
+    next: `curl -X POST '${url}/api/auth?action=agent-signup' -d '{"email":"you@example.com"}'`,
+  };
+}
+
+export function bannerText(f: StartupFacts): string {
+  return [
+    "",
+    `  Model Gateway listening on ${f.url}`,
+    "",
+    `  SDK base URL   ${f.sdkBaseUrl}`,
+    `  API reference  ${f.docs}`,
+    `  Database       ${f.database}`,
+    `  KV             ${f.kv}`,
+    `  Mail           ${f.mail}`,
+    "",
+    "  Next: sign up (the code arrives by mail), then follow the README's quick tour:",
+    `    ${f.next}`,
+    "",
+  ].join("\n");
+}
+
+/** Banner on a terminal, one structured line otherwise. */
+export function announce(log: Logger, facts: StartupFacts, tty: boolean): void {
+  if (tty) process.stdout.write(`${bannerText(facts)}\n`);
+  else log.info({ url: facts.url, sdk_base_url: facts.sdkBaseUrl, docs: facts.docs, database: facts.database, kv: facts.kv, mail: facts.mail, next: facts.next }, "gateway ready");
+}
