@@ -1,4 +1,4 @@
-// One lane, one upstream call (DESIGN "attempt"): pick pass-through or translation, build the
+// One lane, one upstream call (README "Architecture in one screen"): pick pass-through or translation, build the
 // body, send with an AbortController tied to the client and the upstream timeout, classify
 // the answer. Knows protocols only through the codec tables and vendors only through adapters.
 import type { Ctx } from "../context.ts";

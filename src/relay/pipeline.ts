@@ -1,4 +1,4 @@
-// The hot path, top-down (DESIGN "Data path"): auth → body → admission (budget reserve) →
+// The hot path, top-down (README "Architecture in one screen"): auth → body → admission (budget reserve) →
 // plan → lanes in order → relay → settle. handleInference answers HTTP; runChat is the same
 // executor without an HTTP response, for /blitz.
 import type { Ctx } from "../context.ts";

@@ -127,5 +127,10 @@ describe(`process and lane metrics, traces (${storesLabel})`, () => {
     expect(sample(text, "gateway_upstream_duration_seconds_count", { provider: "openai", outcome: "error" })).toBeGreaterThanOrEqual(2);
     expect(sample(text, "gateway_upstream_duration_seconds_count", { provider: "groq", outcome: "ok" })).toBeGreaterThanOrEqual(2);
     expect(sample(text, "gateway_upstream_time_to_first_byte_seconds_count", { provider: "groq", outcome: "ok" })).toBeGreaterThanOrEqual(2);
+    // The Grafana dashboard in docs/ reads only series this endpoint exports.
+    const dashboard = await Bun.file(new URL("../../docs/grafana-dashboard.json", import.meta.url)).text();
+    const used = new Set([...dashboard.matchAll(/\b((?:gateway|process|nodejs)_[a-z0-9_]+)/g)].map((m) => m[1]!.replace(/_bucket$/, "")));
+    expect(used.size).toBeGreaterThan(10);
+    for (const name of used) expect(text).toContain(`# TYPE ${name} `);
   });
 });
