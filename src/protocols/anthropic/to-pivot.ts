@@ -2,7 +2,8 @@
 // Messages natively. What chat cannot carry and would change the answer (server tools, MCP
 // servers, containers, top_k) is refused as unsupported_feature, so the lane fails over to one
 // that can serve (CONTRACT §8). Thinking blocks of earlier turns are dropped: only the model
-// that signed them can read them.
+// that signed them can read them. `cache_control` markers are dropped too: prompt caching is
+// Anthropic's, and an Anthropic lane gets a Messages client's request untranslated anyway.
 import { badRequest, GatewayError } from "../../errors.ts";
 import { isSet, unsupported } from "../pivot.ts";
 import type { ChatRequest, Json } from "../types.ts";
@@ -82,14 +83,8 @@ function systemParts(system: unknown): Json[] {
   if (!Array.isArray(system)) throw badRequest("`system` must be a string or an array of text blocks.");
   return system.map((b, i) => {
     if (!b || typeof b !== "object" || b.type !== "text" || typeof b.text !== "string") throw badRequest(`system[${i}] must be a text block ({type: "text", text}).`);
-    return withCache({ type: "text", text: b.text }, b);
+    return { type: "text", text: b.text };
   });
-}
-
-/** Keeps a cache_control marker (the chat → Anthropic encoder honours it; others ignore it). */
-function withCache(part: Json, block: Json): Json {
-  if (block.cache_control && typeof block.cache_control === "object") part.cache_control = block.cache_control;
-  return part;
 }
 
 function toolsOf(tools: unknown): Json[] {
@@ -170,11 +165,11 @@ function userPart(b: Json, where: string): Json | null {
   switch (b?.type) {
     case "text":
       if (typeof b.text !== "string") throw badRequest(`${where}.text must be a string.`);
-      return withCache({ type: "text", text: b.text }, b);
+      return { type: "text", text: b.text };
     case "image": {
       const s = b.source ?? {};
-      if (s.type === "base64" && typeof s.data === "string") return withCache({ type: "image_url", image_url: { url: `data:${s.media_type ?? "image/png"};base64,${s.data}` } }, b);
-      if (s.type === "url" && typeof s.url === "string") return withCache({ type: "image_url", image_url: { url: s.url } }, b);
+      if (s.type === "base64" && typeof s.data === "string") return { type: "image_url", image_url: { url: `data:${s.media_type ?? "image/png"};base64,${s.data}` } };
+      if (s.type === "url" && typeof s.url === "string") return { type: "image_url", image_url: { url: s.url } };
       return unsupported(LABEL, `An image whose source is ${JSON.stringify(s.type)} (${where})`, "send base64 or url images");
     }
     case "document": {
