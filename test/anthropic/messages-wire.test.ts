@@ -54,7 +54,7 @@ describe(`/v1/messages on the wire (${storesLabel})`, () => {
   test("the same request translates on an OpenAI lane with every tool call, tool result and tool definition intact", async () => {
     const res = await post("/v1/messages", w.keys.openai!.rawKey, { ...agentRequest, model: "gpt-4.1", stream: false }, { "anthropic-beta": BETA });
     expect(res.status).toBe(200);
-    const msg = await res.json();
+    const msg = (await res.json()) as any;
     expect(msg.type).toBe("message");
     const chat = w.openai.served.filter((r) => r.path === "/v1/chat/completions").at(-1)!.body;
     expect(chat.model).toBe("gpt-4.1");
@@ -169,6 +169,6 @@ describe(`/v1/messages on the wire (${storesLabel})`, () => {
   test("other methods answer 405 in Anthropic's shape", async () => {
     const r = await fetch(`${w.gw.url}/v1/messages`, { headers: { "x-api-key": w.keys.openai!.rawKey } });
     expect(r.status).toBe(405);
-    expect((await r.json()).type).toBe("error");
+    expect(((await r.json()) as any).type).toBe("error");
   });
 });
