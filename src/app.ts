@@ -9,6 +9,7 @@ import { signupRoutes } from "./signup/index.ts";
 import { managementRoutes } from "./management/index.ts";
 import { relayRoutes } from "./relay/routes.ts";
 import { metricsRoutes } from "./metrics/routes.ts";
+import { dashboardRoutes } from "./dashboard/routes.ts";
 
 export function buildApp(ctx: Ctx): Elysia {
   const app = new Elysia();
@@ -18,6 +19,7 @@ export function buildApp(ctx: Ctx): Elysia {
   healthRoutes(ctx, app);
   metricsRoutes(ctx, app);
   docsRoutes(ctx, app);
+  dashboardRoutes(ctx, app);
   app.onError(({ code, path }) => {
     if (code === "NOT_FOUND") {
       const nested = path.startsWith("/v1/") && !path.startsWith("/v1/organizations");

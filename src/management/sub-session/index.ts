@@ -8,7 +8,8 @@ import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.t
 import type { RouteDocs } from "../../http/openapi.ts";
 import { authenticate } from "../guard.ts";
 import { parseWith, readBody, readQuery } from "../zod-input.ts";
-import { authJsonSchema, connectBody, noQuery, type AuthJson } from "./model.ts";
+import { authJsonSchema, connectBody, getQuery, noQuery, type AuthJson } from "./model.ts";
+import { liveCatalog, pickTier } from "../../providers/sub/catalog.ts";
 import { PROVISIONING_UNFINISHED, provisionSubHost } from "./provision.ts";
 import { latestSubSession, newSubSessionId, NO_SUB_SESSION, presentSubSession, recordProvisioning, replaceSubSession, revokeSubSessions, subSessionAad } from "./store.ts";
 
@@ -39,13 +40,32 @@ function sealAuth(ctx: Ctx, id: string, auth: AuthJson): string {
   }
 }
 
+/**
+ * The live catalog of a connected session, each model with the tier alias it answers to. An
+ * unreachable backend is reported in `models_error`, not as a failed call: the session is still there.
+ */
+async function catalogView(ctx: Ctx, sessionId: string | null): Promise<{ models: Array<{ id: string; tier: string | null }>; models_error: string | null }> {
+  if (!sessionId) return { models: [], models_error: null };
+  try {
+    const entries = await liveCatalog(ctx, sessionId);
+    const flagship = pickTier(entries, "flagship");
+    const mini = pickTier(entries, "mini");
+    return { models: entries.map((e) => ({ id: e.id, tier: e.id === flagship ? "flagship" : e.id === mini ? "mini" : null })), models_error: null };
+  } catch (e) {
+    ctx.log.warn({ sessionId, err: e instanceof Error ? e.message : String(e) }, "sub catalog unavailable for the session view");
+    return { models: [], models_error: "The subscription backend's model list could not be read just now; requests on the sub lane may fail over until it answers." };
+  }
+}
+
 export function subSessionHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
   return {
     GET: async ({ request }) => {
       const { account } = await authenticate(ctx, request, { write: false });
-      readQuery(request, noQuery);
+      const q = readQuery(request, getQuery);
       const row = await latestSubSession(ctx.db, account.id);
-      return row ? presentSubSession(row) : NO_SUB_SESSION;
+      const view = row ? presentSubSession(row) : NO_SUB_SESSION;
+      if (q.include !== "models") return view;
+      return { ...view, ...(await catalogView(ctx, row && view.connected ? row.id : null)) };
     },
     POST: async ({ request }) => {
       const { account } = await authenticate(ctx, request, { write: true });

@@ -22,3 +22,6 @@ export const connectBody = z.strictObject({
 });
 
 export const noQuery = z.strictObject({});
+
+/** GET: `?include=models` adds the session's live catalog (CONTRACT §4) for the dashboard's health view. */
+export const getQuery = z.strictObject({ include: z.literal("models").optional() });

@@ -1,13 +1,17 @@
-// GET /v1/organizations/usage (AT): the account's 30-day usage rollup (CONTRACT §6).
+// GET /v1/organizations/usage (AT): the account's 30-day usage rollup (CONTRACT §6), and the
+// read endpoints the dashboard is built on, open to scripts too: usage grouped by day, key, lane
+// or model (/usage/groups) and the latest records (/usage/records). Same guard, same order of
+// checks (CONTRACT §8): 405 → 401 → 410 → 402 → 400.
 import type { Elysia } from "elysia";
-import { z } from "zod";
 import type { Ctx } from "../../context.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
+import type { RouteDocs } from "../../http/openapi.ts";
 import { authenticate } from "../guard.ts";
 import { readQuery } from "../zod-input.ts";
+import { groupsQuery, noQuery, recordsQuery } from "./model.ts";
+import { usageRecordsPage } from "./records.ts";
+import { usageGroups } from "./report.ts";
 import { usageRollup } from "./service.ts";
-
-const noQuery = z.strictObject({});
 
 export function usageHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
   return {
@@ -19,8 +23,49 @@ export function usageHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
   };
 }
 
+export function usageGroupsHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
+  return {
+    GET: async ({ request }) => {
+      const { account } = await authenticate(ctx, request, { write: false });
+      return usageGroups(ctx.db, account.id, readQuery(request, groupsQuery));
+    },
+  };
+}
+
+export function usageRecordsHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
+  return {
+    GET: async ({ request }) => {
+      const { account } = await authenticate(ctx, request, { write: false });
+      return usageRecordsPage(ctx.db, account.id, readQuery(request, recordsQuery));
+    },
+  };
+}
+
 export function usageRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/v1/organizations/usage", usageHandlers(ctx), MANAGEMENT, {
-    GET: { summary: "Usage of the last 30 days", tag: "Usage", auth: "account-read", query: noQuery, responses: { "200": { description: "The account's 30-day rollup." } } },
-  });
+export const usageDocs: RouteDocs = {
+  GET: { summary: "Usage of the last 30 days", tag: "Usage", auth: "account-read", query: noQuery, responses: { "200": { description: "The account's 30-day rollup." } } },
+};
+
+export const usageGroupsDocs: RouteDocs = {
+  GET: {
+    summary: "Usage grouped by day, routing key, lane or model", tag: "Usage", auth: "account-read", query: groupsQuery,
+    description: "Without `month`: the rollup's window (the last 30 days), so the groups add up to GET /v1/organizations/usage. "
+      + "With `month=YYYY-MM`: that UTC calendar month up to now. Each group carries requests, errors, fallbacks (failed attempts "
+      + "after which the request moved to another lane), tokens, cost_usd, the seat (`sub`) share and time to first byte p50/p95.",
+    responses: { "200": { description: "`{by, month, since, until, groups: [...]}`" } },
+  },
+};
+
+export const usageRecordsDocs: RouteDocs = {
+  GET: {
+    summary: "The latest usage records", tag: "Usage", auth: "account-read", query: recordsQuery,
+    description: "One record per upstream attempt, newest first, with the lanes its request tried up to it. Page back with `before=<next_before>`.",
+    responses: { "200": { description: "`{records: [...], next_before}`" } },
+  },
+};
+
+export function usageRoutes(ctx: Ctx, app: Elysia): void {
+  mount(ctx, app, "/v1/organizations/usage", usageHandlers(ctx), MANAGEMENT, usageDocs);
+  mount(ctx, app, "/v1/organizations/usage/groups", usageGroupsHandlers(ctx), MANAGEMENT, usageGroupsDocs);
+  mount(ctx, app, "/v1/organizations/usage/records", usageRecordsHandlers(ctx), MANAGEMENT, usageRecordsDocs);
 }

@@ -9,7 +9,7 @@ import { routingKeys, usageRecords } from "../../store/db/schema/index.ts";
 export const USAGE_WINDOW_DAYS = 30;
 
 const u = usageRecords;
-const metrics = {
+export const metrics = {
   requests: sql<number>`count(*)::float8`,
   errors: sql<number>`(count(*) filter (where ${u.outcome} in ('error', 'broken')))::float8`,
   prompt_tokens: sql<number>`coalesce(sum(${u.promptTokens}), 0)::float8`,
@@ -17,9 +17,9 @@ const metrics = {
   cost_usd: sql<number>`coalesce(sum(${u.costUsd}), 0)::float8`,
 };
 
-type MetricRow = { requests: unknown; errors: unknown; prompt_tokens: unknown; completion_tokens: unknown; cost_usd: unknown };
+export type MetricRow = { requests: unknown; errors: unknown; prompt_tokens: unknown; completion_tokens: unknown; cost_usd: unknown };
 
-function totals(r: MetricRow | undefined) {
+export function totals(r: MetricRow | undefined) {
   return {
     requests: Number(r?.requests ?? 0),
     errors: Number(r?.errors ?? 0),
@@ -30,8 +30,13 @@ function totals(r: MetricRow | undefined) {
   };
 }
 
+/** The rollup's window: the last 30 days up to `now`. */
+export function rollupWindow(now = new Date()): { since: Date; until: Date } {
+  return { since: new Date(now.getTime() - USAGE_WINDOW_DAYS * 86400_000), until: now };
+}
+
 export async function usageRollup(db: Db, accountId: string, now = new Date()) {
-  const since = new Date(now.getTime() - USAGE_WINDOW_DAYS * 86400_000);
+  const { since } = rollupWindow(now);
   const where = and(eq(u.accountId, accountId), gte(u.createdAt, since), lte(u.createdAt, now));
   const day = sql<string>`to_char(${u.createdAt} at time zone 'UTC', 'YYYY-MM-DD')`;
 

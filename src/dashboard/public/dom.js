@@ -1,0 +1,56 @@
+// DOM building without HTML strings: every value becomes a text node or a property, so a label
+// like "<img onerror=…>" is shown as those characters and never parsed (no innerHTML anywhere).
+
+/** h("td", {className: "num"}, "12") — props are set as properties, children as nodes/text. */
+export function h(tag, props = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "dataset") Object.assign(el.dataset, v);
+    else if (k === "on") for (const [ev, fn] of Object.entries(v)) el.addEventListener(ev, fn);
+    else if (k === "href") el.href = safeHref(v);
+    else el[k] = v;
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(el, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+/** Only http(s) links: a `javascript:` URL in data must not become clickable. */
+export function safeHref(url) {
+  try {
+    const u = new URL(String(url), location.href);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.href : "#";
+  } catch {
+    return "#";
+  }
+}
+
+export function clear(el) {
+  el.replaceChildren();
+  return el;
+}
+
+/** A table inside a horizontally scrolling wrapper (narrow screens). */
+export function table(headers, rows, opts = {}) {
+  const t = h("table", { className: opts.className ?? "" },
+    h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, rows));
+  if (opts.id) t.id = opts.id;
+  return h("div", { className: "scroll" }, t);
+}
+
+export const fmt = {
+  int: (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US")),
+  usd: (n) => (n === null || n === undefined ? "—" : `$${Number(n).toFixed(Math.abs(Number(n)) < 1 ? 4 : 2)}`),
+  pct: (n) => (n === null || n === undefined || !Number.isFinite(n) ? "—" : `${(n * 100).toFixed(1)}%`),
+  ms: (n) => (n === null || n === undefined ? "—" : `${Math.round(n).toLocaleString("en-US")} ms`),
+  time: (iso) => (iso ? new Date(iso).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "—"),
+};

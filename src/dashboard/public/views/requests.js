@@ -1,0 +1,58 @@
+// Recent requests: the latest usage records (one per attempt), filtered by key, lane and outcome,
+// each with the lanes its request tried, tokens, cost, latency and time to first byte.
+import { api } from "../api.js";
+import { clear, fmt, h, table } from "../dom.js";
+
+const OUTCOMES = ["ok", "error", "aborted", "broken", "interrupted"];
+const filters = { key: "", provider: "", outcome: "" };
+
+function select(name, label, options, labelOf = (o) => o) {
+  const s = h("select", { name, id: `filter-${name}` }, h("option", { value: "" }, `any ${label}`),
+    options.map((o) => h("option", { value: o, selected: filters[name] === o }, labelOf(o))));
+  return h("label", {}, `${label} `, s);
+}
+
+function row(r, keyNames) {
+  return h("tr", { dataset: { record: String(r.id) }, className: r.outcome === "ok" ? "" : "failed" },
+    h("td", {}, fmt.time(r.created_at)),
+    h("td", {}, keyNames.get(r.routing_key_id) ?? r.routing_key_id ?? "—"),
+    h("td", {}, r.lanes_tried.join(" → ")),
+    h("td", {}, r.model ?? "—"),
+    h("td", {}, h("span", { className: `badge ${r.outcome === "ok" ? "ok" : "bad"}` }, r.outcome), " ", String(r.status), r.error_code ? h("small", { className: "muted" }, ` ${r.error_code}`) : null),
+    h("td", { className: "num" }, `${fmt.int(r.prompt_tokens)} / ${fmt.int(r.completion_tokens)}`),
+    h("td", { className: "num" }, fmt.usd(r.cost_usd), r.seat ? h("span", { className: "badge" }, "seat") : null),
+    h("td", { className: "num" }, fmt.ms(r.latency_ms)),
+    h("td", { className: "num" }, fmt.ms(r.ttfb_ms)));
+}
+
+export async function renderRequests({ root, notify }) {
+  const [keys, lanes] = await Promise.all([
+    api("/v1/organizations/routing-keys"),
+    api("/v1/organizations/usage/groups", { query: { by: "lane" } }),
+  ]);
+  const keyNames = new Map(keys.routing_keys.map((k) => [k.id, k.label]));
+  const form = h("form", { className: "inline-form filters", id: "filters" },
+    select("key", "key", keys.routing_keys.map((k) => k.id), (id) => keyNames.get(id)),
+    select("provider", "lane", [...new Set(["sub", "bridge", ...lanes.groups.map((g) => g.provider)])]),
+    select("outcome", "outcome", OUTCOMES));
+  const body = h("div", { id: "records" });
+  const more = h("button", { type: "button", hidden: true }, "Older records");
+  let before = null;
+
+  const load = async (reset) => {
+    if (reset) { clear(body); before = null; }
+    const page = await api("/v1/organizations/usage/records", { query: { limit: 50, ...filters, before } });
+    const rows = page.records.map((r) => row(r, keyNames));
+    const tbody = body.querySelector("tbody");
+    if (tbody) tbody.append(...rows);
+    else body.append(page.records.length === 0 ? h("p", { className: "muted" }, "No records match.") :
+      table(["Time", "Key", "Lanes tried", "Model", "Outcome", "Tokens in / out", "Cost", "Latency", "TTFB"], rows, { id: "records-table" }));
+    before = page.next_before;
+    more.hidden = before === null;
+  };
+  const failed = (e) => notify(e.message, "error");
+  form.addEventListener("change", (ev) => { filters[ev.target.name] = ev.target.value; load(true).catch(failed); });
+  more.addEventListener("click", () => load(false).catch(failed));
+  root.append(h("h2", {}, "Recent requests"), form, body, more);
+  await load(true);
+}
