@@ -2,7 +2,7 @@
 // and its rate limits when the key carries them. With an sk_ token: create (the raw key is shown
 // once, with a copy button), revoke/restore, change the budget, reorder, add or remove lanes.
 import { api, canWrite } from "../api.js";
-import { clear, fmt, h } from "../dom.js";
+import { append, clear, fmt, h } from "../dom.js";
 
 const LIMITS = [["rpm_limit", "requests/min"], ["tpm_limit", "tokens/min"], ["max_concurrent_requests", "concurrent"]];
 const TARGET = { sub: "sub_session_id", bridge: "bridge_instance_id" };
@@ -96,7 +96,7 @@ function laneEditor(k, ctx, patch) {
   let lanes = k.providers.map(laneBody);
   const list = h("ol", { className: "lane-editor" });
   const draw = () => {
-    clear(list).append(lanes.map((l, i) => h("li", {},
+    append(clear(list), lanes.map((l, i) => h("li", {},
       h("span", {}, laneText(l, ctx.names)),
       h("button", { type: "button", className: "small", disabled: i === 0, title: "Move up", on: { click: () => { [lanes[i - 1], lanes[i]] = [lanes[i], lanes[i - 1]]; draw(); } } }, "↑"),
       h("button", { type: "button", className: "small", disabled: i === lanes.length - 1, title: "Move down", on: { click: () => { [lanes[i + 1], lanes[i]] = [lanes[i], lanes[i + 1]]; draw(); } } }, "↓"),
@@ -108,7 +108,7 @@ function laneEditor(k, ctx, patch) {
   const model = h("input", { name: "model", placeholder: "model (optional)" });
   const fillTargets = () => {
     const ids = targetsFor(provider.value, ctx.wireable);
-    clear(target).append(ids.length ? ids.map((id) => h("option", { value: id }, ctx.names.get(id) ?? id)) : h("option", { value: "" }, "nothing to wire — add one first"));
+    append(clear(target), ids.length ? ids.map((id) => h("option", { value: id }, ctx.names.get(id) ?? id)) : h("option", { value: "" }, "nothing to wire — add one first"));
   };
   provider.addEventListener("change", fillTargets);
   fillTargets();

@@ -2,7 +2,7 @@
 // budget per routing key, spend per day this month (seat traffic stacked apart), and per lane:
 // requests, error rate, fallbacks and time to first token (GET /v1/organizations/usage/groups).
 import { api } from "../api.js";
-import { fmt, h, table } from "../dom.js";
+import { append, fmt, h, table } from "../dom.js";
 
 let charts = [];
 const currentMonth = () => new Date().toISOString().slice(0, 7);
@@ -63,7 +63,7 @@ export async function renderOverview({ root }) {
   // Month-to-date spend against budget, one bar pair per key.
   const live = keys.routing_keys.filter((k) => !k.revoked_at);
   const budgetCanvas = h("canvas", { id: "budget-chart", ariaLabel: "Month-to-date spend against budget per routing key", role: "img" });
-  root.append(
+  append(root, [
     h("h2", {}, `Budgets, ${month}`),
     live.length === 0 ? h("p", { className: "muted" }, "No routing keys yet.") : [
       h("div", { className: "chart", dataset: { rows: String(live.length) } }, budgetCanvas),
@@ -75,7 +75,7 @@ export async function renderOverview({ root }) {
           h("td", { className: "num" }, used === null ? "—" : fmt.pct(used)));
       }), { id: "budget-table" }),
     ],
-  );
+  ]);
   if (live.length) {
     chart(budgetCanvas, {
       type: "bar",
