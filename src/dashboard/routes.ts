@@ -7,8 +7,8 @@ import { createRequire } from "node:module";
 import { dirname, extname, join, relative } from "node:path";
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
-import { GatewayError } from "../errors.ts";
 import { mount, MANAGEMENT } from "../http/route.ts";
+import type { RouteDocs } from "../http/openapi.ts";
 
 /**
  * Strict: scripts and styles only from this origin (no inline code, no attribute styles, no CDN),
@@ -75,19 +75,18 @@ function serve(request: Request, a: Asset): Response {
 
 const PREFIX = "/dashboard/assets/";
 
+const fileDoc = (summary: string, contentType: string): RouteDocs => ({
+  GET: { summary, tag: "Dashboard", auth: "none", responses: { "200": { description: summary, contentType, schema: { type: "string" } } } },
+});
+
+/** Each file under its own path (a fixed set known at start): no wildcard, nothing outside the set can be asked for. */
 export function dashboardRoutes(ctx: Ctx, app: Elysia): void {
   const assets = loadDashboardAssets();
   const page = assets.get("index.html")!;
-  const index = { GET: ({ request }: { request: Request }) => serve(request, page) };
-  mount(ctx, app, "/dashboard", index, MANAGEMENT);
-  mount(ctx, app, "/dashboard/", index, MANAGEMENT);
-  mount(ctx, app, `${PREFIX}*`, {
-    GET: ({ request }) => {
-      let path = "";
-      try { path = decodeURIComponent(new URL(request.url).pathname.slice(PREFIX.length)); } catch { /* malformed: no such file */ }
-      const a = path === "index.html" ? undefined : assets.get(path);
-      if (!a) throw new GatewayError(404, `No dashboard file ${PREFIX}${path.slice(0, 100)}. Open /dashboard.`, { code: "not_found" });
-      return serve(request, a);
-    },
-  }, MANAGEMENT);
+  mount(ctx, app, "/dashboard", { GET: ({ request }) => serve(request, page) }, MANAGEMENT,
+    fileDoc("The operator dashboard (browser page; signs in with an account token)", page.type));
+  for (const [name, a] of assets) {
+    if (name === "index.html") continue;
+    mount(ctx, app, `${PREFIX}${name}`, { GET: ({ request }) => serve(request, a) }, MANAGEMENT, fileDoc(`Dashboard file ${name}`, a.type));
+  }
 }

@@ -105,7 +105,11 @@ const connectBodyDoc = connectBody.extend({
 });
 
 export const subSessionDocs: RouteDocs = {
-  GET: { summary: "The subscription sign-in's state", tag: "Sub session", auth: "account-read", query: noQuery, responses: { "200": { description: "The sub session (or `connected: false`)." } } },
+  GET: {
+    summary: "The subscription sign-in's state", tag: "Sub session", auth: "account-read", query: getQuery,
+    description: "`include=models` adds `models` (the live catalog, each with the tier alias it answers to) and `models_error` (why the catalog could not be read, or null).",
+    responses: { "200": { description: "The sub session (or `connected: false`)." } },
+  },
   POST: {
     summary: "Connect the subscription sign-in", tag: "Sub session", auth: "account-write", query: noQuery, body: connectBodyDoc,
     description: "Upload the subscription CLI's sign-in file (auth.json). It is stored encrypted and checked against the backend.",

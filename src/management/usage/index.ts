@@ -41,7 +41,6 @@ export function usageRecordsHandlers(ctx: Ctx): Partial<Record<Method, Handler>>
   };
 }
 
-export function usageRoutes(ctx: Ctx, app: Elysia): void {
 export const usageDocs: RouteDocs = {
   GET: { summary: "Usage of the last 30 days", tag: "Usage", auth: "account-read", query: noQuery, responses: { "200": { description: "The account's 30-day rollup." } } },
 };
