@@ -58,6 +58,8 @@ const schema = z.object({
    */
   UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: z.coerce.number().min(0).default(15),
   UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: z.coerce.number().min(0).default(75),
+  /** A gateway instance silent this long is dead: its requests in flight become `interrupted` records. */
+  INSTANCE_DEAD_AFTER_SECONDS: z.coerce.number().positive().default(15),
   EXPIRY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   // Stripe API address (tests point it at a loopback server speaking the Stripe API).
   STRIPE_API_BASE_URL: url.optional(),

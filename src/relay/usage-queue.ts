@@ -24,6 +24,7 @@ const COLUMNS: Array<[column: string, key: keyof UsageRow, type: string, dflt?: 
   ["request_id", "requestId", "text"],
   ["account_id", "accountId", "text"],
   ["routing_key_id", "routingKeyId", "text"],
+  ["attempt", "attempt", "integer", "0"],
   ["endpoint", "endpoint", "text"],
   ["lane_index", "laneIndex", "integer"],
   ["provider", "provider", "text"],
@@ -46,7 +47,8 @@ const COLUMNS: Array<[column: string, key: keyof UsageRow, type: string, dflt?: 
 const missing = Object.keys(getTableColumns(usageRecords)).filter((k) => k !== "id" && !COLUMNS.some(([, key]) => key === k));
 if (missing.length) throw new Error(`usage-queue.ts: list the usage_records column(s) ${missing.join(", ")} in COLUMNS`);
 const INSERT_HEAD = sql.raw(`insert into usage_records (${COLUMNS.map(([c]) => c).join(", ")}) select ${COLUMNS.map(([, k, , d]) => (d ? `coalesce(x."${k}", ${d})` : `x."${k}"`)).join(", ")} from json_to_recordset(`);
-const INSERT_TAIL = sql.raw(`::json) as x(${COLUMNS.map(([, k, t]) => `"${k}" ${t}`).join(", ")})`);
+// A row already written (same request id and attempt: a redelivery from the usage stream) is skipped.
+const INSERT_TAIL = sql.raw(`::json) as x(${COLUMNS.map(([, k, t]) => `"${k}" ${t}`).join(", ")}) on conflict do nothing`);
 
 const INT4_MAX = 2_147_483_647;
 /** Longest string kept per text column; the rest is cut (ids are short; model names come from clients). */
@@ -117,12 +119,17 @@ export interface UsageQueue {
   push(row: UsageRow): void;
   /** Marks a routing key used now; written with the next flush (one UPDATE per flush, not per request). */
   touchKey(keyId: string): void;
-  /** Writes everything queued so far. */
+  /** Writes everything recorded so far, including records still on their way through a source (the usage stream). */
   flush(): Promise<void>;
+  /** Writes what is in this queue now (a source's own drain uses it). */
+  flushQueued(): Promise<void>;
+  /** Records that reach the queue from elsewhere (Redis mode: the usage stream); flush() pulls them first. */
+  setSource(pull: () => Promise<void>): void;
   depth(): number;
   /** Holds timed flushes (tests that count queries around one request; shutdown ordering). */
   pause(): void;
   resume(): void;
+  isPaused(): boolean;
   job: Job;
 }
 
@@ -132,6 +139,7 @@ export function createUsageQueue(ctx: Ctx): UsageQueue {
   let paused = false;
   let flushing: Promise<void> | null = null;
   let sizeFlushScheduled = false;
+  let source: (() => Promise<void>) | null = null;
 
   const insert = (part: UsageRow[]) => ctx.db.execute(sql`${INSERT_HEAD}${JSON.stringify(part)}${INSERT_TAIL}`);
 
@@ -194,6 +202,10 @@ export function createUsageQueue(ctx: Ctx): UsageQueue {
   const job = intervalJob(ctx, "usage-flush", FLUSH_INTERVAL_MS, async () => {
     if (!paused) await flush();
   });
+  const flushAll = async () => {
+    if (source) await source();
+    await flush();
+  };
 
   return {
     push(row) {
@@ -209,10 +221,13 @@ export function createUsageQueue(ctx: Ctx): UsageQueue {
     touchKey(keyId) {
       touched.set(keyId, Date.now());
     },
-    flush,
+    flush: flushAll,
+    flushQueued: flush,
+    setSource(pull) { source = pull; },
     depth: () => rows.length,
     pause() { paused = true; },
     resume() { paused = false; },
+    isPaused: () => paused,
     job,
   };
 }

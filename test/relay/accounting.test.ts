@@ -87,7 +87,8 @@ describe(`accounting (${storesLabel})`, () => {
     expect(await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, ids))).toHaveLength(0);
     const [k0] = await gw.ctx.db.select().from(routingKeys).where(eq(routingKeys.id, key.id));
     expect(k0!.lastUsedAt).toBeNull();
-    expect(queue().depth()).toBe(5);
+    // Embedded: in the in-memory queue; with Redis: in the usage stream, drained by the next flush.
+    if (!REAL_STORES) expect(queue().depth()).toBe(5);
     // One flush: one INSERT for the batch and one UPDATE for last_used_at. The query counter is
     // per gateway, so background jobs (bridge health, expiry sweep) and the budget settlements
     // still in their 10 ms batch are quieted first: only the flush's own statements are counted.

@@ -6,6 +6,8 @@ export interface ChildGateway {
   url: string;
   /** Sends SIGTERM and waits for the process to exit; returns its exit code. */
   terminate(): Promise<number>;
+  /** Sends SIGKILL (no drain, no shutdown hooks) and waits for the process to be gone. */
+  kill(): Promise<void>;
   output(): string;
 }
 
@@ -52,6 +54,10 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 30_0
     async terminate() {
       proc.kill("SIGTERM");
       return await proc.exited;
+    },
+    async kill() {
+      proc.kill("SIGKILL");
+      await proc.exited;
     },
     output: () => out,
   };

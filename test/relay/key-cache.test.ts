@@ -44,7 +44,8 @@ describe(`key cache (${storesLabel})`, () => {
       expect(r.status).toBe(200);
       await Bun.sleep(50); // the settle after the answer must not reach Postgres either
       expect(gw.ctx.dbh.queries()).toBe(before);
-      expect(q.depth()).toBe(1); // its usage record waits for the batch
+      // Its usage record waits for the batch (with Redis: in the usage stream, not in this process).
+      if (!REAL_STORES) expect(q.depth()).toBe(1);
     } finally {
       q.resume();
     }

@@ -4,7 +4,7 @@
 // after it: it is sanitised when queued, and a batch that still fails is written row by row.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
-import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { storesLabel, type TestGateway, REAL_STORES } from "../helpers/gateway.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createUsageQueue, type UsageQueue, type UsageRow } from "../../src/relay/usage-queue.ts";
@@ -41,7 +41,7 @@ describe(`usage records the database would refuse (${storesLabel})`, () => {
     // Token counts beyond int4 (an upstream reporting nonsense) are clamped, not fatal.
     await send(chatBody({ mock: { prompt_tokens: 3_000_000_000, completion_tokens: 5 } }));
     await send(chatBody());
-    expect(queue().depth()).toBe(4);
+    if (!REAL_STORES) expect(queue().depth()).toBe(4); // with Redis they wait in the usage stream
     queue().resume();
     await queue().flush();
     expect(queue().depth()).toBe(0);

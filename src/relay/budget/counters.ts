@@ -6,6 +6,7 @@ import { and, eq, gte, lt, or, sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { monthKey, secondsToMonthEnd } from "../../lib/time.ts";
 import { usageRecords } from "../../store/db/schema/index.ts";
+import type { LedgerEntry } from "../../store/kv/types.ts";
 
 const NANO = 1e9;
 /** Counters outlive their month a little, so late settles still find them. */
@@ -20,8 +21,12 @@ export interface BudgetedKey {
   budgetExcludesSeats: boolean;
 }
 
-const counterKey = (keyId: string, month: string) => `gw:{k:${keyId}}:budget:${month}`;
-const ttl = () => secondsToMonthEnd() + SLACK_SECONDS;
+export const counterKey = (keyId: string, month: string) => `gw:{k:${keyId}}:budget:${month}`;
+/** The key's in-flight ledger: request id → entry (ledger.ts), under the same hash tag as its counter. */
+export const inflightKey = (keyId: string) => `gw:{k:${keyId}}:inflight`;
+/** Markers of settled request ids, one hash per minute, kept two minutes (resends never charge twice). */
+export const settledKey = (keyId: string, minute: number) => `gw:{k:${keyId}}:settled:${minute}`;
+export const ttl = () => secondsToMonthEnd() + SLACK_SECONDS;
 
 function monthRange(month: string): [Date, Date] {
   const [y, m] = month.split("-").map(Number) as [number, number];
@@ -39,7 +44,7 @@ async function spendFromDb(ctx: Ctx, key: BudgetedKey, month: string): Promise<n
   return Number(rows[0]?.total ?? 0);
 }
 
-async function seed(ctx: Ctx, key: BudgetedKey, month: string): Promise<void> {
+export async function seed(ctx: Ctx, key: BudgetedKey, month: string): Promise<void> {
   const usd = await spendFromDb(ctx, key, month);
   await ctx.kv.seed(counterKey(key.id, month), toNano(usd), ttl());
 }
@@ -56,7 +61,7 @@ export interface Reservation {
  * not even `minUsd` fits (the caller answers 402 budget_exceeded). A key without a budget reserves
  * nothing (no KV call); its settlement still counts the month's spend.
  */
-export async function reserve(ctx: Ctx, key: BudgetedKey, usd: number, minUsd = usd): Promise<Reservation | null> {
+export async function reserve(ctx: Ctx, key: BudgetedKey, usd: number, minUsd = usd, entry?: LedgerEntry, onMissing?: () => Promise<void>): Promise<Reservation | null> {
   const month = monthKey();
   const k = counterKey(key.id, month);
   // Without a budget there is nothing to refuse: no round trip now; the settlement after the
@@ -65,10 +70,12 @@ export async function reserve(ctx: Ctx, key: BudgetedKey, usd: number, minUsd = 
   const nano = Math.max(0, toNano(usd));
   const min = Math.min(nano, Math.max(0, toNano(minUsd)));
   const limit = toNano(key.monthlyBudgetUsd);
-  let r = await ctx.kv.reserve(k, nano, min, limit, ttl());
+  let r = await ctx.kv.reserve(k, nano, min, limit, ttl(), entry);
   if (r.missing) {
+    // A missing counter may mean Redis lost its state: the ledger re-asserts what is in flight first.
+    await onMissing?.();
     await seed(ctx, key, month);
-    r = await ctx.kv.reserve(k, nano, min, limit, ttl());
+    r = await ctx.kv.reserve(k, nano, min, limit, ttl(), entry);
   }
   if (!r.ok) return null;
   return { keyId: key.id, month, nano: r.granted };

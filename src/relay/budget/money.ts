@@ -17,9 +17,10 @@ import type { KeyContext } from "../key-context.ts";
 import { observerOf } from "../observer.ts";
 import { priceUsd } from "../pricing.ts";
 import { budgetExceeded } from "../relay-errors.ts";
-import type { UsageQueue } from "../usage-queue.ts";
+import type { UsageQueue, UsageRow } from "../usage-queue.ts";
 import { fromNano, reserve, settle, toNano, type Reservation } from "./counters.ts";
 import { estimateRequest, fallbackPrices, outputLimitFor, type Estimate } from "./estimate.ts";
+import type { Ledger } from "./ledger.ts";
 import type { SettleBatcher } from "./settle-batch.ts";
 
 /** One attempt as the money owner records it (the usage record without what it derives). */
@@ -47,9 +48,13 @@ export const budgetUnavailable = () =>
   });
 
 /** Reserves, turning a store failure (timeout, connection down) into 503 budget_unavailable. */
-async function reserveOr503(ctx: Ctx, key: KeyContext, usd: number, minUsd: number): Promise<Reservation | null> {
+async function reserveOr503(ctx: Ctx, key: KeyContext, usd: number, minUsd: number, ledger: Ledger | undefined, requestId: string | null, facts: string): Promise<Reservation | null> {
   try {
-    return await reserve(ctx, key, usd, minUsd);
+    if (ledger?.gate) await ledger.gate;
+    const entry = ledger && requestId ? ledger.admission(key.id, requestId, facts) : undefined;
+    const r = await reserve(ctx, key, usd, minUsd, entry, ledger ? () => ledger.checkEpoch() : undefined);
+    if (r && ledger && requestId) ledger.admitted(key, requestId, r.month, facts, r.nano);
+    return r;
   } catch (e) {
     ctx.log.warn({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "budget store unavailable");
     throw budgetUnavailable();
@@ -59,7 +64,11 @@ async function reserveOr503(ctx: Ctx, key: KeyContext, usd: number, minUsd: numb
 export interface OpenOptions {
   requestId: string | null;
   endpoint: string;
+  /** The model asked for (written on the record of a request its instance could not finish). */
+  model?: string | null;
 }
+
+const ledgerOf = (ctx: Ctx) => ctx.services.ledger as Ledger | undefined;
 
 export class MoneyCall {
   /** Cost that counts toward the key's budget (seat traffic excluded while budget_excludes_seats). */
@@ -67,28 +76,42 @@ export class MoneyCall {
   /** The output limit the request must be sent with (lowered near the end of the budget), or null. */
   outputLimit: number | null = null;
   private settled = false;
+  private attempts = 0;
 
-  constructor(readonly ctx: Ctx, readonly key: KeyContext, readonly opts: OpenOptions, private reservation: Reservation | null) {}
+  /** `inLedger`: the request has an in-flight ledger entry that the settlement removes. */
+  constructor(readonly ctx: Ctx, readonly key: KeyContext, readonly opts: OpenOptions, private reservation: Reservation | null, private inLedger = false) {}
+
+  /** A call on a key without a budget: no reservation, but an in-flight entry (batched per turn) in Redis mode. */
+  private static unbudgeted(ctx: Ctx, key: KeyContext, opts: OpenOptions, nano = 0): MoneyCall {
+    const ledger = ledgerOf(ctx);
+    if (!ledger || !opts.requestId) return new MoneyCall(ctx, key, opts, null);
+    const month = monthKey();
+    ledger.enter(key, opts.requestId, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month), nano);
+    return new MoneyCall(ctx, key, opts, { keyId: key.id, month, nano }, true);
+  }
 
   /**
    * Admits one request: reserves its worst case (or what remains, lowering its output limit) on a
    * key with a budget; throws 402 budget_exceeded when not even the prompt and a useful answer fit.
    */
   static async open(ctx: Ctx, key: KeyContext, opts: OpenOptions, request: Json, bytes?: number): Promise<MoneyCall> {
-    if (key.monthlyBudgetUsd === null) return new MoneyCall(ctx, key, opts, null);
+    const o = { ...opts, model: typeof request.model === "string" ? request.model : null };
+    if (key.monthlyBudgetUsd === null) return MoneyCall.unbudgeted(ctx, key, o);
     const est = estimateRequest(ctx, key, request, bytes);
-    return MoneyCall.reserveFor(ctx, key, opts, est);
+    return MoneyCall.reserveFor(ctx, key, o, est);
   }
 
   /** Admits a call whose worst case the caller computed (null: nothing it may use counts toward the budget). */
   static async reserveFor(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd" | "minUsd"> & Partial<Estimate> | null): Promise<MoneyCall> {
-    if (key.monthlyBudgetUsd === null || est === null) return new MoneyCall(ctx, key, opts, null);
-    const r = await reserveOr503(ctx, key, est.usd, est.minUsd);
+    if (key.monthlyBudgetUsd === null || est === null) return MoneyCall.unbudgeted(ctx, key, opts);
+    const ledger = ledgerOf(ctx);
+    const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey()) : "";
+    const r = await reserveOr503(ctx, key, est.usd, est.minUsd, ledger, opts.requestId, facts);
     if (!r) {
       observerOf(ctx).budgetRejected({ endpoint: opts.endpoint });
       throw budgetExceeded(key.monthlyBudgetUsd, monthKey());
     }
-    const call = new MoneyCall(ctx, key, opts, r);
+    const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger && opts.requestId));
     if (est.prices) call.outputLimit = outputLimitFor(est as Estimate, fromNano(r.nano));
     return call;
   }
@@ -99,13 +122,16 @@ export class MoneyCall {
    * when the batch does not fit (nothing was reserved).
    */
   static async openBatch(ctx: Ctx, key: KeyContext, requestId: string, endpoint: string, requests: Json[], bytes: number[]): Promise<MoneyCall[] | { refusedUsd: number }> {
-    const ids = (i: number): OpenOptions => ({ requestId: `${requestId}.${i}`, endpoint });
-    if (key.monthlyBudgetUsd === null) return requests.map((_, i) => new MoneyCall(ctx, key, ids(i), null));
+    const model = (r: Json) => (typeof r.model === "string" ? r.model : null);
+    const ids = (i: number): OpenOptions => ({ requestId: `${requestId}.${i}`, endpoint, model: model(requests[i]!) });
+    if (key.monthlyBudgetUsd === null) return requests.map((_, i) => MoneyCall.unbudgeted(ctx, key, ids(i)));
     const est = requests.map((r, i) => estimateRequest(ctx, key, r, bytes[i]));
-    if (est.every((e) => e === null)) return requests.map((_, i) => new MoneyCall(ctx, key, ids(i), null));
+    if (est.every((e) => e === null)) return requests.map((_, i) => MoneyCall.unbudgeted(ctx, key, ids(i)));
     const nanos = est.map((e) => toNano(e?.usd ?? 0));
     const total = nanos.reduce((a, n) => a + n, 0);
-    const r = await reserveOr503(ctx, key, fromNano(total), fromNano(total));
+    const ledger = ledgerOf(ctx);
+    const facts = ledger ? ledger.facts(key, endpoint, model(requests[0] ?? {}), monthKey()) : "";
+    const r = await reserveOr503(ctx, key, fromNano(total), fromNano(total), ledger, requestId, facts);
     if (!r) {
       observerOf(ctx).budgetRejected({ endpoint });
       return { refusedUsd: fromNano(total) };
@@ -113,7 +139,14 @@ export class MoneyCall {
     const shares = nanos.map((nano) => ({ ...r, nano }));
     const sum = shares.reduce((a, s) => a + s.nano, 0);
     if (shares.length && sum !== r.nano) shares[shares.length - 1]!.nano += r.nano - sum;
-    return shares.map((s, i) => new MoneyCall(ctx, key, ids(i), s));
+    if (!ledger) return shares.map((s, i) => new MoneyCall(ctx, key, ids(i), s));
+    // The batch's one entry becomes one entry per prompt (its share), in the same turn.
+    const calls = shares.map((s, i) => {
+      ledger.enter(key, ids(i).requestId!, s.month, ledger.facts(key, endpoint, ids(i).model ?? null, s.month), s.nano);
+      return new MoneyCall(ctx, key, ids(i), s, true);
+    });
+    ledger.settle(key, requestId, r.month, r.nano, r.nano);
+    return calls;
   }
 
   /** Records one attempt: prices it, queues its usage record, and counts its cost. Returns the cost. */
@@ -124,8 +157,9 @@ export class MoneyCall {
       ? priceUsd(a.adapter.pricingId ?? a.adapter.id, a.model, a.usage, fallback)
       : { usd: 0, estimated: false };
     if (!(a.adapter.seat && key.budgetExcludesSeats)) this.countedUsd += price.usd;
-    (this.ctx.services.usageQueue as UsageQueue | undefined)?.push({
+    const row: UsageRow = {
       requestId: this.opts.requestId,
+      attempt: ++this.attempts,
       accountId: key.accountId,
       routingKeyId: key.id,
       endpoint: this.opts.endpoint,
@@ -145,7 +179,11 @@ export class MoneyCall {
       ttfbMs: a.ttfbMs,
       seat: a.adapter.seat,
       createdAt: new Date(),
-    });
+    };
+    // Redis mode: into the usage stream with this turn's ledger writes; embedded: the usage queue.
+    const ledger = ledgerOf(this.ctx);
+    if (ledger) ledger.record(row);
+    else (this.ctx.services.usageQueue as UsageQueue | undefined)?.push(row);
     return price.usd;
   }
 
@@ -157,6 +195,11 @@ export class MoneyCall {
     if (this.settled) return;
     this.settled = true;
     const { ctx, key } = this;
+    if (this.inLedger && this.reservation && this.opts.requestId) {
+      ledgerOf(ctx)!.settle(key, this.opts.requestId, this.reservation.month, this.reservation.nano, toNano(this.countedUsd));
+      this.reservation = null;
+      return;
+    }
     const res = this.reservation ?? (this.countedUsd > 0 ? { keyId: key.id, month: monthKey(), nano: 0 } : null);
     this.reservation = null;
     if (!res) return;

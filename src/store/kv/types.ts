@@ -13,6 +13,13 @@ export interface ReserveResult {
   missing: boolean;
 }
 
+/** The in-flight ledger entry the reservation writes in the same atomic step (see redis.ts RESERVE). */
+export interface LedgerEntry {
+  ledger: string;
+  id: string;
+  value: string;
+}
+
 export interface KV {
   readonly kind: "redis" | "memory";
   get(key: string): Promise<string | null>;
@@ -26,7 +33,7 @@ export interface KV {
    * else when total + min ≤ limit → add what remains (limit − total); else refuse.
    * Integers only (the budget module counts nano-dollars).
    */
-  reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number): Promise<ReserveResult>;
+  reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number, entry?: LedgerEntry): Promise<ReserveResult>;
   /** Atomically add delta (may be negative) to an existing counter; a missing counter stays missing. */
   adjust(key: string, delta: number, ttlSeconds: number): Promise<number | null>;
   /** Set the counter only if it does not exist (seeding from Postgres after Redis lost it). */

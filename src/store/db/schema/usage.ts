@@ -1,4 +1,4 @@
-import { bigserial, boolean, doublePrecision, index, integer, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { bigserial, boolean, doublePrecision, index, integer, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
@@ -8,6 +8,8 @@ export const usageRecords = pgTable("usage_records", {
   requestId: text("request_id"),
   accountId: text("account_id").notNull(),
   routingKeyId: text("routing_key_id"),
+  /** 1, 2, … per upstream attempt of one request; 0 for the record written when its instance died. */
+  attempt: integer("attempt").notNull().default(0),
   endpoint: text("endpoint").notNull(), // chat | responses | blitz | transcriptions | classifier
   laneIndex: integer("lane_index"),
   provider: text("provider").notNull(),
@@ -29,4 +31,6 @@ export const usageRecords = pgTable("usage_records", {
 }, (t) => [
   index("usage_account_time").on(t.accountId, t.createdAt),
   index("usage_key_time").on(t.routingKeyId, t.createdAt),
+  // A record delivered twice (stream redelivery, a retried write) is written once.
+  uniqueIndex("usage_request_attempt").on(t.requestId, t.attempt),
 ]);

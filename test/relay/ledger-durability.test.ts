@@ -1,0 +1,137 @@
+// Durability of the money path (CONTRACT §7), with real child gateway processes over the test's own
+// redis-server (no persistence, restarted by PID) and the shared Postgres: a request that reached an
+// upstream has exactly one usage record even if its gateway is SIGKILLed mid-request (the in-flight
+// ledger and a reconciler on another instance), the budget counter equals the sum of the records,
+// and a Redis restart with requests in flight does not let spend pass the budget.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { inArray } from "drizzle-orm";
+import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
+import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { resolveRoutingKey } from "../../src/relay/auth.ts";
+import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
+import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
+import type { UsageQueue } from "../../src/relay/usage-queue.ts";
+import { usageRecords } from "../../src/store/db/schema/index.ts";
+import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
+import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+
+const name = REAL_STORES
+  ? "money durability (child gateways, own redis-server)"
+  : "money durability: skipped in embedded mode (needs real Redis and several processes; embedded mode is one process, see README)";
+
+const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
+
+async function until<T>(what: string, fn: () => Promise<T | null>, ms = 20_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v !== null) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(100);
+  }
+}
+
+describe.if(REAL_STORES)(name, () => {
+  let redis: PrivateRedis;
+  let A: MockUpstream;
+  let gw: TestGateway;
+  let acct: { id: string };
+  let cred: { id: string };
+  const children: ChildGateway[] = [];
+
+  beforeAll(async () => {
+    redis = await startPrivateRedis();
+    A = await startMockOpenAI();
+    // This in-process instance provisions, reads the database, and is the surviving reconciler.
+    gw = await startTestGateway({ REDIS_URL: redis.url, PROVIDER_OPENAI_BASE_URL: A.url, INSTANCE_DEAD_AFTER_SECONDS: "3" });
+    acct = await createAccount(gw);
+    cred = await addCredential(gw, acct.id, "openai");
+  }, 30_000);
+  afterEach(() => A.setDefault({}));
+  afterAll(async () => {
+    for (const c of children) await c.kill().catch(() => {});
+    await gw?.stop();
+    await A?.stop();
+    await redis?.stop();
+  });
+
+  const child = async () => {
+    const c = await spawnGateway({
+      DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: redis.url, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!,
+      DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url, INSTANCE_DEAD_AFTER_SECONDS: "3",
+    });
+    children.push(c);
+    return c;
+  };
+  const post = (url: string, raw: string, body: unknown) =>
+    fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(body) }).catch(() => null);
+  const recordsOf = async (keyIds: string[]) => {
+    await (gw.ctx.services.usageQueue as UsageQueue).flush();
+    return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, keyIds));
+  };
+  const keyCtx = (raw: string) => resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${raw}` } }));
+
+  test("CONTRACT §7 durability: SIGKILL with 60 requests in flight → upstream count = usage records after reconciliation, counter = Σ records", async () => {
+    const budgeted = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
+    const free = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+    const c = await child();
+    const start = A.received.length;
+    // Some finished requests (their records in the usage stream or already in Postgres)…
+    for (let i = 0; i < 5; i++) {
+      expect((await post(c.url, budgeted.raw, chatBody()))!.status).toBe(200);
+      expect((await post(c.url, free.raw, chatBody()))!.status).toBe(200);
+    }
+    // …and 60 held by the upstream when the process dies, streams and plain requests.
+    const slow = { mock: { latency_ms: 30_000 } };
+    const inflight = Array.from({ length: 60 }, (_, i) =>
+      post(c.url, i % 2 ? budgeted.raw : free.raw, chatBody({ ...slow, stream: i % 3 === 0, max_tokens: 500 })));
+    await until("60 requests at the upstream", async () => (A.received.length - start >= 70 ? true : null));
+    await c.kill();
+    await Promise.all(inflight);
+    const upstream = A.received.length - start;
+    expect(upstream).toBe(70);
+    // The surviving instance sees the dead one's silence and writes its requests off as interrupted.
+    const rows = await until("one record per upstream request", async () => {
+      const r = await recordsOf([budgeted.id, free.id]);
+      return r.length >= upstream ? r : null;
+    });
+    expect(rows.length).toBe(upstream);
+    expect(rows.filter((r) => r.outcome === "interrupted").length).toBe(60);
+    expect(new Set(rows.map((r) => r.requestId)).size).toBe(upstream);
+    // The killed requests' reservations stay as their interrupted records' cost: counter = Σ records.
+    const spent = rows.filter((r) => r.routingKeyId === budgeted.id).reduce((a, r) => a + r.costUsd, 0);
+    const counter = await monthSpendUsd(gw.ctx, await keyCtx(budgeted.raw));
+    expect(counter.usd).toBeCloseTo(spent, 9);
+    expect(rows.filter((r) => r.routingKeyId === budgeted.id && r.outcome === "interrupted").every((r) => r.costUsd > 0)).toBe(true);
+  }, 60_000);
+
+  for (const capped of [true, false]) {
+    test(`CONTRACT §7 durability: Redis restarted empty with requests in flight → spend ≤ budget (${capped ? "with" : "without"} output limits)`, async () => {
+      const body = capped ? chatBody({ max_tokens: 100, mock: { completion_tokens: 100, latency_ms: 1500 } }) : chatBody({ mock: { completion_tokens: 16_384, latency_ms: 1500 } });
+      const probe = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 1 });
+      const est = estimateCostUsd(gw.ctx, await keyCtx(probe.raw), body, bytesOf(body))!;
+      const budget = est * 10.5;
+      const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: budget });
+      const c = await child();
+      const first = Array.from({ length: 15 }, () => post(c.url, k.raw, body));
+      const start = A.received.length;
+      await until("the first wave at the upstream", async () => (A.received.length - start >= 10 ? true : null));
+      await Bun.sleep(100);
+      await redis.restart(); // empty: counters, ledger and stream are gone
+      const second = Array.from({ length: 15 }, () => post(c.url, k.raw, body));
+      const all = await Promise.all([...first, ...second]);
+      const ids = all.filter((r) => r?.status === 200).map((r) => r!.headers.get("x-request-id")!);
+      expect(ids.length).toBeGreaterThanOrEqual(10);
+      expect(all.every((r) => r && (r.status === 200 || r.status === 402 || r.status === 503))).toBe(true);
+      await c.terminate(); // drains its records
+      const rows = await until("the records", async () => {
+        const r = await recordsOf([k.id]);
+        return r.length >= ids.length ? r : null;
+      });
+      const spent = rows.reduce((a, r) => a + r.costUsd, 0);
+      // The prompt estimate (a token per byte) is an upper bound here, so no estimate error to allow.
+      expect(spent).toBeLessThanOrEqual(budget + 1e-12);
+    }, 60_000);
+  }
+});
