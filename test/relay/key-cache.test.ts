@@ -102,9 +102,15 @@ describe(`key cache (${storesLabel})`, () => {
       const cred = await addCredential(gw, acct.id, "openai");
       const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
       expect((await gw2.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status).toBe(200);
+      // Quiet the background writers (usage drain, the first settlement's counter seed) first:
+      // only the request's own queries are counted.
+      const usage = gw2.ctx.services.usageQueue as UsageQueue;
+      await Bun.sleep(50);
+      usage.pause();
       const q0 = gw2.ctx.dbh.queries();
       expect((await gw2.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status).toBe(200);
       expect(gw2.ctx.dbh.queries()).toBe(q0); // cached on instance 2
+      usage.resume();
       // Revoked through instance 1's management API.
       expect((await gw.call(`/v1/organizations/routing-keys?id=${key.id}`, { method: "PATCH", token: acct.token, body: { revoked: true } })).status).toBe(200);
       const refused = await waitFor(async () => (await gw2.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status === 401, 2000);
