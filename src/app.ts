@@ -4,6 +4,7 @@ import { Elysia } from "elysia";
 import type { Ctx } from "./context.ts";
 import { errorResponse, GatewayError } from "./errors.ts";
 import { docsRoutes } from "./http/docs.ts";
+import { answerUnrouted } from "./http/route.ts";
 import { healthRoutes } from "./http/health.ts";
 import { signupRoutes } from "./signup/index.ts";
 import { managementRoutes } from "./management/index.ts";
@@ -20,10 +21,12 @@ export function buildApp(ctx: Ctx): Elysia {
   metricsRoutes(ctx, app);
   docsRoutes(ctx, app);
   dashboardRoutes(ctx, app);
-  app.onError(({ code, path }) => {
+  app.onError(({ code, path, request }) => {
     if (code === "NOT_FOUND") {
       const nested = path.startsWith("/v1/") && !path.startsWith("/v1/organizations");
-      return errorResponse(new GatewayError(404, `No route for ${path}. The API reference at /docs lists the available paths.`, { code: "not_found" }), nested ? "nested" : "flat");
+      const res = errorResponse(new GatewayError(404, `No route for ${path}. The API reference at /docs lists the available paths.`, { code: "not_found" }), nested ? "nested" : "flat");
+      // The access line's route is not the raw path (unbounded values): unknown paths share one.
+      return answerUnrouted(ctx, request, "(no route)", res);
     }
     return errorResponse(new GatewayError(400, "The request could not be read. Send a well-formed HTTP request with a JSON body.", { code: "bad_request" }), "flat");
   });

@@ -74,7 +74,17 @@ export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Rec
     // Bodies are read by the handlers themselves: size caps come first, parsing is ours.
     (app as any).route(method, path, run, { parse: "none" });
   }
-  (app as any).all(path, () => errorResponse(methodNotAllowed(allowed, opts.codeOn405), opts.shape), { parse: "none" });
+  (app as any).all(path, ({ request }: { request: Request }) => answerUnrouted(ctx, request, path, errorResponse(methodNotAllowed(allowed, opts.codeOn405), opts.shape)), { parse: "none" });
+}
+
+/** A 405 or 404 still carries a request id and gets its access line. */
+export function answerUnrouted(ctx: Ctx, request: Request, route: string, res: Response): Response {
+  const requestId = nextRequestId(ctx, request);
+  const access = trackerOf(ctx).open(requestId, request.method, route);
+  res.headers.set("x-request-id", requestId);
+  access.status = res.status;
+  access.release();
+  return res;
 }
 
 export const MANAGEMENT: MountOptions = { shape: "flat", codeOn405: true };

@@ -109,6 +109,15 @@ describe(`access log (${storesLabel})`, () => {
     }
   });
 
+  test("a 405 and a 404 carry a request id and get their line too", async () => {
+    const wrong = await gw.req("/v1/chat/completions", { method: "GET" });
+    expect(wrong.status).toBe(405);
+    expect(await lineFor(gw, wrong.headers.get("x-request-id")!)).toMatchObject({ method: "GET", route: "/v1/chat/completions", status: 405 });
+    const missing = await gw.req("/no/such/path");
+    expect(missing.status).toBe(404);
+    expect(await lineFor(gw, missing.headers.get("x-request-id")!)).toMatchObject({ method: "GET", route: "(no route)", status: 404 });
+  });
+
   test("management and health requests get a line too (route is the path template)", async () => {
     const r = await gw.req("/healthz");
     const line = await lineFor(gw, r.headers.get("x-request-id")!);
