@@ -135,3 +135,41 @@ describe.if(REAL_STORES)(name, () => {
     }, 60_000);
   }
 });
+
+describe.if(REAL_STORES)(REAL_STORES ? "budget ceiling across instances (3 gateway processes)" : "budget ceiling across instances: skipped in embedded mode (one process)", () => {
+  test("CONTRACT §7 budget: 200 concurrent requests over 3 instances without max_tokens never pass the budget", async () => {
+    const A = await startMockOpenAI();
+    const gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url });
+    const kids: ChildGateway[] = [];
+    try {
+      const acct = await createAccount(gw);
+      const cred = await addCredential(gw, acct.id, "openai");
+      // Answers as long as the model allows: each real cost is close to the reserved worst case.
+      const body = chatBody({ mock: { completion_tokens: 16_384, latency_ms: 150 } });
+      const probe = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 1 });
+      const probeCtx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${probe.raw}` } }));
+      const est = estimateCostUsd(gw.ctx, probeCtx, body, bytesOf(body))!;
+      const budget = est * 10.5;
+      const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: budget });
+      const env = { DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: gw.env.REDIS_URL!, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!, DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url };
+      kids.push(...(await Promise.all([spawnGateway(env), spawnGateway(env)])));
+      const urls = [gw.url, ...kids.map((c) => c.url)];
+      for (const url of urls) expect((await fetch(url + "/v1/key", { headers: { authorization: `Bearer ${k.raw}` } })).status).toBe(200);
+      const res = await Promise.all(Array.from({ length: 200 }, (_, i) =>
+        fetch(urls[i % 3] + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${k.raw}`, "content-type": "application/json" }, body: JSON.stringify(body) })));
+      expect(res.map((r) => r.status).filter((s) => s !== 200 && s !== 402)).toEqual([]);
+      const ok = res.filter((r) => r.status === 200);
+      expect(ok.length).toBeGreaterThanOrEqual(10);
+      for (const c of kids) expect(await c.terminate()).toBe(0);
+      kids.length = 0;
+      await (gw.ctx.services.usageQueue as UsageQueue).flush();
+      const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [k.id]));
+      expect(rows.length).toBe(ok.length);
+      expect(rows.reduce((a, r) => a + r.costUsd, 0)).toBeLessThanOrEqual(budget + 1e-12);
+    } finally {
+      for (const c of kids) await c.kill();
+      await gw.stop();
+      await A.stop();
+    }
+  }, 60_000);
+});

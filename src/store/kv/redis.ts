@@ -105,7 +105,7 @@ if n == 1 or redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], A
 return n`;
 
 /** Longest a Redis command may take before it fails (a frozen or unreachable Redis). */
-export const COMMAND_TIMEOUT_MS = 300;
+export const COMMAND_TIMEOUT_MS = 500;
 
 export type Cmds = Redis & {
   gwReserve(counter: string, ledger: string, amount: number, min: number, limit: number, ttl: number, id: string, entry: string): Promise<[number, number, number, number]>;
