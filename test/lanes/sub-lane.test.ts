@@ -38,6 +38,17 @@ describe(`sub lane through the gateway (${storesLabel})`, () => {
     expect(JSON.stringify(call.headers)).not.toContain(rawKey);
   });
 
+  test("CONTRACT §4: a lane keeps serving after the sign-in is reconnected, with the new sign-in's token and no PATCH", async () => {
+    const first = await connectSub(w);
+    const { rawKey } = await createKey(w.gw, w.account.token, { providers: [subLane(first.sessionId)] });
+    expect((await chat(w.gw, rawKey, { model: "gpt-5", messages: [{ role: "user", content: "before" }] })).status).toBe(200);
+    const second = await connectSub(w);
+    expect(second.sessionId).toBe(first.sessionId);
+    const r = await chat(w.gw, rawKey, { model: "gpt-5", messages: [{ role: "user", content: "after" }] });
+    expect(r.status).toBe(200);
+    expect(lastResponsesCall().headers.authorization).toBe(`Bearer ${second.authJson.tokens.access_token}`);
+  });
+
   test("streaming chat request is translated from the Responses event stream", async () => {
     const { sessionId } = await connectSub(w);
     const { rawKey } = await createKey(w.gw, w.account.token, { providers: [subLane(sessionId)] });

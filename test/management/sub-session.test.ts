@@ -1,6 +1,6 @@
 // Subscription sign-in (SPEC "Sub session", CONTRACT §4) against a mock subscription backend on
 // loopback: validation of auth_json, sealed storage, provisioning against GET /models, expiry,
-// replacement on reconnect, revoke, and the store functions the sub lane uses.
+// reconnect keeping the id, revoke, and the store functions the sub lane uses.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { addToken, createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
@@ -225,43 +225,55 @@ describe(`sub session: lifecycle (${storesLabel})`, () => {
     expect(lanes.body.lanes.sub_sessions).toEqual([{ id: s.id, status: "expired" }]);
   });
 
-  test("connecting again replaces the live session: the old row is revoked with its sign-in erased; an account invalidation is published", async () => {
+  test("CONTRACT §4: connecting again keeps the session's id and replaces the stored sign-in in place; an account invalidation is published", async () => {
     const a = await createAccount(gw);
     const rec = await invalidationRecorder(gw);
     try {
-      const first = await connectSub(gw, a.token);
+      const firstAuth = authJson("first");
+      const first = await connectSub(gw, a.token, firstAuth);
       await rec.waitFor((m) => m.kind === "account" && m.accountId === a.id);
       rec.seen.length = 0;
-      const second = await connectSub(gw, a.token);
+      const secondAuth = authJson("second");
+      const second = await connectSub(gw, a.token, secondAuth, { source_path: "/home/agent/.codex/auth.json" });
       await rec.waitFor((m) => m.kind === "account" && m.accountId === a.id);
-      expect(second.id).not.toBe(first.id);
-      const old = await rowOf(first.id);
-      expect(old.status).toBe("revoked");
-      expect(old.revokedAt).not.toBeNull();
-      expect(old.authCiphertext).toBeNull();
-      expect(await loadSubAuth(gw.ctx, first.id)).toBeNull();
-      const live = await gw.ctx.db.select().from(subSessions).where(eq(subSessions.accountId, a.id));
-      expect(live.filter((r) => r.revokedAt === null).map((r) => r.id)).toEqual([second.id]);
-      expect((await gw.call(SS, { token: a.token })).body.id).toBe(second.id);
+      expect(second.id).toBe(first.id);
+      expect(second).toMatchObject({ connected: true, status: "connected" });
+      const rows = await gw.ctx.db.select().from(subSessions).where(eq(subSessions.accountId, a.id));
+      expect(rows.map((r) => r.id)).toEqual([first.id]);
+      expect(rows[0]!.revokedAt).toBeNull();
+      expect(rows[0]!.sourcePath).toBe("/home/agent/.codex/auth.json");
+      expect(await loadSubAuth(gw.ctx, first.id)).toEqual(secondAuth);
+      expect((await gw.call(SS, { token: a.token })).body.id).toBe(first.id);
       const lanes = await gw.call("/v1/organizations/routing-keys?include=lanes", { token: a.token });
-      expect(lanes.body.lanes.sub_sessions).toEqual([{ id: second.id, status: "connected" }]);
-      // A lane can no longer name the replaced session.
+      expect(lanes.body.lanes.sub_sessions).toEqual([{ id: first.id, status: "connected" }]);
+      // Lanes can keep naming the session.
       const k = await gw.call("/v1/organizations/routing-keys", { method: "POST", token: a.token, body: { providers: [{ provider: "sub", sub_session_id: first.id }] } });
-      expect400(k, "`providers[0].sub_session_id`");
+      expect(k.status).toBe(200);
     } finally {
       await rec.stop();
     }
   });
 
-  test("at most one live sub session per account, even when several connects race", async () => {
+  test("CONTRACT §4: only DELETE ends the session; a POST after it starts a new session with a new id", async () => {
+    const a = await createAccount(gw);
+    const first = await connectSub(gw, a.token);
+    expect((await gw.call(SS, { method: "DELETE", token: a.token })).status).toBe(200);
+    const second = await connectSub(gw, a.token);
+    expect(second.id).not.toBe(first.id);
+    expect((await rowOf(first.id)).status).toBe("revoked");
+    const k = await gw.call("/v1/organizations/routing-keys", { method: "POST", token: a.token, body: { providers: [{ provider: "sub", sub_session_id: first.id }] } });
+    expect400(k, "`providers[0].sub_session_id`");
+  });
+
+  test("at most one live sub session per account, even when several connects race: they all answer the same id", async () => {
     const a = await createAccount(gw);
     const results = await Promise.all(Array.from({ length: 5 }, () => gw.call(SS, { method: "POST", token: a.token, body: { auth_json: authJson() } })));
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(new Set(results.map((r) => r.body.id)).size).toBe(1);
     const rows = await gw.ctx.db.select().from(subSessions).where(eq(subSessions.accountId, a.id));
-    expect(rows).toHaveLength(5);
-    const live = rows.filter((r) => r.revokedAt === null);
-    expect(live).toHaveLength(1);
-    expect(rows.filter((r) => r.authCiphertext !== null).map((r) => r.id)).toEqual([live[0]!.id]);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.revokedAt).toBeNull();
+    expect(rows[0]!.authCiphertext).not.toBeNull();
   });
 
   test("DELETE answers {connected: false, status: \"revoked\"}: the sign-in is erased, GET shows revoked, the lanes stop resolving, an invalidation is published", async () => {

@@ -10,8 +10,9 @@ import { authenticate } from "../guard.ts";
 import { parseWith, readBody, readQuery } from "../zod-input.ts";
 import { authJsonSchema, connectBody, getQuery, noQuery, type AuthJson } from "./model.ts";
 import { liveCatalog, pickTier } from "../../providers/sub/catalog.ts";
+import { forgetAuth } from "../../providers/sub/credentials.ts";
 import { PROVISIONING_UNFINISHED, provisionSubHost } from "./provision.ts";
-import { latestSubSession, newSubSessionId, NO_SUB_SESSION, presentSubSession, recordProvisioning, replaceSubSession, revokeSubSessions, subSessionAad } from "./store.ts";
+import { connectSubSession, latestSubSession, NO_SUB_SESSION, presentSubSession, recordProvisioning, revokeSubSessions, subSessionAad } from "./store.ts";
 
 const authJsonField = z.object({ auth_json: authJsonSchema });
 
@@ -72,18 +73,17 @@ export function subSessionHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {
       readQuery(request, noQuery);
       const body = await readBody(ctx, request, connectBody);
       const auth = readAuthJson(body.auth_json);
-      const id = newSubSessionId();
-      const ciphertext = sealAuth(ctx, id, auth);
       // Stored first: the check goes through the lane's token path, which may refresh and re-store the tokens.
-      await replaceSubSession(ctx, account.id, {
-        id,
-        ciphertext,
+      const stored = await connectSubSession(ctx, account.id, {
+        seal: (id) => sealAuth(ctx, id, auth),
         sourcePath: body.source_path ?? null,
         expiresAt: body.ttl_seconds ? new Date(Date.now() + body.ttl_seconds * 1000) : null,
         provisioned: PROVISIONING_UNFINISHED.provisioned,
         accountStatus: PROVISIONING_UNFINISHED.accountStatus,
         lastError: PROVISIONING_UNFINISHED.lastError,
       });
+      const id = stored.id;
+      forgetAuth(ctx, id); // a reconnect keeps the id: this instance must not serve the old sign-in from its cache
       const p = await provisionSubHost(ctx, id);
       const row = await recordProvisioning(ctx, account.id, id, p);
       ctx.log.info({ accountId: account.id, subSessionId: id, provisioned: p.provisioned, accountStatus: p.accountStatus }, "sub session connected");

@@ -1,6 +1,6 @@
 // Sub sessions (the subscription sign-in) in Postgres. The auth_json is sealed with AES-256-GCM
 // bound to `sub_sessions:<id>` and cleared on revoke. An account has at most one live session
-// (revoked_at null); connecting again revokes the previous one in the same transaction.
+// (revoked_at null); connecting again replaces its sign-in and keeps its id, only a disconnect ends it.
 // loadSubAuth / saveSubAuth are what the sub lane uses to read the tokens and store refreshed ones.
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
@@ -60,9 +60,9 @@ export function liveSubSessions(db: Db, accountId: string): Promise<SubSessionRo
   return db.select().from(subSessions).where(and(eq(subSessions.accountId, accountId), isNull(subSessions.revokedAt))).orderBy(desc(subSessions.createdAt));
 }
 
-export interface NewSubSession {
-  id: string;
-  ciphertext: string;
+export interface SubSessionSignIn {
+  /** Seals the sign-in for the session id it will be stored under (the id is bound into the AAD). */
+  seal: (id: string) => string;
   sourcePath: string | null;
   expiresAt: Date | null;
   provisioned: boolean;
@@ -72,29 +72,37 @@ export interface NewSubSession {
 
 export const newSubSessionId = () => newId("sub");
 
-/** Stores a fresh connected session and revokes any live one of the account, atomically. */
-export async function replaceSubSession(ctx: Ctx, accountId: string, s: NewSubSession): Promise<SubSessionRow> {
+/**
+ * Stores an uploaded sign-in (CONTRACT §4). An account with a live session keeps that session and
+ * its id: the sign-in, source path and expiry are replaced in place, so lanes naming the id keep
+ * serving without a PATCH. Without a live session a new one starts. Returns the stored row.
+ */
+export async function connectSubSession(ctx: Ctx, accountId: string, s: SubSessionSignIn): Promise<SubSessionRow> {
   const now = new Date();
   const row = await ctx.db.transaction(async (tx) => {
-    // Connects of one account are serialized, so two at once cannot both stay live.
+    // Connects of one account are serialized, so two at once cannot both start a session.
     await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`sub_sessions:${accountId}`}))`);
-    await tx.update(subSessions)
-      .set({ status: "revoked", revokedAt: now, authCiphertext: null, provisioned: false, updatedAt: now })
-      .where(and(eq(subSessions.accountId, accountId), isNull(subSessions.revokedAt)));
-    const [inserted] = await tx.insert(subSessions).values({
-      id: s.id,
-      accountId,
+    const [live] = await tx.select({ id: subSessions.id }).from(subSessions)
+      .where(and(eq(subSessions.accountId, accountId), isNull(subSessions.revokedAt)))
+      .orderBy(desc(subSessions.createdAt)).limit(1);
+    const fields = {
       status: "connected",
-      authCiphertext: s.ciphertext,
       sourcePath: s.sourcePath,
       provisioned: s.provisioned,
       accountStatus: s.accountStatus,
       lastError: s.lastError,
       connectedAt: now,
       expiresAt: s.expiresAt,
-      createdAt: now,
       updatedAt: now,
-    }).returning();
+    };
+    if (live) {
+      const [updated] = await tx.update(subSessions)
+        .set({ ...fields, authCiphertext: s.seal(live.id) })
+        .where(eq(subSessions.id, live.id)).returning();
+      return updated!;
+    }
+    const id = newSubSessionId();
+    const [inserted] = await tx.insert(subSessions).values({ ...fields, id, accountId, authCiphertext: s.seal(id), createdAt: now }).returning();
     return inserted!;
   });
   await publishInvalidation(ctx, { kind: "account", accountId });
@@ -102,8 +110,8 @@ export async function replaceSubSession(ctx: Ctx, accountId: string, s: NewSubSe
 }
 
 /**
- * Records the provisioning check of a stored session. A session revoked meanwhile (a newer
- * connect replaced it) stays as it is. Returns the row as it now reads.
+ * Records the provisioning check of a stored session. A session revoked meanwhile (a disconnect
+ * ran) stays as it is. Returns the row as it now reads.
  */
 export async function recordProvisioning(ctx: Ctx, accountId: string, sessionId: string, p: { provisioned: boolean; accountStatus: string; lastError: string | null }): Promise<SubSessionRow> {
   const [updated] = await ctx.db.update(subSessions)
