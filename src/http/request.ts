@@ -7,7 +7,9 @@ export function bearer(request: Request): string | null {
   if (!h) return null;
   let t = h.trim();
   if (t.length >= 7 && t.slice(0, 7).toLowerCase() === "bearer ") t = t.slice(7).trim();
-  return t === "" ? null : t;
+  // `Authorization: Bearer ` with nothing (or only spaces) after it arrives trimmed as `Bearer`:
+  // that is no key at all, not an unknown one (CONTRACT §8).
+  return t === "" || t.toLowerCase() === "bearer" ? null : t;
 }
 
 /**

@@ -20,7 +20,7 @@ export interface Caller {
 export interface GuardOptions {
   /** POST, PATCH, DELETE: an `rk_` token gets 403 read_only_token. */
   write: boolean;
-  /** Only GET /v1/organizations/me works while unpaid. */
+  /** Paths that work while unpaid: GET /v1/organizations/me, listing and revoking account tokens. */
   allowUnpaid?: boolean;
 }
 
@@ -66,8 +66,7 @@ export function touchAccountToken(ctx: Ctx, token: AccountToken, now = Date.now(
 
 export async function authenticate(ctx: Ctx, request: Request, opts: GuardOptions): Promise<Caller> {
   const token = bearer(request);
-  // `Authorization: Bearer` with nothing after it is no token, not an unknown one.
-  if (!token || token.toLowerCase() === "bearer") throw noToken();
+  if (!token) throw noToken();
   if (!token.startsWith("sk_") && !token.startsWith("rk_")) throw invalidAccountToken();
   const rows = await ctx.db
     .select({ token: accountTokens, account: accounts })
@@ -83,7 +82,7 @@ export async function authenticate(ctx: Ctx, request: Request, opts: GuardOption
     throw new GatewayError(403, "This is a read-only account token (rk_). Use a read_write token (sk_) for POST, PATCH and DELETE.", { code: "read_only_token" });
   }
   if (!opts.allowUnpaid && row.account.plan !== "pro") {
-    throw new GatewayError(402, "This account's membership is not active yet. A human must complete checkout at the payment.checkout_url; until then only GET /v1/organizations/me works.", {
+    throw new GatewayError(402, "This account's membership is not active yet. A human must complete checkout at the payment.checkout_url; until then only GET /v1/organizations/me and listing or revoking account tokens work.", {
       code: "payment_required",
       extra: { message: relayMessage(ctx, row.account), payment: paymentBlock(ctx, row.account) },
     });

@@ -72,7 +72,36 @@ export function issueSentence(issue: Issue, data: unknown, where: "body" | "quer
   }
 }
 
+/**
+ * The path of the first string (value or object key) holding a NUL character, or null. Postgres
+ * text cannot hold one and upstream headers refuse it: such input is a 400 naming the field
+ * (CONTRACT §8), checked before the schema so no store or upstream ever sees it.
+ */
+export function nulPath(data: unknown, path: PropertyKey[] = []): PropertyKey[] | null {
+  if (typeof data === "string") return data.includes("\u0000") ? path : null;
+  if (data === null || typeof data !== "object") return null;
+  if (Array.isArray(data)) {
+    for (let i = 0; i < data.length; i++) {
+      const p = nulPath(data[i], [...path, i]);
+      if (p) return p;
+    }
+    return null;
+  }
+  for (const [k, v] of Object.entries(data)) {
+    if (k.includes("\u0000")) return path;
+    const p = nulPath(v, [...path, k]);
+    if (p) return p;
+  }
+  return null;
+}
+
 export function parseWith<S extends z.ZodType>(schema: S, data: unknown, where: "body" | "query" = "body"): z.output<S> {
+  const nul = nulPath(data);
+  if (nul) {
+    const name = fieldPath(nul);
+    const field = name === "" ? (where === "query" ? "the query" : "the request body") : `\`${name}\``;
+    throw badRequest(`${field} contains a NUL character (\\u0000), which cannot be stored. Remove it and retry.`);
+  }
   const r = schema.safeParse(data);
   if (r.success) return r.data;
   // Unknown fields first: a mass-assignment attempt is the most useful thing to report.

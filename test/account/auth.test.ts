@@ -81,14 +81,16 @@ describe(`management authentication (${storesLabel})`, () => {
     }
   });
 
-  test("402 payment_required on every management path except GET /me while the plan is free", async () => {
+  test("402 payment_required on every management path except GET /me and listing or revoking account tokens (CONTRACT §8) while the plan is free", async () => {
     const a = await signupViaApi(gw);
-    for (const c of MANAGEMENT_CALLS) {
+    const open = (c: { method: string; path: string }) => c.path.startsWith("/v1/organizations/tokens") && c.method !== "POST";
+    for (const c of MANAGEMENT_CALLS.filter((c) => !open(c))) {
       const r = await gw.call(c.path, { method: c.method, token: a.token, body: c.body });
       expect({ path: c.path, method: c.method, status: r.status, code: r.body.code }).toEqual({ path: c.path, method: c.method, status: 402, code: "payment_required" });
       expect(Object.keys(r.body).sort()).toEqual(["code", "error", "message", "payment"]);
     }
     expect((await gw.call("/v1/organizations/me", { token: a.token })).status).toBe(200);
+    expect((await gw.call("/v1/organizations/tokens", { token: a.token })).status).toBe(200);
   });
 
   test("after activation the plan gate opens on every management path", async () => {

@@ -207,15 +207,17 @@ describe(`account tokens and /me (${storesLabel})`, () => {
     expect(d.body.code).toBe("read_only_token");
   });
 
-  test("plan gate: tokens endpoints answer 402 payment_required with the payment block while free", async () => {
+  test("plan gate: creating a token answers 402 payment_required with the payment block while free (listing and revoking stay open, CONTRACT §8)", async () => {
     const a = await signupViaApi(gw);
-    for (const [method, path, body] of [["GET", "/v1/organizations/tokens", undefined], ["POST", "/v1/organizations/tokens", { scope: "read_only" }], ["DELETE", "/v1/organizations/tokens?id=tok_x", undefined]] as const) {
+    for (const [method, path, body] of [["POST", "/v1/organizations/tokens", { scope: "read_only" }]] as const) {
       const r = await gw.call(path, { method, token: a.token, body });
       expect(r.status).toBe(402);
       expect(r.body.code).toBe("payment_required");
       expect(r.body.payment.checkout_url).toContain(a.accountId);
       expect(typeof r.body.message).toBe("string");
     }
+    expect((await gw.call("/v1/organizations/tokens", { token: a.token })).status).toBe(200);
+    expect((await gw.call("/v1/organizations/tokens?id=tok_x", { method: "DELETE", token: a.token })).status).toBe(400);
   });
 
   test("no raw account token appears in any log line", async () => {

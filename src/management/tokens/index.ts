@@ -1,4 +1,6 @@
-// /v1/organizations/tokens: create (SK), list (AT), revoke (SK). The plan gate applies.
+// /v1/organizations/tokens: create (SK), list (AT), revoke (SK). Listing and revoking work while the
+// account is unpaid (SPEC signup rule 5: tokens can be revoked at any time; CONTRACT §8); creating
+// stays behind the plan gate.
 import type { Elysia } from "elysia";
 import type { Ctx } from "../../context.ts";
 import { mount, MANAGEMENT } from "../../http/route.ts";
@@ -10,7 +12,7 @@ import { issueAccountToken, listAccountTokens, revokeAccountToken } from "./serv
 export function tokenRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/v1/organizations/tokens", {
     GET: async ({ request }) => {
-      const { account } = await authenticate(ctx, request, { write: false });
+      const { account } = await authenticate(ctx, request, { write: false, allowUnpaid: true });
       readQuery(request, noQuery);
       const rows = await listAccountTokens(ctx.db, account.id);
       return { tokens: rows.map(tokenListView) };
@@ -24,7 +26,7 @@ export function tokenRoutes(ctx: Ctx, app: Elysia): void {
       return { token: tokenView(row), account_token: raw };
     },
     DELETE: async ({ request, requestId }) => {
-      const { account } = await authenticate(ctx, request, { write: true });
+      const { account } = await authenticate(ctx, request, { write: true, allowUnpaid: true });
       const q = readQuery(request, deleteTokenQuery);
       await revokeAccountToken(ctx.db, account.id, q.id);
       ctx.log.info({ requestId, accountId: account.id, tokenId: q.id }, "account token revoked");
