@@ -1,6 +1,7 @@
 // Bridge health checks (CONTRACT §5): every BRIDGE_HEALTH_INTERVAL_SECONDS, GET {base_url}/health
 // for each live bridge. 2xx → `healthy`; anything else (other status, redirect, timeout, refused
-// connection, or an address the SSRF guard refuses) → `unhealthy` with `last_error`.
+// connection, or an address the SSRF guard refuses) → `unhealthy` with `last_error`. The probe
+// connects exactly as an inference call does (bridgeFetch: pinned to the checked address).
 // `last_health_at` records every check. A status change publishes an account invalidation so
 // instances holding the account's keys in cache see the new state at once.
 // Every instance runs the job; the checks are idempotent GETs, so overlap between instances is harmless.
@@ -10,7 +11,7 @@ import { GatewayError } from "../errors.ts";
 import { intervalJob, type Job } from "./job.ts";
 import { bridges } from "../store/db/schema/index.ts";
 import { publishInvalidation } from "../store/invalidation.ts";
-import { resolveAndCheck } from "../net/ssrf.ts";
+import { bridgeFetch } from "../providers/bridge/connect.ts";
 import { activeBridges, type BridgeRow } from "../management/bridges/service.ts";
 
 /** Checks at once, so one slow bridge cannot hold up the rest. */
@@ -26,17 +27,19 @@ export async function probeBridge(ctx: Ctx, baseUrl: string, timeoutMs: number):
   let url: URL;
   try {
     url = new URL(`${baseUrl}/health`);
-    await resolveAndCheck(ctx, url, "base_url");
-  } catch (e) {
-    return { status: "unhealthy", error: e instanceof GatewayError ? e.message : "The bridge base_url is not a valid URL." };
+  } catch {
+    return { status: "unhealthy", error: "The bridge base_url is not a valid URL." };
   }
   try {
-    // No redirects: a bridge must answer itself, and a redirect must not lead the check elsewhere.
-    const res = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
+    // The same connect path as an inference call: resolved, checked, and connected to the very
+    // address checked (no second DNS lookup a rebinding server could answer differently), and no
+    // redirects (a bridge must answer itself).
+    const res = await bridgeFetch(ctx, url.toString(), { method: "GET", headers: {}, signal: AbortSignal.timeout(timeoutMs) });
     await res.body?.cancel();
     if (res.status >= 200 && res.status <= 299) return { status: "healthy", error: null };
     return { status: "unhealthy", error: `GET /health answered HTTP ${res.status}.` };
   } catch (e) {
+    if (e instanceof GatewayError) return { status: "unhealthy", error: e.message };
     const timedOut = e instanceof Error && (e.name === "TimeoutError" || e.name === "AbortError");
     return { status: "unhealthy", error: timedOut ? `GET /health did not answer within ${Math.round(timeoutMs / 1000)} s.` : "GET /health failed: the bridge could not be reached." };
   }

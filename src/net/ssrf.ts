@@ -8,11 +8,44 @@ import { isValid, parse, type IPv4, type IPv6 } from "ipaddr.js";
 import type { Ctx } from "../context.ts";
 import { badRequest } from "../errors.ts";
 
-/** The range name ipaddr.js gives an address; IPv4-mapped IPv6 is judged as its IPv4. */
+const NAT64_PREFIX = parse("64:ff9b::") as IPv6;
+
+/** The IPv4 address in the low 32 bits of an IPv6 address. */
+function embeddedIPv4(a: IPv6): IPv4 {
+  const p = a.parts;
+  return parse(`${p[6]! >> 8}.${p[6]! & 0xff}.${p[7]! >> 8}.${p[7]! & 0xff}`) as IPv4;
+}
+
+/**
+ * IPv6 text with a dotted IPv4 tail in WHATWG URL's canonical form: ipaddr.js reads any such tail
+ * as IPv4-mapped (`::8.8.8.8` becomes `::ffff:808:808`), which would hide the ::/96 form.
+ */
+function canonical(address: string): string {
+  if (!address.includes(":") || !address.includes(".")) return address;
+  try {
+    return new URL(`http://[${address}]/`).hostname.slice(1, -1);
+  } catch {
+    return address;
+  }
+}
+
+/**
+ * The range name ipaddr.js gives an address, with the IPv6 forms that reach IPv4 judged by the
+ * IPv4 they carry: IPv4-mapped (::ffff:0:0/96) and NAT64 (64:ff9b::/96, a public IPv4 behind a
+ * NAT64 gateway is fine, a private one is not). ipaddr.js calls the deprecated IPv4-compatible
+ * form (::/96, e.g. [::7f00:1] = 127.0.0.1) plain unicast; it is refused as a whole.
+ * Every other special IPv6 range (6to4, Teredo, site-local, unique-local, multicast,
+ * documentation, ORCHID, the other NAT64 prefix 64:ff9b:1::/48…) keeps its own name and is refused.
+ */
 export function rangeOf(address: string): string {
-  let a: IPv4 | IPv6 = parse(address);
-  if (a.kind() === "ipv6" && (a as IPv6).isIPv4MappedAddress()) a = (a as IPv6).toIPv4Address();
-  return a.range();
+  const a: IPv4 | IPv6 = parse(canonical(address));
+  if (a.kind() === "ipv4") return a.range();
+  const v6 = a as IPv6;
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().range();
+  const range = v6.range();
+  if (range === "rfc6052" && v6.match(NAT64_PREFIX, 96)) return embeddedIPv4(v6).range();
+  if (range === "unicast" && v6.parts.slice(0, 6).every((x) => x === 0)) return "ipv4Compatible";
+  return range;
 }
 
 /** Only plain public unicast is allowed; every special-purpose range is refused. */
@@ -30,6 +63,11 @@ const RANGE_WORDS: Record<string, string> = {
   unspecified: "the unspecified address",
   multicast: "a multicast address",
   broadcast: "the broadcast address",
+  ipv4Compatible: "an IPv4-compatible IPv6 address (::/96, which can reach IPv4 hosts such as loopback)",
+  "6to4": "a 6to4 address (2002::/16, which tunnels to IPv4)",
+  teredo: "a Teredo address (2001::/32, which tunnels to IPv4)",
+  rfc6052: "a NAT64 address",
+  deprecatedSiteLocal: "a site-local address (fec0::/10)",
 };
 
 function hostOf(url: URL): string {

@@ -36,6 +36,21 @@ const REFUSED: Array<[string, string]> = [
   ["IPv4-mapped private", "http://[::ffff:10.0.0.1]"],
   ["loopback written as a decimal number", "http://2130706433"],
   ["loopback written in hex", "http://0x7f.1"],
+  // CONTRACT §2 / SSRF: the IPv6 forms that reach IPv4 or are special-purpose.
+  ["IPv4-compatible loopback [::127.0.0.1] (::/96)", "http://[::127.0.0.1]:8080"],
+  ["IPv4-compatible [::7f00:1] (::/96)", "http://[::7f00:1]"],
+  ["IPv4-compatible public [::8.8.8.8] (all of ::/96)", "http://[::8.8.8.8]"],
+  ["NAT64 of a private IPv4 [64:ff9b::10.0.0.1]", "http://[64:ff9b::10.0.0.1]"],
+  ["NAT64 of loopback [64:ff9b::7f00:1]", "http://[64:ff9b::7f00:1]"],
+  ["local-use NAT64 64:ff9b:1::/48", "http://[64:ff9b:1::a00:1]"],
+  ["6to4 2002::/16", "http://[2002:7f00:1::1]"],
+  ["Teredo 2001::/32", "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]"],
+  ["site-local fec0::/10", "http://[fec0::1]"],
+  ["unique-local fd00::/8", "http://[fd12:3456::1]"],
+  ["multicast ff00::/8", "http://[ff02::1]"],
+  ["documentation 2001:db8::/32", "http://[2001:db8::1]"],
+  ["discard-only 100::/64", "http://[100::1]"],
+  ["IPv4-translated ::ffff:0:0:0/96", "http://[::ffff:0:7f00:1]"],
 ];
 
 describe(`SSRF guard at bridge registration (${storesLabel})`, () => {
@@ -67,8 +82,9 @@ describe(`SSRF guard at bridge registration (${storesLabel})`, () => {
     expect(await resolveAndCheck(open, new URL("http://bridge.internal:9"))).toEqual([]);
   });
 
-  test("isPublicAddress: only public unicast passes", () => {
-    for (const a of ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111"]) expect(isPublicAddress(a)).toBe(true);
+  test("isPublicAddress: only public unicast passes; NAT64 (64:ff9b::/96) is judged by the IPv4 it carries; ::/96 never passes", () => {
+    for (const a of ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "64:ff9b::8.8.8.8"]) expect(isPublicAddress(a)).toBe(true);
+    for (const a of ["::7f00:1", "::8.8.8.8", "::a00:1", "64:ff9b::a00:1", "64:ff9b::c0a8:101", "2002:808:808::1", "2001::1", "fec0::1", "ff05::2"]) expect(isPublicAddress(a)).toBe(false);
     for (const a of ["127.0.0.1", "10.0.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.100.100.200", "0.0.0.0", "::", "::1", "fe80::1", "fd00:ec2::254", "::ffff:192.168.1.1", "224.0.0.1", "255.255.255.255", "not-an-ip"]) {
       expect(isPublicAddress(a)).toBe(false);
     }
