@@ -1,5 +1,6 @@
 // Errors are typed values. Only this module turns them into response bodies, in the
-// documented shapes: nested `{error: {message, type, code}}` on inference endpoints,
+// documented shapes: nested `{error: {message, type, param, code}}` on inference endpoints (both
+// `param` and `code` always present, null when empty, as OpenAI sends them: CONTRACT §8),
 // flat `{error, code}` on management endpoints and /blitz, and Anthropic's
 // `{type: "error", error: {type, message}}` on /v1/messages.
 
@@ -12,6 +13,8 @@ export interface GatewayErrorInit {
   extra?: Record<string, unknown>;
   /** Nested shape `type`; defaults by status. */
   type?: string;
+  /** Nested shape `param`: the request parameter the error is about (null when none). */
+  param?: string | null;
   /** True when a later lane may succeed where this one failed. */
   retryable?: boolean;
   headers?: Record<string, string>;
@@ -23,6 +26,7 @@ export class GatewayError extends Error {
   readonly code?: string;
   readonly extra?: Record<string, unknown>;
   readonly type?: string;
+  readonly param?: string | null;
   readonly retryable: boolean;
   readonly headers?: Record<string, string>;
 
@@ -32,6 +36,7 @@ export class GatewayError extends Error {
     this.code = init.code;
     this.extra = init.extra;
     this.type = init.type;
+    this.param = init.param;
     this.retryable = init.retryable ?? false;
     this.headers = init.headers;
   }
@@ -70,15 +75,20 @@ export function anthropicErrorType(status: number): string {
   return anthropicTypeByStatus[status] ?? (status >= 500 ? "api_error" : "invalid_request_error");
 }
 
+/** The nested (OpenAI) error object: message, type, param and code, the last two null when empty. */
+export function nestedErrorObject(err: GatewayError): { message: string; type: string; param: string | null; code: string | null } {
+  return {
+    message: err.message,
+    type: err.type ?? typeByStatus[err.status] ?? (err.status >= 500 ? "server_error" : "invalid_request_error"),
+    param: err.param ?? null,
+    code: err.code ?? null,
+  };
+}
+
 export function errorBody(err: GatewayError, shape: ErrorShape): Record<string, unknown> {
   if (shape === "anthropic") return { type: "error", error: { type: anthropicErrorType(err.status), message: err.message } };
   if (shape === "nested") {
-    const inner: Record<string, unknown> = {
-      message: err.message,
-      type: err.type ?? typeByStatus[err.status] ?? (err.status >= 500 ? "server_error" : "invalid_request_error"),
-    };
-    if (err.code !== undefined) inner.code = err.code;
-    return { error: inner, ...err.extra };
+    return { error: nestedErrorObject(err), ...err.extra };
   }
   const body: Record<string, unknown> = { error: err.message };
   if (err.code !== undefined) body.code = err.code;
@@ -102,8 +112,8 @@ export function asGatewayError(e: unknown): GatewayError {
 // Constructors for the codes that recur. Messages say what to do next.
 export const badRequest = (message: string, extra?: Record<string, unknown>) =>
   new GatewayError(400, message, { code: "bad_request", extra });
-export const unsupportedFeature = (message: string) =>
-  new GatewayError(400, message, { code: "unsupported_feature" });
+export const unsupportedFeature = (message: string, param?: string) =>
+  new GatewayError(400, message, { code: "unsupported_feature", param });
 export const serverError = (message = "A database operation failed. Retry the request in a moment.") =>
   new GatewayError(500, message, { code: "server_error" });
 export const envMissing = (variable: string) =>

@@ -51,9 +51,14 @@ export function parseArguments(args: unknown, where: string): Json {
   return v as Json;
 }
 
-/** Refuses a request field the lane's protocol cannot express (400 unsupported_feature). */
+/**
+ * Refuses a request field the lane's protocol cannot express (400 unsupported_feature). The
+ * relay treats it as that lane's failure and moves on; the client sees it only when no lane can
+ * serve. `param` is the parameter named by a leading `backticked` name in `what`, when there is one.
+ */
 export function unsupported(protocolLabel: string, what: string, hint = "remove it or route the request to a lane that supports it"): never {
-  throw unsupportedFeature(`${what} is not supported on ${protocolLabel} lanes; ${hint}.`);
+  const param = /^`([A-Za-z_][A-Za-z0-9_.\[\]]*)`/.exec(what)?.[1];
+  throw unsupportedFeature(`${what} is not supported on ${protocolLabel} lanes; ${hint}.`, param);
 }
 
 /** True when a field is present with a value other than the listed no-op values. */

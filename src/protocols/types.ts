@@ -47,6 +47,8 @@ export interface UpstreamErrorInfo {
   modelNotFound: boolean;
   /** The upstream's own error code, when it gave one (shown to the client on a non-retryable 4xx). */
   code?: string;
+  /** The upstream's own `param` (the request parameter at fault), kept in the client's error object. */
+  param?: string;
 }
 
 /** Incremental decoder of an upstream stream into chat chunks (state lives in the closure). */

@@ -11,7 +11,7 @@ import type { MoneyCall } from "./budget/money.ts";
 import type { AccessEntry } from "../http/access-log.ts";
 import type { KeyContext } from "./key-context.ts";
 import { observerOf } from "./observer.ts";
-import { noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
+import { credentialRefusedHint, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
@@ -189,8 +189,14 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   try {
     plan = planBody(rr, adapter, model);
   } catch (e) {
-    if (e instanceof GatewayError) return { kind: "client", error: e }; // e.g. 400 unsupported_feature
-    throw e;
+    if (!(e instanceof GatewayError)) throw e;
+    // A parameter this lane's protocol cannot express is this lane's failure, recorded as such;
+    // the chain moves on, and the client gets the 400 only when no lane can serve (CONTRACT §8).
+    if (e.code === "unsupported_feature") {
+      new Attempt(rr, lane, adapter, model).finish(0, "error", "unsupported_feature", null);
+      return { kind: "failed", failure: { provider: lane.provider, laneIndex: lane.index, status: 400, code: "unsupported_feature", message: e.message, error: e } };
+    }
+    return { kind: "client", error: e }; // the request itself is malformed: no lane can help
   }
   if (typeof plan === "string") return failed(lane, 0, "unsupported_shape", plan);
   const { codec, protocol, client, direct, body } = plan;
@@ -234,9 +240,11 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     attempt.finish(res.status, "error", code, null);
     observerOf(ctx).upstreamError({ provider: lane.provider, status: res.status, code });
     const failure: LaneFailure = { provider: lane.provider, laneIndex: lane.index, status: res.status, code, message: info.message };
+    // 401/403 from a vendor on a saved key: the key is the problem, and only its owner can fix it.
+    if (adapter.kind === "api_key" && (res.status === 401 || res.status === 403)) failure.hint = credentialRefusedHint(lane.provider, lane.index, rr.key.id);
     if (info.modelNotFound) return { kind: "model", failure };
     if (info.retryable) return { kind: "failed", failure };
-    return { kind: "client", error: upstreamRejected(lane.provider, res.status, info.message, info.code) };
+    return { kind: "client", error: upstreamRejected(lane.provider, res.status, info.message, info.code, info.param) };
   }
 
   if (!rr.stream) {

@@ -28,6 +28,17 @@ export { estimateCostUsd } from "./budget/estimate.ts";
 class LaneRunner {
   private i = 0;
   private last: LaneFailure | null = null;
+  /** The first lane's "cannot express this parameter" (400 unsupported_feature), if any. */
+  private unsupported: LaneFailure | null = null;
+  /** True once a lane failed for any other reason (it might serve on a retry). */
+  private otherFailure = false;
+  /** What to do about a failure the caller can fix (a refused saved key), from any lane. */
+  private hint: string | undefined;
+
+  /** The provider of the last lane tried, for the request's metrics when every lane failed. */
+  get lastProvider(): string | null {
+    return this.last?.provider ?? null;
+  }
 
   constructor(private rr: RelayRequest, private lanes: ResolvedLane[]) {}
 
@@ -42,13 +53,18 @@ class LaneRunner {
       this.failed(r.failure);
       if (this.rr.signal.aborted) return { kind: "aborted" };
     }
-    return { kind: "client", error: allLanesFailed(this.lanes.length, this.last) };
+    // 400 unsupported_feature only when no lane of the chain can express the request (CONTRACT §8).
+    if (this.unsupported?.error && !this.otherFailure) return { kind: "client", error: this.unsupported.error };
+    return { kind: "client", error: allLanesFailed(this.lanes.length, this.last, this.hint) };
   }
 
   /** Records a lane's failure (also used by the stream driver for a stream broken before content). */
   failed(f: LaneFailure): void {
     this.last = f;
     const rr = this.rr;
+    this.hint ??= f.hint;
+    if (f.code === "unsupported_feature" && f.error) this.unsupported ??= f;
+    else this.otherFailure = true;
     const tried = rr.access?.lanes?.findLast((t) => t.lane === f.laneIndex);
     if (tried) {
       tried.status = f.status;
@@ -184,7 +200,8 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
     case "client":
     case "failed": {
       const err = first.kind === "client" ? first.error : allLanesFailed(1, first.failure);
-      done(rr, "error", err.status, null, null);
+      // Counted under the provider last tried (gateway_requests_total's help text), null if none was.
+      done(rr, "error", err.status, runner.lastProvider, null);
       throw err;
     }
   }
@@ -221,7 +238,8 @@ export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunCh
     if (!money) ({ money, body: sent } = await admit(ctx, key, endpoint, shape, opts.requestId, sent, bytes));
     const rr = newRelayRequest(ctx, key, { endpoint, shape, body: sent, bytes, stream: false, requestId: opts.requestId, signal: opts.signal, money });
     const lanes = key.mode === "classifier" ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
-    const r = await new LaneRunner(rr, lanes).next();
+    const runner = new LaneRunner(rr, lanes);
+    const r = await runner.next();
     if (r.kind === "json") {
       done(rr, "ok", r.status, r.attempt.provider, r.attempt.ttfbMs);
       return { ok: true, status: r.status, body: r.parsed, usage: r.usage, provider: r.attempt.provider, costUsd: money.countedUsd };
@@ -229,7 +247,7 @@ export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunCh
     const err = r.kind === "client" ? r.error
       : r.kind === "failed" ? allLanesFailed(1, r.failure)
       : new GatewayError(499, "The request was cancelled before an answer arrived.", { code: "cancelled" });
-    done(rr, r.kind === "aborted" ? "aborted" : "error", err.status, null, null);
+    done(rr, r.kind === "aborted" ? "aborted" : "error", err.status, runner.lastProvider, null);
     return { ok: false, error: err, costUsd: money.countedUsd };
   } catch (e) {
     money?.settle();

@@ -23,8 +23,13 @@ export const noProviders = () =>
 export const noCredential = (provider: string, laneIndex: number) =>
   new GatewayError(400, `Lane ${laneIndex + 1} (${provider}) has no saved API key: it was deleted. Save one with POST /v1/organizations/credentials and rewire the key's lanes, then retry.`, { code: "no_credential" });
 
-export const budgetExceeded = (budgetUsd: number, month: string) =>
-  new GatewayError(402, `This routing key's monthly budget of $${budgetUsd} for ${month} is used up. Raise monthly_budget_usd with PATCH /v1/organizations/routing-keys, or wait for next month.`, { code: "budget_exceeded" });
+/** Names the exact request that raises the budget (the key's own id in it), as it works. */
+export const budgetExceeded = (budgetUsd: number, month: string, keyId: string) =>
+  new GatewayError(402, `This routing key's monthly budget of $${budgetUsd} for ${month} is used up. Raise it with PATCH /v1/organizations/routing-keys?id=${keyId} and a body like {"monthly_budget_usd": ${Math.max(1, Math.ceil(budgetUsd * 2))}} (an account token's request), or wait for next month.`, { code: "budget_exceeded" });
+
+/** What to do when a vendor refused the saved provider key of a lane (upstream 401/403). */
+export const credentialRefusedHint = (provider: string, laneIndex: number, keyId: string) =>
+  `The saved ${provider} API key of lane ${laneIndex + 1} was refused by ${provider} (wrong, revoked or without access). Save a working key with POST /v1/organizations/credentials {"provider": "${provider}", "api_key": "…"}, then point the lane at it with PATCH /v1/organizations/routing-keys?id=${keyId} (\`providers[${laneIndex}].credential_id\`).`;
 
 export interface LaneFailure {
   provider: string;
@@ -33,17 +38,24 @@ export interface LaneFailure {
   status: number;
   code: string;
   message: string;
+  /** The client's error when the lane refused the request itself (400 unsupported_feature). */
+  error?: GatewayError;
+  /** What the caller should do about this failure, when it is theirs to fix (a refused saved key). */
+  hint?: string;
 }
 
-export function allLanesFailed(tried: number, last: LaneFailure | null): GatewayError {
+/** `hint`: what to do about a failure the caller can fix (from any lane), instead of "retry later". */
+export function allLanesFailed(tried: number, last: LaneFailure | null, hint?: string): GatewayError {
   const detail = last ? ` Last error (lane ${last.laneIndex + 1}, ${last.provider}${last.status ? `, HTTP ${last.status}` : ""}): ${scrub(last.message)}` : "";
-  return new GatewayError(502, `Every provider lane failed (${tried} tried).${detail} Retry later or add a fallback lane to the key.`, { code: "upstream_error" });
+  const todo = hint ?? last?.hint ?? "Retry later or add a fallback lane to the key.";
+  return new GatewayError(502, `Every provider lane failed (${tried} tried).${detail} ${todo}`, { code: "upstream_error" });
 }
 
 /** An upstream 4xx about the request itself, returned to the client as the upstream meant it. */
-export function upstreamRejected(provider: string, status: number, message: string, code: string | undefined): GatewayError {
+export function upstreamRejected(provider: string, status: number, message: string, code: string | undefined, param?: string): GatewayError {
   return new GatewayError(status, `The upstream (${provider}) rejected the request: ${scrub(message)}`, {
     code: code ?? "upstream_rejected",
     type: "invalid_request_error",
+    param,
   });
 }

@@ -8,7 +8,8 @@ import { tooLarge } from "../http/request.ts";
 import type { ClientShape, Json } from "../protocols/types.ts";
 import { embeddingTexts, encodingFormat } from "../protocols/embeddings/request.ts";
 
-const invalid = (message: string) => new GatewayError(400, message, { type: "invalid_request_error" });
+/** `param`: the parameter at fault, as OpenAI names it in its error object. */
+const invalid = (message: string, param?: string) => new GatewayError(400, message, { type: "invalid_request_error", param });
 
 /** The body text and its size in bytes, refusing more than maxBytes before anything is parsed. */
 async function readCapped(request: Request, maxBytes: number): Promise<{ text: string; bytes: number }> {
@@ -78,29 +79,29 @@ export async function readInferenceBody(request: Request, shape: ClientShape, ma
   }
   if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalid("The request body must be a JSON object.");
   const b = body as Json;
-  if (typeof b.model !== "string" || b.model === "") throw invalid("Missing required parameter: `model` (a string naming the model).");
+  if (typeof b.model !== "string" || b.model === "") throw invalid("Missing required parameter: `model` (a string naming the model).", "model");
   if (shape === "chat") {
-    if (!Array.isArray(b.messages)) throw invalid("Missing required parameter: `messages` (an array of message objects).");
+    if (!Array.isArray(b.messages)) throw invalid("Missing required parameter: `messages` (an array of message objects).", "messages");
     for (let i = 0; i < b.messages.length; i++) {
       const m = b.messages[i];
-      if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(`messages[${i}] must be an object with a \`role\`.`);
+      if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(`messages[${i}] must be an object with a \`role\`.`, `messages[${i}]`);
     }
   } else if (shape === "anthropic") {
     // Anthropic requires both; without them no lane could answer as the client expects.
-    if (!Array.isArray(b.messages)) throw invalid("messages: Field required (an array of user and assistant turns).");
+    if (!Array.isArray(b.messages)) throw invalid("messages: Field required (an array of user and assistant turns).", "messages");
     for (let i = 0; i < b.messages.length; i++) {
       const m = b.messages[i];
-      if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(`messages.${i}: must be an object with \`role\` and \`content\`.`);
+      if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(`messages.${i}: must be an object with \`role\` and \`content\`.`, `messages.${i}`);
     }
-    if (!Number.isInteger(b.max_tokens) || b.max_tokens < 1) throw invalid("max_tokens: Field required (a positive integer).");
+    if (!Number.isInteger(b.max_tokens) || b.max_tokens < 1) throw invalid("max_tokens: Field required (a positive integer).", "max_tokens");
   } else if (shape === "embeddings") {
-    if (b.input === undefined || b.input === null) throw invalid("Missing required parameter: `input` (a string or an array of strings or token ids).");
+    if (b.input === undefined || b.input === null) throw invalid("Missing required parameter: `input` (a string or an array of strings or token ids).", "input");
     embeddingTexts(b);
     encodingFormat(b);
     return { body: b, bytes: raw.bytes, stream: false, model: b.model };
   } else if (b.input === undefined || b.input === null) {
-    throw invalid("Missing required parameter: `input` (a string or an array of input items).");
+    throw invalid("Missing required parameter: `input` (a string or an array of input items).", "input");
   }
-  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") throw invalid("`stream` must be a boolean.");
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") throw invalid("`stream` must be a boolean.", "stream");
   return { body: b, bytes: raw.bytes, stream: b.stream === true, model: b.model };
 }

@@ -97,6 +97,51 @@ describe(`metrics through the relay (${storesLabel})`, () => {
     expect(d("gateway_requests_total", { endpoint: "chat", provider: "groq", outcome: "ok" })).toBe(1);
   });
 
+  test("SPEC metrics (gateway_requests_total help text): a request whose every lane failed is counted under the provider last tried", async () => {
+    const key = await newKey({
+      label: "metrics-all-failed",
+      providers: [{ provider: "openai", credential_id: openaiCred }, { provider: "groq", credential_id: groqCred, model: "llama-3.3-70b-versatile" }],
+    });
+    A.setDefault({ status: 503 });
+    B.setDefault({ status: 503 });
+    try {
+      const before = await scrape();
+      const r = await chat(key);
+      expect(r.status).toBe(502);
+      await r.text();
+      const after = await scrape();
+      const d = (labels: Record<string, string>) => (sample(after, "gateway_requests_total", labels) ?? 0) - (sample(before, "gateway_requests_total", labels) ?? 0);
+      expect(d({ endpoint: "chat", provider: "groq", outcome: "error" })).toBe(1);
+      expect(d({ endpoint: "chat", provider: "none", outcome: "error" })).toBe(0);
+    } finally {
+      B.setDefault({});
+    }
+  });
+
+  test("errors that say what to do: an upstream 401 on a saved key names the credential replacement (POST credentials, then PATCH the key's lane)", async () => {
+    const r0 = await gw.call("/v1/organizations/routing-keys", { token, body: { label: "refused-key", providers: [{ provider: "openai", credential_id: openaiCred }] } });
+    const keyId = r0.body.routing_key.id as string;
+    A.setDefault({ status: 401 });
+    const r = await chat(r0.body.raw_key);
+    expect(r.status).toBe(502);
+    const err = ((await r.json()) as { error: { message: string; code: string } }).error;
+    expect(err.code).toBe("upstream_error");
+    expect(err.message).toContain("saved openai API key of lane 1 was refused");
+    expect(err.message).toContain("POST /v1/organizations/credentials");
+    expect(err.message).toContain(`PATCH /v1/organizations/routing-keys?id=${keyId}`);
+    expect(err.message).toContain("providers[0].credential_id");
+    expect(err.message).not.toContain("Retry later");
+  });
+
+  test("errors that say what to do: 402 budget_exceeded names PATCH /v1/organizations/routing-keys?id=<key id> with monthly_budget_usd", async () => {
+    const r0 = await gw.call("/v1/organizations/routing-keys", { token, body: { label: "budget-msg", monthly_budget_usd: 0.000001, providers: [{ provider: "openai", credential_id: openaiCred }] } });
+    const r = await chat(r0.body.raw_key, { max_tokens: 100000 });
+    expect(r.status).toBe(402);
+    const err = ((await r.json()) as { error: { message: string } }).error;
+    expect(err.message).toContain(`PATCH /v1/organizations/routing-keys?id=${r0.body.routing_key.id}`);
+    expect(err.message).toContain("monthly_budget_usd");
+  });
+
   test("a request refused for its budget counts a budget rejection", async () => {
     // A budget far below the worst case of max_tokens: refused before any upstream call.
     const key = await newKey({ label: "metrics-budget", monthly_budget_usd: 0.000001, providers: [{ provider: "openai", credential_id: openaiCred }] });

@@ -107,7 +107,8 @@ describe(`inference auth and validation (${storesLabel})`, () => {
       expect(r.status).toBe(400);
       expect(r.body.error.type).toBe("invalid_request_error");
       expect(r.body.error.message).toContain(field);
-      expect("code" in r.body.error).toBe(false);
+      expect(r.body.error.code).toBeNull(); // CONTRACT §8: "no code" is code: null, param present too
+      expect(r.body.error.param).toBe(field);
     }
     const bad = await gw.call("/v1/chat/completions", { token: key.raw, body: "{not json" });
     expect(bad.status).toBe(400);
@@ -130,7 +131,7 @@ describe(`inference auth and validation (${storesLabel})`, () => {
     const r = await gw.call("/v1/chat/completions", { method: "GET", token: key.raw });
     expect(r.status).toBe(405);
     expect(r.body.error).toBeDefined();
-    expect("code" in r.body.error).toBe(false);
+    expect(r.body.error).toMatchObject({ type: "invalid_request_error", param: null, code: null }); // CONTRACT §8
   });
 
   test("order of checks: 405 → key 401 → validation 400 → budget 402", async () => {

@@ -37,6 +37,37 @@ describe("what a lane's protocol cannot express", () => {
     expect(w.anthropic.received.length).toBe(before);
   });
 
+  test("CONTRACT §8: a lane that cannot express a parameter fails over like any lane failure (recorded as unsupported_feature); the next lane serves", async () => {
+    const key = await w.createKey([w.lanes.anthropic!, w.lanes.openai!]);
+    const before = w.anthropic.received.length;
+    const r = await send(key.rawKey, "/v1/chat/completions", chatBody({ model: "gpt-4o-mini", n: 2 }));
+    expect(r.status).toBe(200);
+    expect(JSON.parse(r.text).object).toBe("chat.completion");
+    expect(w.anthropic.received.length).toBe(before);
+    const rows = await usageRowsOf(w.gw, r.requestId);
+    const byLane = rows.sort((a, b) => (a.laneIndex ?? 0) - (b.laneIndex ?? 0)).map((x) => [x.provider, x.outcome, x.errorCode]);
+    expect(byLane).toEqual([["anthropic", "error", "unsupported_feature"], ["openai", "ok", null]]);
+  });
+
+  test("CONTRACT §8: 400 unsupported_feature naming the parameter (in `param` too) only when no lane of the chain can serve", async () => {
+    const key = await w.createKey([w.lanes.anthropic!, w.lanes.google!]);
+    const r = await send(key.rawKey, "/v1/chat/completions", chatBody({ logprobs: true }));
+    expect(r.status).toBe(400);
+    const err = JSON.parse(r.text).error;
+    expect(err).toMatchObject({ code: "unsupported_feature", type: "invalid_request_error", param: "logprobs" });
+    expect(err.message).toContain("logprobs");
+    const rows = await usageRowsOf(w.gw, r.requestId);
+    expect(rows.map((x) => x.errorCode).sort()).toEqual(["unsupported_feature", "unsupported_feature"]);
+  });
+
+  test("CONTRACT §8: when the lane that could express it is down, the answer is the lanes' failure (502), not unsupported_feature", async () => {
+    const key = await w.createKey([w.lanes.anthropic!, w.lanes.openai!]);
+    w.openai.enqueue({ status: 503 });
+    const r = await send(key.rawKey, "/v1/chat/completions", chatBody({ model: "gpt-4o-mini", n: 2 }));
+    expect(r.status).toBe(502);
+    expect(JSON.parse(r.text).error.code).toBe("upstream_error");
+  });
+
   test("a Responses request needing stored state (previous_response_id) on a Gemini lane is 400 unsupported_feature", async () => {
     const r = await send(w.keys.google!.rawKey, "/v1/responses", { model: "gemini-2.5-flash", input: "hi", previous_response_id: "resp_123" });
     expect(r.status).toBe(400);

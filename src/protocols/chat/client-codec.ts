@@ -6,7 +6,8 @@ import type { ChatRequest, ChunkEncoder, ClientCodec, Json, Usage } from "../typ
 
 /** The SSE error event that ends a stream broken after its first byte (no [DONE] follows). */
 export function chatStreamError(message: string, code = "upstream_error"): string {
-  return `event: error\ndata: ${JSON.stringify({ error: { message, type: "server_error", code } })}\n\n`;
+  // The whole OpenAI error object: param and code always present (CONTRACT §8).
+  return `event: error\ndata: ${JSON.stringify({ error: { message, type: "server_error", param: null, code } })}\n\n`;
 }
 
 export const chatClientCodec: ClientCodec = {

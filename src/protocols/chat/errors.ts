@@ -23,5 +23,6 @@ export function chatErrorOf(status: number, bodyText: string): UpstreamErrorInfo
     ((status === 404 || status === 400) && /\bmodel\b/i.test(message) && /does not exist|not found|unknown|not supported|invalid model/i.test(message));
   const out: UpstreamErrorInfo = { message, retryable: !modelNotFound && retryableStatus(status), modelNotFound };
   if (code !== undefined) out.code = code;
+  if (typeof e?.param === "string") out.param = e.param;
   return out;
 }

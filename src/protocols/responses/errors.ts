@@ -23,5 +23,6 @@ export function responsesErrorOf(status: number, bodyText: string): UpstreamErro
     modelNotFound,
   };
   if (code) out.code = code;
+  if (typeof e?.param === "string") out.param = e.param;
   return out;
 }

@@ -109,7 +109,7 @@ export class MoneyCall {
     const r = await reserveOr503(ctx, key, est.usd, est.minUsd, ledger, opts.requestId, facts);
     if (!r) {
       observerOf(ctx).budgetRejected({ endpoint: opts.endpoint });
-      throw budgetExceeded(key.monthlyBudgetUsd, monthKey());
+      throw budgetExceeded(key.monthlyBudgetUsd, monthKey(), key.id);
     }
     const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger && opts.requestId));
     if (est.prices) call.outputLimit = outputLimitFor(est as Estimate, fromNano(r.nano));
