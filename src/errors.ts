@@ -125,10 +125,16 @@ export const methodNotAllowed = (allowed: string[], withCode: boolean) =>
   });
 
 /** Errors raised by postgres.js, PGlite or drizzle's query wrapper. */
+const DATABASE_ERROR_NAMES = new Set(["DrizzleQueryError", "PostgresError", "DatabaseError"]);
+/** postgres.js's own connection failures (a socket error such as ECONNREFUSED arrives wrapped in DrizzleQueryError). */
+const DATABASE_CONNECTION_CODES = new Set(["CONNECT_TIMEOUT", "CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED"]);
+
 export function isDatabaseError(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
-  const name = e.name || e.constructor?.name;
-  return name === "DrizzleQueryError" || name === "PostgresError" || name === "DatabaseError" || (e.cause instanceof Error && isDatabaseError(e.cause));
+  // drizzle's DrizzleQueryError keeps name "Error": the class name is what identifies it.
+  if (DATABASE_ERROR_NAMES.has(e.name) || DATABASE_ERROR_NAMES.has(e.constructor?.name)) return true;
+  if (DATABASE_CONNECTION_CODES.has(String((e as { code?: unknown }).code))) return true;
+  return e.cause instanceof Error && isDatabaseError(e.cause);
 }
 
 /**

@@ -12,6 +12,7 @@ import { randomToken } from "./lib/crypto.ts";
 import type { Job } from "./jobs/job.ts";
 import { startServices } from "./services.ts";
 import { announce, startupFacts } from "./banner.ts";
+import { lifecycleOf } from "./http/health.ts";
 
 export interface Gateway {
   ctx: Ctx;
@@ -41,10 +42,24 @@ export async function startGateway(env: Record<string, string | undefined>, opts
     services: {},
     onShutdown: (fn) => { shutdown.push(fn); },
   };
+  const lifecycle = lifecycleOf(ctx);
   const jobs = await startServices(ctx);
   const app = buildApp(ctx);
-  app.listen({ port: config.PORT, hostname: config.HOST, idleTimeout: 255 });
-  const port = app.server!.port!;
+  try {
+    // No reusePort: a second gateway on the same address must fail, not silently take a share
+    // of the traffic (and of the embedded database).
+    app.listen({ port: config.PORT, hostname: config.HOST, idleTimeout: 255, reusePort: false });
+  } catch (e) {
+    for (const fn of shutdown.reverse()) await Promise.resolve(fn()).catch(() => {});
+    await kv.close().catch(() => {});
+    await dbh.close().catch(() => {});
+    if ((e as { code?: string }).code === "EADDRINUSE") {
+      throw new Error(`address in use: ${config.HOST}:${config.PORT} is already taken (another gateway?). Stop it or set PORT to a free port.`);
+    }
+    throw e;
+  }
+  const server = app.server!;
+  const port = server.port!;
   const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
   for (const j of jobs) j.start();
   log.info({ port, database: dbh.kind, kv: kv.kind, secretKey: secrets.available ? "set" : "missing" }, "gateway listening");
@@ -56,9 +71,15 @@ export async function startGateway(env: Record<string, string | undefined>, opts
     url: `http://${host}:${port}`,
     stop() {
       stopped ??= (async () => {
-        await app.stop(false);
+        // Graceful and visible: /readyz answers 503 from now on, while the listener keeps serving
+        // what is in flight (streams included) for up to SHUTDOWN_TIMEOUT_SECONDS; then the
+        // jobs stop and the usage queue drains; then the listener closes.
+        lifecycle.draining = true;
+        const deadline = Date.now() + config.SHUTDOWN_TIMEOUT_SECONDS * 1000;
+        while (server.pendingRequests > 0 && Date.now() < deadline) await Bun.sleep(20);
         for (const j of jobs) await j.stop();
         for (const fn of shutdown.reverse()) await fn();
+        await app.stop(true);
         await kv.close();
         await dbh.close();
       })();

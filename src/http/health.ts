@@ -1,14 +1,28 @@
-// Liveness (the process answers) and readiness (its stores answer).
+// Liveness (the process answers) and readiness (its stores answer, and it is not shutting down).
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
 import { json, mount, MANAGEMENT } from "./route.ts";
 
+/** Set by the graceful shutdown: from then on /readyz answers 503 while in-flight requests finish. */
+export interface Lifecycle {
+  draining: boolean;
+}
+
+export function lifecycleOf(ctx: Ctx): Lifecycle {
+  let l = ctx.services.lifecycle as Lifecycle | undefined;
+  if (!l) ctx.services.lifecycle = l = { draining: false };
+  return l;
+}
+
 export function healthRoutes(ctx: Ctx, app: Elysia) {
+  const lifecycle = lifecycleOf(ctx);
   mount(ctx, app, "/healthz", { GET: () => ({ ok: true }) }, MANAGEMENT, {
     GET: { summary: "Liveness: the process answers", tag: "Operations", auth: "none", responses: { "200": { description: "`{ok: true}`" } } },
   });
   mount(ctx, app, "/readyz", {
     GET: async () => {
+      // At once, without asking the stores: a load balancer must stop sending new work now.
+      if (lifecycle.draining) return json({ ok: false, draining: true }, 503);
       const check = async (f: () => Promise<void>) => {
         try {
           await Promise.race([f(), new Promise((_, rej) => setTimeout(() => rej(new Error("timeout")), 2000))]);

@@ -1,33 +1,64 @@
 // In-process cache of resolved routing keys: a warm key costs one sha256 and a map lookup, no
 // Postgres. Management publishes an invalidation on revoke, regenerate, PATCH and on changes
 // to what lanes reference; every instance drops the entry at once (store/invalidation.ts). A
-// short TTL bounds staleness should a message ever be missed (e.g. a Redis reconnect).
+// short freshness (FRESH_MS) bounds staleness should a message ever be missed.
+//
+// Postgres outages (CONTRACT §7): when re-reading a key fails because the database is
+// unreachable, the copy read last keeps being served for up to KEY_CACHE_STALE_SECONDS after
+// that read, re-trying the database at most every RETRY_MS (so requests do not each wait on a
+// dead database). A key never read before gets 500 server_error at once.
 import { LRUCache } from "lru-cache";
 import type { Ctx } from "../context.ts";
+import { isDatabaseError, loggableError, serverError } from "../errors.ts";
 import { onInvalidation, type Invalidation } from "../store/invalidation.ts";
 import { loadKeyContext, type KeyContext } from "./key-context.ts";
 
 const MAX_KEYS = 20_000;
-const TTL_MS = 60_000;
+/** A cached key is re-read from Postgres after this long. */
+const FRESH_MS = 60_000;
 /** Unknown hashes are remembered briefly so a flood of bad keys does not become a flood of queries. */
 const NEGATIVE_TTL_MS = 5_000;
+/** While Postgres is down, a stale key is served this long before the next attempt to re-read it. */
+const RETRY_MS = 5_000;
+/** A key read that takes longer than this counts as the database being unreachable (a frozen server). */
+const LOAD_TIMEOUT_MS = 1_500;
 
 export interface KeyCache {
-  /** Cached entry: a key, null (known unknown), or undefined (not cached). Synchronous: the warm path. */
+  /** Fresh entry: a key, null (known unknown), or undefined (not cached or due a re-read). Synchronous: the warm path. */
   peek(hash: string): KeyContext | null | undefined;
-  /** Loads (once per hash even under concurrency) and caches. */
+  /** Loads (once per hash even under concurrency) and caches; serves the stale copy while Postgres is down. */
   load(hash: string): Promise<KeyContext | null>;
   invalidate(msg: Invalidation): void;
   size(): number;
 }
 
-type Entry = { key: KeyContext | null };
+type Entry = {
+  key: KeyContext | null;
+  /** Served without a query until then (ms since epoch). */
+  freshUntil: number;
+  /** Served while Postgres is unreachable until then: the last successful read + KEY_CACHE_STALE_SECONDS. */
+  staleUntil: number;
+};
+
+class LoadTimeout extends Error {
+  override name = "DatabaseError"; // counts as a database failure (errors.ts)
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout>;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new LoadTimeout(`key read took over ${ms} ms`)), ms); }),
+  ]).finally(() => clearTimeout(timer));
+}
 
 export function createKeyCache(ctx: Ctx): KeyCache {
+  const staleMs = ctx.config.KEY_CACHE_STALE_SECONDS * 1000;
   const byAccount = new Map<string, Set<string>>();
   const cache = new LRUCache<string, Entry>({
     max: MAX_KEYS,
-    ttl: TTL_MS,
+    // Entries live as long as they may be served, fresh or stale; peek() checks freshness.
+    ttl: Math.max(FRESH_MS, staleMs),
     dispose(entry, hash) {
       const acct = entry.key?.accountId;
       if (!acct) return;
@@ -47,6 +78,12 @@ export function createKeyCache(ctx: Ctx): KeyCache {
       inflight.delete(msg.hash);
       return;
     }
+    if (msg.kind === "all") {
+      cache.clear();
+      byAccount.clear();
+      inflight.clear();
+      return;
+    }
     const hashes = byAccount.get(msg.accountId);
     if (hashes) for (const h of [...hashes]) cache.delete(h);
     byAccount.delete(msg.accountId);
@@ -54,27 +91,52 @@ export function createKeyCache(ctx: Ctx): KeyCache {
     inflight.clear();
   };
 
+  const store = (hash: string, key: KeyContext | null) => {
+    const now = Date.now();
+    if (!key) {
+      cache.set(hash, { key, freshUntil: now + NEGATIVE_TTL_MS, staleUntil: now + NEGATIVE_TTL_MS }, { ttl: NEGATIVE_TTL_MS });
+      return;
+    }
+    cache.set(hash, { key, freshUntil: now + FRESH_MS, staleUntil: now + staleMs });
+    let set = byAccount.get(key.accountId);
+    if (!set) byAccount.set(key.accountId, (set = new Set()));
+    set.add(hash);
+  };
+
+  /** The database failed: serve the last good copy while it may be served, else 500 server_error. */
+  const onDbFailure = (hash: string, e: unknown): KeyContext => {
+    const stale = cache.get(hash, { allowStale: true });
+    const now = Date.now();
+    if (stale?.key && now < stale.staleUntil) {
+      stale.freshUntil = Math.min(now + RETRY_MS, stale.staleUntil);
+      ctx.log.warn({ keyPrefix: stale.key.keyPrefix, err: loggableError(e), servedUntil: new Date(stale.staleUntil).toISOString() }, "Postgres unreachable: serving the cached routing key");
+      return stale.key;
+    }
+    ctx.log.warn({ err: loggableError(e) }, "Postgres unreachable: a routing key not in the cache cannot be checked");
+    throw serverError("The gateway cannot reach its database to check this routing key. Retry in a moment.");
+  };
+
   return {
     peek(hash) {
       const e = cache.get(hash);
-      return e === undefined ? undefined : e.key;
+      return e === undefined || Date.now() >= e.freshUntil ? undefined : e.key;
     },
     load(hash) {
       const running = inflight.get(hash);
       if (running) return running;
       const started = epoch;
-      const p = loadKeyContext(ctx, hash)
-        .then((key) => {
-          if (epoch === started) {
-            cache.set(hash, { key }, { ttl: key ? TTL_MS : NEGATIVE_TTL_MS });
-            if (key) {
-              let set = byAccount.get(key.accountId);
-              if (!set) byAccount.set(key.accountId, (set = new Set()));
-              set.add(hash);
-            }
-          }
-          return key;
-        })
+      const p = withTimeout(loadKeyContext(ctx, hash), LOAD_TIMEOUT_MS)
+        .then(
+          (key) => {
+            if (epoch === started) store(hash, key);
+            return key;
+          },
+          (e: unknown) => {
+            if (!isDatabaseError(e)) throw e;
+            // An invalidation since the load started may have dropped the entry: then it is gone.
+            return onDbFailure(hash, e);
+          },
+        )
         .finally(() => {
           if (inflight.get(hash) === p) inflight.delete(hash);
         });

@@ -1,29 +1,79 @@
 // Cache invalidation across gateway instances: management publishes, the inference key cache
-// listens. Over Redis pub/sub when REDIS_URL is set, in-process otherwise.
+// listens. A write is committed first and told afterwards; telling never fails the write
+// (CONTRACT §7: a management write either fully happens and answers 200, or does not happen).
+//
+// Three channels, each idempotent (dropping a cache entry twice is harmless):
+// - this instance, synchronously, so the next request here never sees a stale key;
+// - Postgres NOTIFY (with DATABASE_URL), sent inside the write's transaction where the caller
+//   has one (`notifyInTransaction`), so it is delivered exactly when the write commits and
+//   whether or not Redis is up: a revocation reaches every instance within moments;
+// - Redis pub/sub (with REDIS_URL), best effort.
+// PGlite is one process per data directory: the local channel is all there is.
+import { sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
+import type { Db } from "./db/client.ts";
+import { loggableError } from "../errors.ts";
 
 const CHANNEL = "gw:invalidate";
+/** Postgres channel names are identifiers: no colon. */
+const PG_CHANNEL = "gw_invalidate";
 
 export type Invalidation =
   /** One routing key changed (revoked, regenerated, PATCHed): drop the entry for this key hash. */
   | { kind: "key"; hash: string }
   /** Something a key's lanes reference changed (credential, bridge, sub session, account): drop all of the account's keys. */
-  | { kind: "account"; accountId: string };
+  | { kind: "account"; accountId: string }
+  /** Messages may have been missed (a listener reconnected): drop everything. */
+  | { kind: "all" };
 
-export async function publishInvalidation(ctx: Ctx, msg: Invalidation): Promise<void> {
-  // The local instance first, synchronously, so the next request here never sees a stale key.
-  const local = ctx.services.localInvalidation as ((m: Invalidation) => void) | undefined;
-  local?.(msg);
-  await ctx.kv.publish(CHANNEL, JSON.stringify(msg));
+type Handler = (m: Invalidation) => void;
+
+/** Anything with drizzle's execute: the database or a transaction. */
+type Executor = Pick<Db, "execute">;
+
+/** The NOTIFY statement for `msg` (also sent by the admin command, which has no gateway context). */
+export const notifyStatement = (msg: Invalidation) => sql`select pg_notify(${PG_CHANNEL}, ${JSON.stringify(msg)})`;
+
+/** Sends the Postgres NOTIFY for `msg` through `tx`: delivered when (and only if) tx commits. */
+export async function notifyInTransaction(ctx: Ctx, tx: Executor, msg: Invalidation): Promise<void> {
+  if (ctx.dbh.kind !== "postgres") return;
+  await tx.execute(notifyStatement(msg));
 }
 
-export async function onInvalidation(ctx: Ctx, handler: (msg: Invalidation) => void): Promise<void> {
+/**
+ * Tells every instance that `msg` changed. Call after the write committed. Never throws: each
+ * channel that fails is logged. `notified: true` when the caller already sent the NOTIFY inside
+ * its transaction.
+ */
+export async function publishInvalidation(ctx: Ctx, msg: Invalidation, opts: { notified?: boolean } = {}): Promise<void> {
+  (ctx.services.localInvalidation as Handler | undefined)?.(msg);
+  const raw = JSON.stringify(msg);
+  await Promise.all([
+    opts.notified || ctx.dbh.kind !== "postgres"
+      ? null
+      : ctx.db.execute(notifyStatement(msg)).catch((e: unknown) =>
+          ctx.log.warn({ err: loggableError(e) }, "cache invalidation not sent over Postgres; other instances see the change when their cached copy expires")),
+    ctx.kv.publish(CHANNEL, raw).catch((e: unknown) =>
+      ctx.log.warn({ err: loggableError(e) }, "cache invalidation not sent over the KV (other instances hear it over Postgres when DATABASE_URL is set)")),
+  ]);
+}
+
+export async function onInvalidation(ctx: Ctx, handler: Handler): Promise<void> {
   ctx.services.localInvalidation = handler;
-  await ctx.kv.subscribe(CHANNEL, (raw) => {
+  const receive = (raw: string) => {
     try {
       handler(JSON.parse(raw) as Invalidation);
     } catch {
       ctx.log.warn("ignored a malformed invalidation message");
     }
-  });
+  };
+  if (ctx.dbh.listen) {
+    let listening = false;
+    await ctx.dbh.listen(PG_CHANNEL, receive, () => {
+      // A re-LISTEN after a dropped connection: whatever was NOTIFYed meanwhile is lost.
+      if (listening) handler({ kind: "all" });
+      listening = true;
+    });
+  }
+  await ctx.kv.subscribe(CHANNEL, receive);
 }

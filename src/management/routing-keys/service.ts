@@ -5,12 +5,12 @@ import { and, asc, eq } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import type { Db } from "../../store/db/client.ts";
 import { routingKeys, type LaneRow } from "../../store/db/schema/index.ts";
-import { badRequest } from "../../errors.ts";
+import { badRequest, isDatabaseError, loggableError } from "../../errors.ts";
 import { randomToken, sha256Hex } from "../../lib/crypto.ts";
 import { newId } from "../../lib/ids.ts";
-import { iso } from "../../lib/time.ts";
-import { monthSpendUsd } from "../../relay/budget/counters.ts";
-import { publishInvalidation } from "../../store/invalidation.ts";
+import { iso, monthKey } from "../../lib/time.ts";
+import { monthSpendUsd, recordedSpendUsd } from "../../relay/budget/counters.ts";
+import { notifyInTransaction, publishInvalidation } from "../../store/invalidation.ts";
 import { listCredentials, type CredentialRow } from "../credentials/service.ts";
 import { listBridges } from "../bridges/service.ts";
 import { liveSubSessions, subSessionStatus } from "../sub-session/store.ts";
@@ -45,9 +45,26 @@ export function presentLane(l: LaneRow) {
   };
 }
 
+/**
+ * The month's spend shown on a key: the live counter, or the recorded spend in Postgres while
+ * the KV is unreachable. A display value never fails a committed write (POST must return the
+ * raw key it created).
+ */
+async function spendForDisplay(ctx: Ctx, row: RoutingKeyRow): Promise<{ month: string; usd: number }> {
+  const key = { id: row.id, monthlyBudgetUsd: row.monthlyBudgetUsd, budgetExcludesSeats: row.budgetExcludesSeats };
+  try {
+    return await monthSpendUsd(ctx, key);
+  } catch (e) {
+    if (isDatabaseError(e)) throw e;
+    ctx.log.warn({ err: loggableError(e) }, "budget counter unreachable: showing the spend recorded in Postgres");
+    const month = monthKey();
+    return { month, usd: await recordedSpendUsd(ctx, key, month) };
+  }
+}
+
 /** The SPEC's Routing key object; spend comes from the live budget counter. */
 export async function presentRoutingKey(ctx: Ctx, row: RoutingKeyRow) {
-  const spend = await monthSpendUsd(ctx, { id: row.id, monthlyBudgetUsd: row.monthlyBudgetUsd, budgetExcludesSeats: row.budgetExcludesSeats });
+  const spend = await spendForDisplay(ctx, row);
   return {
     id: row.id,
     label: row.label,
@@ -235,8 +252,14 @@ export async function patchRoutingKey(ctx: Ctx, accountId: string, id: string, b
     set.keyPrefix = key.prefix;
   }
 
-  const [row] = await ctx.db.update(routingKeys).set(set).where(and(eq(routingKeys.id, id), eq(routingKeys.accountId, accountId))).returning();
+  // The NOTIFY commits with the update: every instance hears of it even while Redis is down.
+  const msg = { kind: "key", hash: current.keyHash } as const;
+  const row = await ctx.db.transaction(async (tx) => {
+    const [r] = await tx.update(routingKeys).set(set).where(and(eq(routingKeys.id, id), eq(routingKeys.accountId, accountId))).returning();
+    if (r) await notifyInTransaction(ctx, tx, msg);
+    return r;
+  });
   if (!row) throw badRequest(`No routing key with id ${id} in this account. List yours with GET /v1/organizations/routing-keys.`);
-  await publishInvalidation(ctx, { kind: "key", hash: current.keyHash });
+  await publishInvalidation(ctx, msg, { notified: true });
   return { row, raw };
 }

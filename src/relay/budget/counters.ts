@@ -34,7 +34,7 @@ function monthRange(month: string): [Date, Date] {
 }
 
 /** Spend recorded in Postgres for the key's month, counting seat traffic only when the key does. */
-async function spendFromDb(ctx: Ctx, key: BudgetedKey, month: string): Promise<number> {
+export async function recordedSpendUsd(ctx: Ctx, key: BudgetedKey, month: string): Promise<number> {
   const [from, to] = monthRange(month);
   const seatFilter = key.budgetExcludesSeats ? eq(usageRecords.seat, false) : or(eq(usageRecords.seat, false), eq(usageRecords.seat, true));
   const rows = await ctx.db
@@ -45,7 +45,7 @@ async function spendFromDb(ctx: Ctx, key: BudgetedKey, month: string): Promise<n
 }
 
 export async function seed(ctx: Ctx, key: BudgetedKey, month: string): Promise<void> {
-  const usd = await spendFromDb(ctx, key, month);
+  const usd = await recordedSpendUsd(ctx, key, month);
   await ctx.kv.seed(counterKey(key.id, month), toNano(usd), ttl());
 }
 

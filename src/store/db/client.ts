@@ -1,9 +1,13 @@
 // Opens Postgres (postgres.js, when DATABASE_URL is set) or the embedded PGlite under DATA_DIR/pg,
 // applies the migrations, and counts queries (tests prove the warm hot path runs none).
+// Postgres outages answer fast: a connection attempt gives up after CONNECT_TIMEOUT_SECONDS, so a
+// request that needs the database fails within about a second instead of hanging (CONTRACT §7).
+// The embedded database is locked to one process (data-dir-lock.ts).
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import * as schema from "./schema/index.ts";
+import { lockDataDir } from "./data-dir-lock.ts";
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 
@@ -13,8 +17,17 @@ export interface DbHandle {
   /** Number of statements sent since start; read by tests. */
   queries(): number;
   ping(): Promise<void>;
+  /**
+   * Postgres LISTEN on a dedicated connection, re-established after a drop. `onListen` runs at
+   * every (re)connection, so a caller can treat what it may have missed meanwhile. Absent on
+   * PGlite: one process per data directory, nobody else to hear from.
+   */
+  listen?(channel: string, onMessage: (payload: string) => void, onListen: () => void): Promise<void>;
   close(): Promise<void>;
 }
+
+/** Seconds a Postgres connection attempt may take (postgres.js `connect_timeout`). */
+export const CONNECT_TIMEOUT_SECONDS = 1;
 
 const migrationsFolder = join(import.meta.dir, "migrations");
 
@@ -25,7 +38,7 @@ export async function openDb(opts: { databaseUrl?: string; dataDir: string }): P
     const { default: postgres } = await import("postgres");
     const { drizzle } = await import("drizzle-orm/postgres-js");
     const { migrate } = await import("drizzle-orm/postgres-js/migrator");
-    const client = postgres(opts.databaseUrl, { max: 10, onnotice: () => {}, connect_timeout: 10 });
+    const client = postgres(opts.databaseUrl, { max: 10, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS });
     const db = drizzle(client, { schema, logger });
     await migrate(db, { migrationsFolder });
     return {
@@ -33,22 +46,32 @@ export async function openDb(opts: { databaseUrl?: string; dataDir: string }): P
       kind: "postgres",
       queries: () => count,
       ping: async () => { await client`select 1`; },
+      listen: async (channel, onMessage, onListen) => { await client.listen(channel, onMessage, onListen); },
       close: () => client.end({ timeout: 5 }),
     };
   }
   const { PGlite } = await import("@electric-sql/pglite");
   const { drizzle } = await import("drizzle-orm/pglite");
   const { migrate } = await import("drizzle-orm/pglite/migrator");
-  const dir = join(opts.dataDir, "pg");
-  mkdirSync(dir, { recursive: true });
-  const client = new PGlite(dir);
-  const db = drizzle(client, { schema, logger });
-  await migrate(db, { migrationsFolder });
-  return {
-    db: db as unknown as Db,
-    kind: "pglite",
-    queries: () => count,
-    ping: async () => { await client.query("select 1"); },
-    close: () => client.close(),
-  };
+  mkdirSync(opts.dataDir, { recursive: true });
+  const unlock = lockDataDir(opts.dataDir);
+  try {
+    const dir = join(opts.dataDir, "pg");
+    mkdirSync(dir, { recursive: true });
+    const client = new PGlite(dir);
+    const db = drizzle(client, { schema, logger });
+    await migrate(db, { migrationsFolder });
+    return {
+      db: db as unknown as Db,
+      kind: "pglite",
+      queries: () => count,
+      ping: async () => { await client.query("select 1"); },
+      close: async () => {
+        try { await client.close(); } finally { unlock(); }
+      },
+    };
+  } catch (e) {
+    unlock();
+    throw e;
+  }
 }

@@ -1,0 +1,96 @@
+// A Postgres cluster of the test's own (initdb in a temporary directory, run as user postgres on a
+// free port, no fsync) for fault tests that stop and restart it. Never the machine's shared one.
+// Stopped by the postmaster's PID (read from postmaster.pid), restarted on the same port and data.
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import postgres from "postgres";
+
+export interface PrivatePostgres {
+  /** URL of the `postgres` database on this cluster. */
+  url: string;
+  port: number;
+  /** Fast shutdown (SIGINT to the postmaster): clients are disconnected, new connections refused. */
+  stopServer(): Promise<void>;
+  /** Starts the postmaster again on the same port and data. */
+  startServer(): Promise<void>;
+  /** Stops it for good and removes the data. */
+  destroy(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const asPostgres = (args: string[]) => ["runuser", "-u", "postgres", "--", ...args];
+
+async function run(args: string[]): Promise<void> {
+  const p = Bun.spawn(asPostgres(args), { stdout: "pipe", stderr: "pipe" });
+  const [code, err] = await Promise.all([p.exited, new Response(p.stderr).text()]);
+  if (code !== 0) throw new Error(`${args[0]} failed (${code}): ${err.slice(0, 500)}`);
+}
+
+async function waitReady(url: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const c = postgres(url, { max: 1, connect_timeout: 1, onnotice: () => {} });
+    try {
+      await c`select 1`;
+      await c.end();
+      return;
+    } catch {
+      await c.end({ timeout: 0 }).catch(() => {});
+      await Bun.sleep(50);
+    }
+  }
+  throw new Error(`private postgres at ${url} did not start`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+  const root = mkdtempSync(join(tmpdir(), "gw-pg-"));
+  chmodSync(root, 0o777);
+  const data = join(root, "data");
+  const port = await freePort();
+  await run(["initdb", "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]);
+  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  const start = async () => {
+    // Detached: the postmaster outlives runuser; it is found and stopped by its own PID.
+    Bun.spawn(asPostgres(["postgres", "-D", data, "-p", String(port), "-k", root, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=60"]), { stdout: "ignore", stderr: "ignore" });
+    await waitReady(url);
+  };
+  const pid = () => Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]);
+  const stop = async () => {
+    let p: number;
+    try { p = pid(); } catch { return; }
+    process.kill(p, "SIGINT");
+    for (let i = 0; i < 200 && isAlive(p); i++) await Bun.sleep(25);
+    if (isAlive(p)) process.kill(p, "SIGKILL");
+  };
+  await start();
+  return {
+    url,
+    port,
+    stopServer: stop,
+    startServer: start,
+    destroy: async () => {
+      await stop();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
