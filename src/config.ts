@@ -61,6 +61,8 @@ const schema = z.object({
   /** A gateway instance silent this long is dead: its requests in flight become `interrupted` records. */
   INSTANCE_DEAD_AFTER_SECONDS: z.coerce.number().positive().default(15),
   EXPIRY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
+  /** A cached routing key is re-read from Postgres after this long (invalidations apply at once regardless). */
+  KEY_CACHE_TTL_SECONDS: z.coerce.number().positive().default(60),
   /** While Postgres is unreachable, a key read from it within this many seconds keeps being served from the cache. */
   KEY_CACHE_STALE_SECONDS: z.coerce.number().min(0).default(600),
   /** SIGTERM: how long in-flight requests (streams included) may take to finish before the listener closes anyway. */

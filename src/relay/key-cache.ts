@@ -1,7 +1,7 @@
 // In-process cache of resolved routing keys: a warm key costs one sha256 and a map lookup, no
 // Postgres. Management publishes an invalidation on revoke, regenerate, PATCH and on changes
 // to what lanes reference; every instance drops the entry at once (store/invalidation.ts). A
-// short freshness (FRESH_MS) bounds staleness should a message ever be missed.
+// short freshness (KEY_CACHE_TTL_SECONDS) bounds staleness should a message ever be missed.
 //
 // Postgres outages (CONTRACT §7): when re-reading a key fails because the database is
 // unreachable, the copy read last keeps being served for up to KEY_CACHE_STALE_SECONDS after
@@ -14,8 +14,6 @@ import { onInvalidation, type Invalidation } from "../store/invalidation.ts";
 import { loadKeyContext, type KeyContext } from "./key-context.ts";
 
 const MAX_KEYS = 20_000;
-/** A cached key is re-read from Postgres after this long. */
-const FRESH_MS = 60_000;
 /** Unknown hashes are remembered briefly so a flood of bad keys does not become a flood of queries. */
 const NEGATIVE_TTL_MS = 5_000;
 /** While Postgres is down, a stale key is served this long before the next attempt to re-read it. */
@@ -53,12 +51,13 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 }
 
 export function createKeyCache(ctx: Ctx): KeyCache {
+  const freshMs = ctx.config.KEY_CACHE_TTL_SECONDS * 1000;
   const staleMs = ctx.config.KEY_CACHE_STALE_SECONDS * 1000;
   const byAccount = new Map<string, Set<string>>();
   const cache = new LRUCache<string, Entry>({
     max: MAX_KEYS,
     // Entries live as long as they may be served, fresh or stale; peek() checks freshness.
-    ttl: Math.max(FRESH_MS, staleMs),
+    ttl: Math.max(freshMs, staleMs),
     dispose(entry, hash) {
       const acct = entry.key?.accountId;
       if (!acct) return;
@@ -97,7 +96,7 @@ export function createKeyCache(ctx: Ctx): KeyCache {
       cache.set(hash, { key, freshUntil: now + NEGATIVE_TTL_MS, staleUntil: now + NEGATIVE_TTL_MS }, { ttl: NEGATIVE_TTL_MS });
       return;
     }
-    cache.set(hash, { key, freshUntil: now + FRESH_MS, staleUntil: now + staleMs });
+    cache.set(hash, { key, freshUntil: now + freshMs, staleUntil: now + staleMs });
     let set = byAccount.get(key.accountId);
     if (!set) byAccount.set(key.accountId, (set = new Set()));
     set.add(hash);

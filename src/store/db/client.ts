@@ -38,7 +38,15 @@ export async function openDb(opts: { databaseUrl?: string; dataDir: string }): P
     const { default: postgres } = await import("postgres");
     const { drizzle } = await import("drizzle-orm/postgres-js");
     const { migrate } = await import("drizzle-orm/postgres-js/migrator");
-    const client = postgres(opts.databaseUrl, { max: 10, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS });
+    const client = postgres(opts.databaseUrl, {
+      max: 10,
+      onnotice: () => {},
+      connect_timeout: CONNECT_TIMEOUT_SECONDS,
+      // postgres.js waits up to 20 s between reconnects after many failures (its default backoff
+      // grows 3^n): after an outage, queries queued on such a connection sat there long after
+      // Postgres was back. A refused connection costs nothing, so retry within half a second.
+      backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
+    });
     const db = drizzle(client, { schema, logger });
     await migrate(db, { migrationsFolder });
     return {

@@ -1,0 +1,154 @@
+// Store outages (CONTRACT §7), on a Postgres cluster and a redis-server of this test's own, stopped
+// and started again by PID (never the machine's shared ones):
+// - Postgres stopped: a key already known keeps being served from the cache, unknown keys and
+//   management answer 500 server_error fast, usage is buffered and written once Postgres is back;
+// - Redis stopped: management writes still succeed (POST returns its raw key, PATCH revoked
+//   answers 200) and a revocation reaches another gateway process over Postgres NOTIFY.
+// These tests bring their own stores, so they run once, with the real-stores suite.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import postgres from "postgres";
+import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
+import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
+import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { usageRecords } from "../../src/store/db/schema/index.ts";
+import type { UsageQueue } from "../../src/relay/usage-queue.ts";
+import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
+import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+
+const run = REAL_STORES ? describe : describe.skip;
+const label = REAL_STORES ? "own Postgres and Redis processes" : "skipped on the embedded suite: these tests start their own Postgres and run once, with the real-stores suite";
+
+let pg: PrivatePostgres;
+let mock: MockUpstream;
+
+async function createDatabase(name: string): Promise<string> {
+  const admin = postgres(pg.url, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database ${name}`);
+  await admin.end();
+  return pg.url.replace(/\/postgres$/, `/${name}`);
+}
+
+const chat = (url: string, raw: string) =>
+  fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(chatBody()) });
+
+async function timed<T>(f: () => Promise<T>): Promise<{ value: T; ms: number }> {
+  const t = performance.now();
+  const value = await f();
+  return { value, ms: performance.now() - t };
+}
+
+run(`store outages (${label})`, () => {
+  beforeAll(async () => {
+    [pg, mock] = await Promise.all([startPrivatePostgres(), startMockOpenAI()]);
+  }, 60_000);
+  afterAll(async () => {
+    await pg?.destroy();
+    await mock?.stop();
+  });
+
+  test("CONTRACT §7 Postgres stopped: a known key is served from the cache, unknown keys and management get 500 server_error within 2 s, usage is written once Postgres is back", async () => {
+    const url = await createDatabase("outage_pg");
+    // Fresh for 1 s, then served stale for up to 3 s after its last read while Postgres is down.
+    const gw = await startTestGateway({ DATABASE_URL: url, REDIS_URL: "", PROVIDER_OPENAI_BASE_URL: mock.url, KEY_CACHE_TTL_SECONDS: "1", KEY_CACHE_STALE_SECONDS: "3" });
+    try {
+      const acct = await createAccount(gw);
+      const cred = await addCredential(gw, acct.id, "openai");
+      const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+      const unknownKey = `gw_${"x".repeat(40)}`;
+      expect((await chat(gw.url, key.raw)).status).toBe(200); // the key is now known (cached)
+      await (gw.ctx.services.usageQueue as UsageQueue).flush();
+
+      await pg.stopServer();
+      await Bun.sleep(1200); // past the fresh period: the key would be re-read now
+      const warm = await timed(() => chat(gw.url, key.raw));
+      expect(warm.value.status).toBe(200);
+      expect((await warm.value.json()).choices[0].message.content).toBeString();
+      expect(warm.ms).toBeLessThan(2000);
+
+      const unknown = await timed(() => gw.call("/v1/chat/completions", { token: unknownKey, body: chatBody() }));
+      expect(unknown.value.status).toBe(500);
+      expect(unknown.value.body.error.type).toBe("server_error");
+      expect(unknown.value.body.error.code).toBe("server_error");
+      expect(unknown.ms).toBeLessThan(2000);
+
+      const mgmt = await timed(() => gw.call("/v1/organizations/routing-keys", { token: acct.token }));
+      expect(mgmt.value.status).toBe(500);
+      expect(mgmt.value.body.code).toBe("server_error");
+      expect(mgmt.ms).toBeLessThan(2000);
+
+      // A second request while down is served too (no new attempt to reach Postgres in between).
+      expect((await chat(gw.url, key.raw)).status).toBe(200);
+
+      // Past KEY_CACHE_STALE_SECONDS since the last read: the cached copy is no longer served.
+      await Bun.sleep(2000);
+      const expired = await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody() });
+      expect(expired.status).toBe(500);
+      expect(expired.body.error.code).toBe("server_error");
+
+      await pg.startServer();
+      // The two answers served while Postgres was down reach it (the usage queue kept them).
+      const deadline = Date.now() + 5_000;
+      let rows = 0;
+      while (Date.now() < deadline) {
+        rows = (await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, key.id)).catch(() => [])).length;
+        if (rows >= 3) break;
+        await Bun.sleep(200);
+      }
+      expect(rows).toBe(3);
+      expect((await chat(gw.url, key.raw)).status).toBe(200);
+      expect((await gw.call("/v1/organizations/routing-keys", { token: acct.token })).status).toBe(200);
+    } finally {
+      await pg.startServer().catch(() => {});
+      await gw.stop();
+    }
+  }, 60_000);
+
+  describe("Redis stopped", () => {
+    let redis: PrivateRedis;
+    let gw: TestGateway;
+    let peer: ChildGateway;
+    let acct: { id: string; token: string };
+    let providers: unknown[];
+
+    beforeAll(async () => {
+      redis = await startPrivateRedis();
+      const url = await createDatabase("outage_redis");
+      gw = await startTestGateway({ DATABASE_URL: url, REDIS_URL: redis.url, PROVIDER_OPENAI_BASE_URL: mock.url });
+      peer = await spawnGateway({ DATABASE_URL: url, REDIS_URL: redis.url, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!, DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: mock.url });
+      acct = await createAccount(gw);
+      providers = [lane("openai", (await addCredential(gw, acct.id, "openai")).id)];
+    }, 60_000);
+    afterAll(async () => {
+      await peer?.terminate();
+      await gw?.stop();
+      await redis?.stop();
+    });
+
+    test("CONTRACT §7 a management write is all or nothing: with Redis down, POST routing-keys returns its raw key and PATCH revoked answers 200; the revocation reaches another gateway process within 5 s over Postgres NOTIFY", async () => {
+      const made = await gw.call("/v1/organizations/routing-keys", { method: "POST", token: acct.token, body: { label: "before", providers } });
+      expect(made.status).toBe(200);
+      for (const url of [gw.url, peer.url]) expect((await chat(url, made.body.raw_key)).status).toBe(200); // cached on both
+
+      await redis.kill();
+      const created = await gw.call("/v1/organizations/routing-keys", { method: "POST", token: acct.token, body: { label: "during", providers } });
+      expect(created.status).toBe(200);
+      expect(created.body.raw_key).toStartWith("gw_");
+      expect((await chat(peer.url, created.body.raw_key)).status).toBe(200);
+
+      const revoked = await gw.call(`/v1/organizations/routing-keys?id=${made.body.routing_key.id}`, { method: "PATCH", token: acct.token, body: { revoked: true } });
+      expect(revoked.status).toBe(200);
+      expect(revoked.body.routing_key.revoked_at).not.toBeNull();
+      const t0 = performance.now();
+      let status = 0;
+      while (performance.now() - t0 < 5000) {
+        status = (await chat(peer.url, made.body.raw_key)).status;
+        if (status === 401) break;
+        await Bun.sleep(25);
+      }
+      expect(status).toBe(401);
+      expect((await chat(gw.url, made.body.raw_key)).status).toBe(401);
+    }, 30_000);
+  });
+});
