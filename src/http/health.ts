@@ -37,8 +37,8 @@ export function healthRoutes(ctx: Ctx, app: Elysia) {
     },
   }, MANAGEMENT, {
     GET: {
-      summary: "Readiness: the database and the KV answer", tag: "Operations", auth: "none",
-      responses: { "200": { description: "Both stores answer." }, "503": { description: "A store does not answer (which one is in the body)." } },
+      summary: "Readiness: the database and the KV answer and the process is not shutting down", tag: "Operations", auth: "none",
+      responses: { "200": { description: "Both stores answer." }, "503": { description: "A store does not answer (which one is in the body), or the process is draining after SIGTERM (`draining: true`)." } },
     },
   });
 }
