@@ -177,6 +177,22 @@ describe(`sub session: provisioning failures (${storesLabel})`, () => {
   });
 });
 
+describe(`sub session: the live catalog on request (${storesLabel})`, () => {
+  test("CONTRACT §4 live catalog: GET ?include=models adds the session's models with the tier each alias resolves to; without a session the list is empty; other include values are 400", async () => {
+    const a = await createAccount(gw);
+    const none = await gw.call(`${SS}?include=models`, { token: a.token });
+    expect(none.body).toMatchObject({ connected: false, models: [], models_error: null });
+    await connectSub(gw, a.token);
+    const r = await gw.call(`${SS}?include=models`, { token: await addToken(gw, a.id, "read_only") });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ connected: true, models_error: null });
+    expect(r.body.models).toEqual([{ id: "gpt-5.1-codex", tier: "flagship" }, { id: "gpt-5.1-codex-mini", tier: "mini" }]);
+    // Without the parameter the object is exactly SPEC's.
+    expect(Object.keys((await gw.call(SS, { token: a.token })).body).sort()).toEqual(SESSION_FIELDS);
+    expect400(await gw.call(`${SS}?include=lanes`, { token: a.token }), "`include`");
+  });
+});
+
 describe(`sub session: provisioning through the lane's token refresh (${storesLabel})`, () => {
   test("a sign-in whose access token already expired but whose refresh token is valid provisions: the catalog check refreshes first and the new tokens are stored encrypted", async () => {
     const a = await createAccount(gw);
