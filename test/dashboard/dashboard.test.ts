@@ -58,13 +58,13 @@ async function seed() {
     providers: [{ provider: "anthropic", credential_id: anth.id }, { provider: "openai", credential_id: cred.id, model: "gpt-4o-mini" }] })).body.routing_key;
   const k2 = (await post("/v1/organizations/routing-keys", { label: HOSTILE.slice(0, 60), monthly_budget_usd: 1 })).body.routing_key;
   const now = Date.now();
-  const row = (o: Partial<typeof usageRecords.$inferInsert>) => ({ accountId: acct.id, endpoint: "chat", status: 200, outcome: "ok", provider: "openai", laneIndex: 0, model: "gpt-4o-mini", ...o });
+  const row = (o: Partial<typeof usageRecords.$inferInsert>) => ({ accountId: acct.id, endpoint: "chat", status: 200, outcome: "ok", provider: "openai", laneIndex: 0, attempt: 1, model: "gpt-4o-mini", ...o });
   const rows: Array<typeof usageRecords.$inferInsert> = [];
   for (let i = 0; i < 12; i++) {
     const at = new Date(now - (i % 4) * 3600_000 - 60_000);
     rows.push(row({ requestId: `r${i}`, routingKeyId: k1.id, provider: "anthropic", model: "claude-sonnet-4", status: i % 3 === 0 ? 529 : 200, outcome: i % 3 === 0 ? "error" : "ok",
       promptTokens: i % 3 === 0 ? 0 : 400 + i, completionTokens: i % 3 === 0 ? 0 : 80, costUsd: i % 3 === 0 ? 0 : 0.0123, latencyMs: 900 + i * 10, ttfbMs: i % 3 === 0 ? null : 250 + i * 20, createdAt: at }));
-    if (i % 3 === 0) rows.push(row({ requestId: `r${i}`, routingKeyId: k1.id, laneIndex: 1, promptTokens: 410, completionTokens: 70, costUsd: 0.0009, latencyMs: 700, ttfbMs: 180, createdAt: new Date(at.getTime() + 1000) }));
+    if (i % 3 === 0) rows.push(row({ requestId: `r${i}`, attempt: 2, routingKeyId: k1.id, laneIndex: 1, promptTokens: 410, completionTokens: 70, costUsd: 0.0009, latencyMs: 700, ttfbMs: 180, createdAt: new Date(at.getTime() + 1000) }));
   }
   rows.push(row({ requestId: "seat-1", routingKeyId: k2.id, provider: "sub", model: "gpt-5", seat: true, promptTokens: 2000, completionTokens: 300, costUsd: 0.04, latencyMs: 1500, ttfbMs: 600, createdAt: new Date(now - 120_000) }));
   await gw.ctx.db.insert(usageRecords).values(rows);

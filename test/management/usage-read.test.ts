@@ -19,23 +19,26 @@ async function seeded() {
   const k1 = (await gw.call("/v1/organizations/routing-keys", { method: "POST", token: a.token, body: { label: "alpha" } })).body.routing_key;
   const k2 = (await gw.call("/v1/organizations/routing-keys", { method: "POST", token: a.token, body: { label: "beta" } })).body.routing_key;
   const now = new Date();
+  // Request ids are unique per database (one record per request and attempt): each seeding gets its own.
+  const tag = crypto.randomUUID().slice(0, 8);
+  const R = (id: string) => `${tag}:${id}`;
   const t = (msAgo: number) => new Date(now.getTime() - msAgo);
-  const row = (o: Partial<typeof usageRecords.$inferInsert>) => ({ accountId: a.id, endpoint: "chat", status: 200, outcome: "ok", provider: "openai", laneIndex: 0, ...o });
+  const row = (o: Partial<typeof usageRecords.$inferInsert>) => ({ accountId: a.id, endpoint: "chat", status: 200, outcome: "ok", provider: "openai", laneIndex: 0, attempt: 1, ...o });
   await gw.ctx.db.insert(usageRecords).values([
     // Outside the 30-day window (written first, as the queue would have), and below another account's: neither counts.
-    row({ requestId: "req-old", routingKeyId: k1.id, promptTokens: 9999, costUsd: 99, createdAt: t(31 * DAY) }),
+    row({ requestId: R("req-old"), routingKeyId: k1.id, promptTokens: 9999, costUsd: 99, createdAt: t(31 * DAY) }),
     // req-1: anthropic fails (529), the request falls back to openai.
-    row({ requestId: "req-1", routingKeyId: k1.id, provider: "anthropic", laneIndex: 0, status: 529, outcome: "error", errorCode: "upstream_error", latencyMs: 40, createdAt: t(5000) }),
-    row({ requestId: "req-1", routingKeyId: k1.id, provider: "openai", laneIndex: 1, promptTokens: 100, completionTokens: 20, costUsd: 0.01, latencyMs: 300, ttfbMs: 100, createdAt: t(4000) }),
+    row({ requestId: R("req-1"), attempt: 1, routingKeyId: k1.id, provider: "anthropic", laneIndex: 0, status: 529, outcome: "error", errorCode: "upstream_error", latencyMs: 40, createdAt: t(5000) }),
+    row({ requestId: R("req-1"), attempt: 2, routingKeyId: k1.id, provider: "openai", laneIndex: 1, promptTokens: 100, completionTokens: 20, costUsd: 0.01, latencyMs: 300, ttfbMs: 100, createdAt: t(4000) }),
     // req-2: served by anthropic directly.
-    row({ requestId: "req-2", routingKeyId: k1.id, provider: "anthropic", promptTokens: 50, completionTokens: 10, costUsd: 0.002, ttfbMs: 300, createdAt: t(3000) }),
+    row({ requestId: R("req-2"), routingKeyId: k1.id, provider: "anthropic", promptTokens: 50, completionTokens: 10, costUsd: 0.002, ttfbMs: 300, createdAt: t(3000) }),
     // req-3: a failure with no later lane is an error, not a fallback.
-    row({ requestId: "req-3", routingKeyId: k2.id, provider: "openai", status: 500, outcome: "error", createdAt: t(2000) }),
+    row({ requestId: R("req-3"), routingKeyId: k2.id, provider: "openai", status: 500, outcome: "error", createdAt: t(2000) }),
     // req-4: seat traffic on the sub lane.
-    row({ requestId: "req-4", routingKeyId: k2.id, provider: "sub", model: "gpt-5", promptTokens: 300, completionTokens: 30, costUsd: 0.05, seat: true, ttfbMs: 200, createdAt: t(1000) }),
-    { ...row({ requestId: "req-x", promptTokens: 7777, costUsd: 77 }), accountId: other.id },
+    row({ requestId: R("req-4"), routingKeyId: k2.id, provider: "sub", model: "gpt-5", promptTokens: 300, completionTokens: 30, costUsd: 0.05, seat: true, ttfbMs: 200, createdAt: t(1000) }),
+    { ...row({ requestId: R("req-x"), promptTokens: 7777, costUsd: 77 }), accountId: other.id },
   ]);
-  return { a, k1, k2 };
+  return { a, k1, k2, R };
 }
 
 describe(`usage read endpoints (${storesLabel})`, () => {
@@ -80,20 +83,22 @@ describe(`usage read endpoints (${storesLabel})`, () => {
 
   test("usage/records: newest first, each attempt with lanes tried, tokens, cost, latency and TTFB; filters by key, lane and outcome; pages with before", async () => {
     const { a, k1 } = await seeded();
+    const rid = (r: any) => r.request_id.split(":")[1];
     const all = (await gw.call("/v1/organizations/usage/records", { token: a.token })).body;
-    expect(all.records.map((r: any) => r.request_id)).toEqual(["req-4", "req-3", "req-2", "req-1", "req-1", "req-old"]);
+    expect(all.records.map(rid)).toEqual(["req-4", "req-3", "req-2", "req-1", "req-1", "req-old"]);
     const served = all.records[3];
-    expect(served).toMatchObject({ request_id: "req-1", provider: "openai", lanes_tried: ["anthropic", "openai"], prompt_tokens: 100, completion_tokens: 20, cost_usd: 0.01, latency_ms: 300, ttfb_ms: 100, outcome: "ok", seat: false });
+    expect(rid(served)).toBe("req-1");
+    expect(served).toMatchObject({ provider: "openai", lanes_tried: ["anthropic", "openai"], prompt_tokens: 100, completion_tokens: 20, cost_usd: 0.01, latency_ms: 300, ttfb_ms: 100, outcome: "ok", seat: false });
     expect(all.records[4].lanes_tried).toEqual(["anthropic"]);
     expect(all.next_before).toBeNull();
 
     const byKey = (await gw.call(`/v1/organizations/usage/records?key=${k1.id}&provider=anthropic&outcome=error`, { token: a.token })).body.records;
-    expect(byKey.map((r: any) => [r.request_id, r.status, r.error_code])).toEqual([["req-1", 529, "upstream_error"]]);
+    expect(byKey.map((r: any) => [rid(r), r.status, r.error_code])).toEqual([["req-1", 529, "upstream_error"]]);
 
     const p1 = (await gw.call("/v1/organizations/usage/records?limit=2", { token: a.token })).body;
-    expect(p1.records.map((r: any) => r.request_id)).toEqual(["req-4", "req-3"]);
+    expect(p1.records.map(rid)).toEqual(["req-4", "req-3"]);
     const p2 = (await gw.call(`/v1/organizations/usage/records?limit=2&before=${p1.next_before}`, { token: a.token })).body;
-    expect(p2.records.map((r: any) => r.request_id)).toEqual(["req-2", "req-1"]);
+    expect(p2.records.map(rid)).toEqual(["req-2", "req-1"]);
   });
 
   test("CONTRACT §8 order of checks on the usage read endpoints: 405 → 401 → 402 → 400 with a sentence naming the parameter", async () => {

@@ -16,6 +16,7 @@ function present(r: Row, lanesTried: string[]) {
     request_id: r.requestId,
     created_at: iso(r.createdAt),
     routing_key_id: r.routingKeyId,
+    attempt: r.attempt,
     endpoint: r.endpoint,
     lane_index: r.laneIndex,
     provider: r.provider,
@@ -27,6 +28,8 @@ function present(r: Row, lanesTried: string[]) {
     completion_tokens: r.completionTokens,
     cached_tokens: r.cachedTokens,
     cost_usd: r.costUsd,
+    // The model was not in the pricing catalog: cost_usd uses the conservative fallback price (CONTRACT §7).
+    price_estimated: r.priceEstimated,
     latency_ms: r.latencyMs,
     ttfb_ms: r.ttfbMs,
     seat: r.seat,

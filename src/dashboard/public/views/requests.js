@@ -20,7 +20,8 @@ function row(r, keyNames) {
     h("td", {}, r.model ?? "—"),
     h("td", {}, h("span", { className: `badge ${r.outcome === "ok" ? "ok" : "bad"}` }, r.outcome), " ", String(r.status), r.error_code ? h("small", { className: "muted" }, ` ${r.error_code}`) : null),
     h("td", { className: "num" }, `${fmt.int(r.prompt_tokens)} / ${fmt.int(r.completion_tokens)}`),
-    h("td", { className: "num" }, fmt.usd(r.cost_usd), r.seat ? h("span", { className: "badge" }, "seat") : null),
+    h("td", { className: "num" }, fmt.usd(r.cost_usd), r.price_estimated ? h("span", { className: "badge", title: "Model not in the pricing catalog: fallback price" }, "est.") : null,
+      r.seat ? h("span", { className: "badge" }, "seat") : null),
     h("td", { className: "num" }, fmt.ms(r.latency_ms)),
     h("td", { className: "num" }, fmt.ms(r.ttfb_ms)));
 }
