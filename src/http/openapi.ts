@@ -154,6 +154,10 @@ function operationOf(method: DocMethod, route: MountedRoute, op: OperationDoc): 
   return out;
 }
 
+/** The reader's order: calling models first, then setting them up, then the rest; new tags go before the aliases. */
+const TAG_ORDER = ["Inference", "Routing keys", "Credentials", "Bridges", "Sub session", "Account tokens", "Account", "Usage", "Signup", "Dashboard", "Operations", "Meta"];
+const tagRank = (t: string) => (t === "Legacy aliases" ? 1000 : TAG_ORDER.includes(t) ? TAG_ORDER.indexOf(t) : 500);
+
 export interface DocumentInfo {
   title: string;
   version: string;
@@ -176,7 +180,7 @@ export function buildOpenApiDocument(app: object, info: DocumentInfo): Record<st
   return {
     openapi: "3.1.0",
     info,
-    tags: [...tags].map((name) => ({ name })),
+    tags: [...tags].sort((a, b) => tagRank(a) - tagRank(b)).map((name) => ({ name })),
     paths,
     components: {
       securitySchemes: {

@@ -34,11 +34,11 @@ describe.skipIf(REAL_STORES)("API reference page in a browser (runs in the embed
     page.on("request", (r) => { if (!r.url().startsWith(gw.url) && !r.url().startsWith("data:") && !r.url().startsWith("blob:")) foreign.push(r.url()); });
     await page.goto(`${gw.url}/docs`, { waitUntil: "load" });
     for (const summary of ["Create a routing key", "Change a routing key", "Save a provider API key", "Register a bridge", "Connect the subscription sign-in", "Create an account token", "Usage of the last 30 days"]) {
-      await page.getByText(summary, { exact: true }).first().waitFor({ timeout: 15_000 });
+      await page.getByText(summary, { exact: true }).first().waitFor({ timeout: 30_000 });
     }
     await page.waitForTimeout(300);
     expect(errors).toEqual([]);
     expect(foreign).toEqual([]);
     await page.close();
-  }, 45_000);
+  }, 90_000);
 });
