@@ -1,11 +1,12 @@
-// The benchmark runner: `npm run bench` (full, ~8 min), `npm run bench -- --smoke` (CI, < 1 min),
-// `npm run bench -- --soak` (10-minute memory soak). It starts the mock upstream and the gateway as
-// child processes (gateway pinned to core 0, everything else to core 1), provisions an account, key
-// and lane through the API, then runs each scenario DIRECT to the mock and THROUGH the gateway,
-// interleaved A B B A so drift cancels, and writes the table to bench/results/.
+// The benchmark runner: `npm run bench` (full, ~12 min), `npm run bench -- --smoke` (CI, < 1 min),
+// `npm run bench -- --soak` (10-minute memory soak). It starts the mock upstream, the gateway, the
+// bare Bun proxy and Portkey as child processes (the proxies pinned to core 0, everything else to
+// core 1), provisions an account, key and lane through the API, then runs each scenario DIRECT to
+// the mock and THROUGH the gateway (and, for the ratio targets, through the bare proxy and
+// Portkey), interleaved A B C D D C B A so drift cancels, and writes the table to bench/results/.
 // It fails (exit 1) only on errors: the gateway not starting or dying, or any failed request.
 // Timing targets are reported in the verdict column; `--strict` also fails on a missed target.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, release, totalmem, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -18,10 +19,10 @@ import {
 } from "./lib/processes.ts";
 import { provision } from "./lib/provision.ts";
 import {
-  atMost, figuresFor, markdown, type MachineFacts, type RunReport, type ScenarioFigures, type Segment, type SoakFigures, type Verdict,
+  atLeast, atMost, figuresFor, markdown, type MachineFacts, type RunReport, type ScenarioFigures, type Segment, type SoakFigures, type Verdict,
 } from "./lib/report.ts";
 import { median } from "./lib/stats.ts";
-import { SCENARIOS, SOAK_STREAMS, soakShot, type Endpoints, type Scenario, type Side } from "./lib/scenarios.ts";
+import { SCENARIOS, SOAK_STREAMS, soakShot, type Endpoints, type Reference, type Scenario, type Side } from "./lib/scenarios.ts";
 import { prepareStores } from "./lib/stores.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -61,6 +62,8 @@ function machineFacts(stores: string): MachineFacts {
 interface Children {
   mock: Subprocess;
   gateway: Subprocess;
+  /** The reference proxies that started (a missing one leaves its rows out, with a log line). */
+  refs: Partial<Record<Reference, { proc: Subprocess; base: string; logFd: number }>>;
   mockBase: string;
   gatewayUrl: string;
   gatewayLog: string;
@@ -101,11 +104,79 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
   const tail = () => `--- last lines of ${gatewayLog} ---\n${readFileSync(gatewayLog, "utf8").split("\n").slice(-30).join("\n")}`;
   await waitHealthy(`${gatewayUrl}/healthz`, gateway, 60_000, tail);
   log(`gateway at ${gatewayUrl} (pid ${gateway.pid})`);
-  return { mock, gateway, mockBase, gatewayUrl, gatewayLog, gatewayLogFd: fd };
+  const refs: Children["refs"] = {};
+  const wanted = new Set(SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id)).flatMap((s) => s.references ?? []));
+  if (opts.mode !== "soak" && wanted.has("bare")) refs.bare = await startBare(mockBase);
+  if (opts.mode === "full" && wanted.has("portkey") && opts.portkey) {
+    const pk = await startPortkey();
+    if (pk) refs.portkey = pk;
+  }
+  return { mock, gateway, refs, mockBase, gatewayUrl, gatewayLog, gatewayLogFd: fd };
 }
 
-function shotsFor(sc: Scenario, ep: Endpoints): Record<Side, () => Shot> {
-  return { direct: sc.shots("direct", ep), gateway: sc.shots("gateway", ep) };
+/** The bare Bun pass-through proxy on the gateway's core: the floor the ratio targets compare with. */
+async function startBare(mockBase: string): Promise<{ proc: Subprocess; base: string; logFd: number }> {
+  const logPath = join(RESULTS, `tmp-bare-${opts.mode}.log`);
+  writeFileSync(logPath, "");
+  const fd = logFile(logPath);
+  const origin = new URL(mockBase).origin;
+  const proc = Bun.spawn([...pinned(0), process.execPath, join(ROOT, "bench", "bare-proxy.ts"), "--upstream", origin, "--port", "0"], {
+    cwd: ROOT, stdout: "pipe", stderr: fd, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NODE_ENV: "production" },
+  });
+  const base = await firstLine(proc, 20_000);
+  log(`bare Bun proxy at ${base} (pid ${proc.pid})`);
+  return { proc, base, logFd: fd };
+}
+
+const PORTKEY_DIR = join(ROOT, "bench", "portkey");
+const PORTKEY_MAIN = join(PORTKEY_DIR, "node_modules", "@portkey-ai", "gateway", "build", "start-server.js");
+
+/**
+ * Portkey 1.15.2 under Node with @hono/node-server 1.13.5 and hono 4.9.7 (bench/portkey/package.json
+ * and its lock): installed with `npm ci --prefix bench/portkey` on first use, never a dependency of
+ * the gateway. Full runs only; without Node or the registry the run goes on without it.
+ */
+async function startPortkey(): Promise<{ proc: Subprocess; base: string; logFd: number } | null> {
+  const node = Bun.which("node");
+  if (!node) {
+    log("Portkey skipped: no node on PATH");
+    return null;
+  }
+  if (!existsSync(PORTKEY_MAIN)) {
+    log("installing Portkey into bench/portkey (npm ci)");
+    const r = Bun.spawnSync(["npm", "ci", "--prefix", PORTKEY_DIR, "--no-audit", "--no-fund", "--ignore-scripts"], { cwd: ROOT, stdout: "inherit", stderr: "inherit" });
+    if (r.exitCode !== 0 || !existsSync(PORTKEY_MAIN)) {
+      log(`Portkey skipped: npm ci failed (exit ${r.exitCode})`);
+      return null;
+    }
+  }
+  const port = freePort();
+  const logPath = join(RESULTS, `tmp-portkey-${opts.mode}.log`);
+  writeFileSync(logPath, "");
+  const fd = logFile(logPath);
+  const proc = Bun.spawn([...pinned(0), node, PORTKEY_MAIN, `--port=${port}`, "--headless"], {
+    cwd: PORTKEY_DIR, stdout: fd, stderr: fd, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NODE_ENV: "production" },
+  });
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    await waitHealthy(`${base}/`, proc, 30_000, () => readFileSync(logPath, "utf8").slice(-2000));
+  } catch (e) {
+    log(`Portkey skipped: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`);
+    await stopChild(proc, 2000);
+    closeFd(fd);
+    return null;
+  }
+  log(`Portkey 1.15.2 at ${base} (pid ${proc.pid})`);
+  return { proc, base, logFd: fd };
+}
+
+/** The sides a scenario runs in this run: direct, its reference proxies that started, the gateway. */
+function sidesOf(sc: Scenario, children: Children): Side[] {
+  return ["direct", ...(sc.references ?? []).filter((r) => children.refs[r]), "gateway"];
+}
+
+function shotsFor(sc: Scenario, ep: Endpoints, sides: Side[]): Partial<Record<Side, () => Shot>> {
+  return Object.fromEntries(sides.map((side) => [side, sc.shots(side, ep)]));
 }
 
 async function drive(sc: Scenario, next: () => Shot, durationS: number): Promise<LoadResult> {
@@ -137,20 +208,25 @@ async function main(): Promise<number> {
       runAdmin: async () => ({ code: 1, output: "the runner always sets BILLING_WEBHOOK_SECRET" }),
     });
     log(`provisioned account ${p.accountId} (activated by ${p.activatedBy}), routing key ${p.routingKey.slice(0, 10)}…`);
-    const ep: Endpoints = { mockBase: children.mockBase, gatewayBase: children.gatewayUrl, routingKey: p.routingKey };
+    const ep: Endpoints = {
+      mockBase: children.mockBase, gatewayBase: children.gatewayUrl, routingKey: p.routingKey,
+      bareBase: children.refs.bare?.base, portkeyBase: children.refs.portkey?.base,
+    };
+    const procOf = (side: Side): Subprocess | null => (side === "gateway" ? gw : side === "direct" ? null : children!.refs[side]?.proc ?? null);
     await Bun.sleep(1000);
     const idleRssMb = memory(gw.pid).rssKb / 1024;
     log(`idle RSS ${idleBootRssMb.toFixed(1)} MB after boot, ${idleRssMb.toFixed(1)} MB after provisioning`);
 
     const scenarios = opts.mode === "soak" ? [] : SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id));
-    const shots = new Map(scenarios.map((s) => [s.id, shotsFor(s, ep)]));
+    const sidesBy = new Map(scenarios.map((s) => [s.id, sidesOf(s, children!)]));
+    const shots = new Map(scenarios.map((s) => [s.id, shotsFor(s, ep, sidesBy.get(s.id)!)]));
     const segments: Segment[] = [];
     const probeErrors: Record<string, string[]> = {};
 
     // Correctness first: one request each way per scenario must be right before anything is timed.
     for (const sc of scenarios) {
-      for (const side of ["direct", "gateway"] as const) {
-        const err = await probe(shots.get(sc.id)![side]());
+      for (const side of sidesBy.get(sc.id)!) {
+        const err = await probe(shots.get(sc.id)![side]!());
         if (err) (probeErrors[sc.id] ??= []).push(`${side} probe: ${err}`);
       }
       if (probeErrors[sc.id]) log(`${sc.id}: ${probeErrors[sc.id]!.join("; ")}`);
@@ -158,32 +234,40 @@ async function main(): Promise<number> {
     const runnable = scenarios.filter((s) => !probeErrors[s.id]);
 
     for (const sc of runnable) {
-      await drive(sc, shots.get(sc.id)!.direct, opts.warmupS / 2);
-      await drive(sc, shots.get(sc.id)!.gateway, opts.warmupS);
+      for (const side of sidesBy.get(sc.id)!) await drive(sc, shots.get(sc.id)![side]!, side === "direct" ? opts.warmupS / 2 : opts.warmupS);
     }
-    const pattern: Side[] = opts.pattern === "AB" ? ["direct", "gateway"] : ["direct", "gateway", "gateway", "direct"];
     for (let round = 1; round <= opts.rounds; round++) {
       for (const sc of runnable) {
+        // A B … then the same backwards (A B C D D C B A), unless --smoke asks for one pass.
+        // Order within a round: direct, bare proxy, Portkey, gateway — A C D B in the report's letters.
+        const sides = sidesBy.get(sc.id)!;
+        const pattern: Side[] = opts.pattern === "AB" ? sides : [...sides, ...[...sides].reverse()];
         for (const side of pattern) {
           if (!isAlive(gw)) throw new Error(`the gateway exited (code ${gw.exitCode}) during ${sc.id}`);
-          const cpu0 = cpuSplit(gw.pid);
+          const proc = procOf(side);
+          if (proc && !isAlive(proc)) throw new Error(`the ${side} proxy exited (code ${proc.exitCode}) during ${sc.id}`);
+          // CPU of every proxy on core 0 (an idle one costs ~0), so "other" stays the rest of the machine.
+          const core0 = [gw, ...Object.values(children.refs).map((r) => r!.proc)];
+          const c0 = core0.map((p) => cpuSplit(p.pid));
           const m0 = cpuMicros(mock.pid);
           const r0 = cpuMicros(process.pid);
           const all0 = machineBusyMicros();
-          const result = await drive(sc, shots.get(sc.id)![side], opts.segmentS);
+          const result = await drive(sc, shots.get(sc.id)![side]!, opts.segmentS);
           const all1 = machineBusyMicros();
-          const cpu1 = cpuSplit(gw.pid);
+          const c1 = core0.map((p) => cpuSplit(p.pid));
           const m1 = cpuMicros(mock.pid);
           const r1 = cpuMicros(process.pid);
           const mem = memory(gw.pid);
-          const gwUs = cpu1.userUs + cpu1.sysUs - cpu0.userUs - cpu0.sysUs;
+          const used = c1.map((c, i) => c.userUs + c.sysUs - c0[i]!.userUs - c0[i]!.sysUs);
+          const core0Us = used.reduce((a, b) => a + b, 0);
           const seg: Segment = {
             scenario: sc.id, round, side, result, rssKb: mem.rssKb, hwmKb: mem.hwmKb, mockCpuUs: m1 - m0,
-            otherCpuUs: Math.max(0, all1 - all0 - gwUs - (m1 - m0) - (r1 - r0)), wallS: result.elapsedS,
+            otherCpuUs: Math.max(0, all1 - all0 - core0Us - (m1 - m0) - (r1 - r0)), wallS: result.elapsedS,
           };
-          if (side === "gateway") {
-            seg.gatewayCpuUs = gwUs;
-            seg.gatewaySysUs = cpu1.sysUs - cpu0.sysUs;
+          const i = proc ? core0.indexOf(proc) : -1;
+          if (i >= 0) {
+            seg.cpuUs = used[i];
+            seg.sysUs = c1[i]!.sysUs - c0[i]!.sysUs;
           }
           segments.push(seg);
           if (result.errors) log(`${sc.id} ${side}: ${result.errors} errors, e.g. ${result.errorSamples[0]}`);
@@ -191,8 +275,13 @@ async function main(): Promise<number> {
         const last = segments.filter((s) => s.scenario === sc.id && s.round === round);
         const g = last.filter((s) => s.side === "gateway");
         const ok = g.reduce((a, s) => a + s.result.ok, 0);
-        const cpu = g.reduce((a, s) => a + (s.gatewayCpuUs ?? 0), 0);
-        log(`round ${round}/${opts.rounds} ${sc.id}: ${ok} through the gateway, ${ok ? (cpu / ok).toFixed(0) : "–"} µs CPU each`);
+        const cpu = g.reduce((a, s) => a + (s.cpuUs ?? 0), 0);
+        const refs = sides.filter((s) => s === "bare" || s === "portkey").map((side) => {
+          const r = last.filter((s) => s.side === side);
+          const rok = r.reduce((a, s) => a + s.result.ok, 0);
+          return `${side} ${rok ? (r.reduce((a, s) => a + (s.cpuUs ?? 0), 0) / rok).toFixed(0) : "–"} µs`;
+        });
+        log(`round ${round}/${opts.rounds} ${sc.id}: ${ok} through the gateway, ${ok ? (cpu / ok).toFixed(0) : "–"} µs CPU each${refs.length ? ` (${refs.join(", ")})` : ""}`);
       }
     }
 
@@ -231,7 +320,7 @@ async function main(): Promise<number> {
     const report: RunReport = {
       mode: opts.mode, startedAt, finishedAt: new Date().toISOString(),
       machine: { ...machineFacts(stores.label), ...otherLoad(segments) },
-      settings: { rounds: opts.rounds, segmentS: opts.segmentS, pattern: pattern.map((s) => (s === "direct" ? "A" : "B")).join(" "), warmupS: opts.warmupS },
+      settings: { rounds: opts.rounds, segmentS: opts.segmentS, pattern: opts.pattern === "AB" ? "A B (C)" : "A B B A (A C D B B D C A with the bare proxy C and Portkey D)", warmupS: opts.warmupS },
       idleBootRssMb, idleRssMb, idleRssAfterMb, scenarios: figures, verdicts, errors, gatewayExit,
     };
     if (soak) report.soak = soak;
@@ -255,6 +344,10 @@ async function main(): Promise<number> {
     exitCode = 1;
   } finally {
     if (children) {
+      for (const r of Object.values(children.refs)) {
+        await stopChild(r!.proc, 5_000);
+        closeFd(r!.logFd);
+      }
       await stopChild(children.gateway, 10_000);
       await stopChild(children.mock, 5_000);
       closeFd(children.gatewayLogFd);
@@ -308,28 +401,31 @@ function otherLoad(segments: Segment[]): { otherLoadPct?: number } {
   return { otherLoadPct: (100 * other) / (wall * 1e6 * cpus().length) };
 }
 
+/** The targets, each a ratio to a proxy measured in the same rounds where the target is relative. */
 function targets(f: ScenarioFigures[], idleBootRssMb: number, soak?: SoakFigures): Verdict[] {
   const by = (id: string) => f.find((s) => s.id === id && s.rounds > 0);
   const v: Verdict[] = [];
   const chat = by("chat");
-  if (chat) {
-    v.push(atMost("non-streaming: gateway CPU per request", chat.gatewayCpuUsPerReq, 60, "µs", 0));
-    v.push(atMost("non-streaming: added p50 latency at 32 connections", chat.addedP50Ms, 0.5, "ms", 3));
-  }
+  const chat1 = by("chat-1");
   const stream = by("stream");
-  if (stream) {
-    v.push(atMost("streaming: added time to first byte (p50)", stream.addedTtfbP50Ms, 1, "ms", 3));
-    v.push(atMost("streaming: gateway CPU per 20-chunk stream", stream.gatewayCpuUsPerReq, 150, "µs", 0));
+  if (chat) v.push(atMost("CPU per non-streamed request, gateway ÷ bare Bun proxy (32 connections)", chat.references?.bare?.gatewayCpuRatio, 1.5, "×", 2));
+  if (stream) v.push(atMost("CPU per 20-chunk stream, gateway ÷ bare Bun proxy (32 streams)", stream.references?.bare?.gatewayCpuRatio, 1.5, "×", 2));
+  if (chat1) {
+    v.push(atMost("one client: added p50 over the bare proxy's added p50", chat1.references?.bare?.gatewayAddedP50OverMs, 0.15, "ms", 3));
+    v.push(atMost("one client: added p99 (gateway − direct)", chat1.addedP99Ms, 1, "ms", 3));
   }
-  const single = by("stream-1");
-  if (single) v.push(atMost("streaming: added time to first byte (p50), single client", single.addedTtfbP50Ms, 1, "ms", 3));
+  if (stream) v.push(atMost("32 streams: added time to first byte over the bare proxy's", stream.references?.bare?.gatewayAddedTtfbOverMs, 0.5, "ms", 3));
+  if (chat) {
+    const r = chat.references?.portkey?.gatewayCpuRatio;
+    v.push(atLeast("CPU per request, Portkey 1.15.2 ÷ gateway (32 connections)", r !== undefined && r > 0 ? 1 / r : undefined, 20, "×", 1));
+  }
   const paced = by("stream-paced");
   if (paced) {
     v.push(atMost("paced stream: chunks glued together by the gateway (no batching)", paced.gateway.coalescedPct, Math.max(1, (paced.direct.coalescedPct ?? 0) + 1), "%", 2));
     v.push(atMost("paced stream: added gap between chunks (p50)", paced.addedGapP50Ms, 1, "ms", 3));
   }
   const blitz = by("blitz");
-  if (blitz) v.push(atMost("/blitz 50 prompts, 300 ms upstream: batch latency (p50)", blitz.gateway.p50, 400, "ms", 1));
+  if (blitz) v.push(atMost("/blitz 50 prompts, 300 ms upstream: batch latency (p50)", blitz.gateway.p50, 350, "ms", 1));
   v.push(atMost("memory: idle RSS after boot", idleBootRssMb, 100, "MB", 1));
   if (soak) {
     const growth = soak.rssEndMb - soak.rssAfterWarmMb;

@@ -13,11 +13,15 @@ export interface RunOptions {
   logLevel: string;
   /** Run the gateway under Bun's CPU profiler; profiles land in bench/results/tmp-profile/. */
   profile: boolean;
+  /** Run Portkey beside the gateway (full runs; installed into bench/portkey on first use). */
+  portkey: boolean;
 }
 
 const HELP = `npm run bench [-- options]
-  (default)         every scenario, 3 rounds of A B B A, 4 s segments, a 60 s soak (~9 min)
-  --smoke           every scenario once (A B, 1 s each) and a 3 s soak: proves the runner works (CI)
+  (default)         every scenario, 3 rounds of A B B A (A B C D D C B A where the bare Bun proxy
+                    and Portkey run too), 4 s segments, a 60 s soak (~12 min)
+  --smoke           every scenario once (A B, 1 s each; bare proxy, no Portkey) and a 3 s soak:
+                    proves the runner works (CI)
   --soak            idle memory, then 500 concurrent streams for 10 minutes, watching RSS
   --rounds N        rounds of A B B A (default 3)
   --segment S       seconds per segment (default 4)
@@ -25,10 +29,11 @@ const HELP = `npm run bench [-- options]
   --only a,b        only these scenarios: ${SCENARIOS.map((s) => s.id).join(", ")}
   --log-level L     the gateway's LOG_LEVEL (default info, as deployed)
   --strict          exit 1 when a timing target is missed (default: only on errors)
-  --profile         run the gateway under bun --cpu-prof (profile in bench/results/tmp-profile/)`;
+  --profile         run the gateway under bun --cpu-prof (profile in bench/results/tmp-profile/)
+  --no-portkey      leave Portkey out (it is installed into bench/portkey with npm ci on first use)`;
 
 export function parseArgs(argv: string[]): RunOptions {
-  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false };
+  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false, portkey: true };
   const num = (i: number, name: string) => {
     const v = Number(argv[i + 1]);
     if (!Number.isFinite(v) || v < 0) throw new Error(`${name} needs a number`);
@@ -46,6 +51,7 @@ export function parseArgs(argv: string[]): RunOptions {
     else if (a === "--log-level") o.logLevel = argv[++i] ?? "info";
     else if (a === "--strict") o.strict = true;
     else if (a === "--profile") o.profile = true;
+    else if (a === "--no-portkey") o.portkey = false;
     else if (a === "--help" || a === "-h") {
       console.log(HELP);
       process.exit(0);

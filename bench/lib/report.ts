@@ -2,21 +2,21 @@
 // markdown table + JSON the runner writes to bench/results/.
 import type { LoadResult } from "./http-load.ts";
 import { median, percentile, Samples } from "./stats.ts";
-import type { Side } from "./scenarios.ts";
+import type { Reference, Side } from "./scenarios.ts";
 
 export interface Segment {
   scenario: string;
   round: number;
   side: Side;
   result: LoadResult;
-  /** Gateway CPU time over the segment (gateway side only), µs. */
-  gatewayCpuUs?: number;
+  /** CPU time of the proxy measured (gateway, bare proxy or Portkey) over the segment, µs; direct sides have none. */
+  cpuUs?: number;
+  /** Of which kernel (system) time, µs. */
+  sysUs?: number;
   /** Mock upstream CPU time over the segment, µs. */
   mockCpuUs?: number;
   rssKb?: number;
   hwmKb?: number;
-  /** Gateway CPU split over the segment (gateway side only), µs. */
-  gatewaySysUs?: number;
   /** CPU used by everything else on the machine (not the gateway, the mock or the runner), µs. */
   otherCpuUs?: number;
   wallS?: number;
@@ -33,6 +33,22 @@ export interface SideFigures {
   gapP50?: number;
   gapP99?: number;
   coalescedPct?: number;
+}
+
+/** A reference proxy (bare Bun proxy, Portkey) measured in the same rounds as the gateway. */
+export interface ReferenceFigures {
+  side: SideFigures;
+  addedP50Ms: number;
+  addedP99Ms: number;
+  addedTtfbP50Ms?: number;
+  cpuUsPerReq: number;
+  sysUsPerReq: number;
+  /** Gateway CPU per request ÷ this proxy's, median of the per-round ratios. */
+  gatewayCpuRatio: number;
+  /** Gateway added p50 − this proxy's added p50, median over rounds, ms. */
+  gatewayAddedP50OverMs: number;
+  /** Gateway added time to first byte − this proxy's, median over rounds, ms (streams). */
+  gatewayAddedTtfbOverMs?: number;
 }
 
 export interface ScenarioFigures {
@@ -54,6 +70,7 @@ export interface ScenarioFigures {
   peakRssMb: number;
   errors: number;
   errorSamples: string[];
+  references?: Partial<Record<Reference, ReferenceFigures>>;
 }
 
 function pooled(segs: Segment[]): SideFigures {
@@ -108,25 +125,40 @@ function medianSide(rows: SideFigures[]): SideFigures {
   return out;
 }
 
+interface RoundSide {
+  fig: SideFigures;
+  addedP50: number;
+  addedP99: number;
+  addedTtfb: number | undefined;
+  addedGap: number | undefined;
+  cpu: number;
+  sys: number;
+}
+
+/** One side of one round, against that round's direct segments. */
+function roundSide(segs: Segment[], direct: SideFigures): RoundSide {
+  const fig = pooled(segs);
+  const ok = fig.ok || 1;
+  return {
+    fig,
+    addedP50: fig.p50 - direct.p50,
+    addedP99: fig.p99 - direct.p99,
+    addedTtfb: fig.ttfbP50 !== undefined && direct.ttfbP50 !== undefined ? fig.ttfbP50 - direct.ttfbP50 : undefined,
+    addedGap: fig.gapP50 !== undefined && direct.gapP50 !== undefined ? fig.gapP50 - direct.gapP50 : undefined,
+    cpu: segs.reduce((x, s) => x + (s.cpuUs ?? 0), 0) / ok,
+    sys: segs.reduce((x, s) => x + (s.sysUs ?? 0), 0) / ok,
+  };
+}
+
 export function figuresFor(id: string, title: string, note: string, segs: Segment[]): ScenarioFigures {
   const rounds = [...new Set(segs.map((s) => s.round))].sort((a, b) => a - b);
+  const refs = [...new Set(segs.map((s) => s.side))].filter((s): s is Reference => s === "bare" || s === "portkey");
   const perRound = rounds.map((round) => {
     const a = segs.filter((s) => s.round === round && s.side === "direct");
-    const b = segs.filter((s) => s.round === round && s.side === "gateway");
     const direct = pooled(a);
-    const gateway = pooled(b);
-    const gwOk = gateway.ok || 1;
-    const cpu = b.reduce((x, s) => x + (s.gatewayCpuUs ?? 0), 0) / gwOk;
-    const sys = b.reduce((x, s) => x + (s.gatewaySysUs ?? 0), 0) / gwOk;
+    const of = (side: Side) => roundSide(segs.filter((s) => s.round === round && s.side === side), direct);
     const mockCpu = a.reduce((x, s) => x + (s.mockCpuUs ?? 0), 0) / (direct.ok || 1);
-    return {
-      direct, gateway,
-      addedP50: gateway.p50 - direct.p50,
-      addedP99: gateway.p99 - direct.p99,
-      addedTtfb: gateway.ttfbP50 !== undefined && direct.ttfbP50 !== undefined ? gateway.ttfbP50 - direct.ttfbP50 : undefined,
-      addedGap: gateway.gapP50 !== undefined && direct.gapP50 !== undefined ? gateway.gapP50 - direct.gapP50 : undefined,
-      cpu, sys, mockCpu,
-    };
+    return { direct, gateway: of("gateway"), refs: Object.fromEntries(refs.map((r) => [r, of(r)])) as Record<Reference, RoundSide>, mockCpu };
   });
   const gwSegs = segs.filter((s) => s.side === "gateway");
   const last = gwSegs[gwSegs.length - 1];
@@ -135,21 +167,40 @@ export function figuresFor(id: string, title: string, note: string, segs: Segmen
     id, title, note,
     rounds: rounds.length,
     direct: medianSide(perRound.map((r) => r.direct)),
-    gateway: medianSide(perRound.map((r) => r.gateway)),
-    addedP50Ms: med(perRound, (r) => r.addedP50) ?? NaN,
-    addedP99Ms: med(perRound, (r) => r.addedP99) ?? NaN,
-    gatewayCpuUsPerReq: med(perRound, (r) => r.cpu) ?? NaN,
-    gatewaySysUsPerReq: med(perRound, (r) => r.sys) ?? NaN,
+    gateway: medianSide(perRound.map((r) => r.gateway.fig)),
+    addedP50Ms: med(perRound, (r) => r.gateway.addedP50) ?? NaN,
+    addedP99Ms: med(perRound, (r) => r.gateway.addedP99) ?? NaN,
+    gatewayCpuUsPerReq: med(perRound, (r) => r.gateway.cpu) ?? NaN,
+    gatewaySysUsPerReq: med(perRound, (r) => r.gateway.sys) ?? NaN,
     mockCpuUsPerReq: med(perRound, (r) => r.mockCpu) ?? NaN,
     rssEndMb: (last?.rssKb ?? NaN) / 1024,
     peakRssMb: Math.max(...gwSegs.map((s) => s.hwmKb ?? NaN)) / 1024,
     errors: segs.reduce((a, s) => a + s.result.errors, 0),
     errorSamples,
   };
-  const t = med(perRound, (r) => r.addedTtfb);
+  const t = med(perRound, (r) => r.gateway.addedTtfb);
   if (t !== undefined) f.addedTtfbP50Ms = t;
-  const g = med(perRound, (r) => r.addedGap);
+  const g = med(perRound, (r) => r.gateway.addedGap);
   if (g !== undefined) f.addedGapP50Ms = g;
+  if (refs.length) {
+    f.references = {};
+    for (const ref of refs) {
+      const rf: ReferenceFigures = {
+        side: medianSide(perRound.map((r) => r.refs[ref].fig)),
+        addedP50Ms: med(perRound, (r) => r.refs[ref].addedP50) ?? NaN,
+        addedP99Ms: med(perRound, (r) => r.refs[ref].addedP99) ?? NaN,
+        cpuUsPerReq: med(perRound, (r) => r.refs[ref].cpu) ?? NaN,
+        sysUsPerReq: med(perRound, (r) => r.refs[ref].sys) ?? NaN,
+        gatewayCpuRatio: med(perRound, (r) => r.gateway.cpu / r.refs[ref].cpu) ?? NaN,
+        gatewayAddedP50OverMs: med(perRound, (r) => r.gateway.addedP50 - r.refs[ref].addedP50) ?? NaN,
+      };
+      const rt = med(perRound, (r) => r.refs[ref].addedTtfb);
+      if (rt !== undefined) rf.addedTtfbP50Ms = rt;
+      const over = med(perRound, (r) => (r.gateway.addedTtfb !== undefined && r.refs[ref].addedTtfb !== undefined ? r.gateway.addedTtfb - r.refs[ref].addedTtfb! : undefined));
+      if (over !== undefined) rf.gatewayAddedTtfbOverMs = over;
+      f.references[ref] = rf;
+    }
+  }
   return f;
 }
 
@@ -164,13 +215,22 @@ export interface Verdict {
 /** `value` against an upper `limit`: met or missed, and by how much. */
 export function atMost(target: string, value: number | undefined, limit: number, unit: string, digits = 1): Verdict {
   const v = value ?? NaN;
-  const fmt = (x: number) => `${x.toFixed(digits)} ${unit}`;
+  const fmt = (x: number) => `${x.toFixed(digits)}${unit === "×" ? "" : " "}${unit}`;
   if (!Number.isFinite(v)) return { target, limit: `≤ ${fmt(limit)}`, measured: "n/a", met: false, margin: "not measured" };
   const met = v <= limit;
   const margin = met
     ? v <= 0 ? `met, ${fmt(limit - v)} of headroom` : `met, ${fmt(limit - v)} under (${(limit / v).toFixed(1)}× headroom)`
     : `missed by ${fmt(v - limit)} (${(v / limit).toFixed(2)}× the limit)`;
   return { target, limit: `≤ ${fmt(limit)}`, measured: fmt(v), met, margin };
+}
+
+/** `value` against a lower `limit` (e.g. "≥ 20× less CPU"): met or missed, and by how much. */
+export function atLeast(target: string, value: number | undefined, limit: number, unit: string, digits = 1): Verdict {
+  const v = value ?? NaN;
+  const fmt = (x: number) => `${x.toFixed(digits)}${unit === "×" ? "" : " "}${unit}`;
+  if (!Number.isFinite(v)) return { target, limit: `≥ ${fmt(limit)}`, measured: "n/a", met: false, margin: "not measured" };
+  const met = v >= limit;
+  return { target, limit: `≥ ${fmt(limit)}`, measured: fmt(v), met, margin: met ? `met, ${(v / limit).toFixed(2)}× the limit` : `missed: ${(v / limit).toFixed(2)}× the limit` };
 }
 
 export interface SoakFigures {
@@ -218,11 +278,11 @@ export interface RunReport {
   gatewayExit: string;
 }
 
+export const REFERENCE_NAMES: Record<Reference, string> = { bare: "the bare Bun proxy", portkey: "Portkey 1.15.2" };
+
 const n = (x: number | undefined, d = 2) => (x === undefined || !Number.isFinite(x) ? "–" : x.toFixed(d));
 const signed = (x: number | undefined, d = 2) => (x === undefined || !Number.isFinite(x) ? "–" : `${x >= 0 ? "+" : ""}${x.toFixed(d)}`);
 
-/** The reference: a popular TypeScript gateway measured the same way on the same kind of machine. */
-export const REFERENCE = { cpuUsPerReq: [560, 800], addedP50Ms32: 17, addedP50Ms1: 0.4, addedTtfbMs: 29, rpsOnCore: 1900 };
 
 export function markdown(r: RunReport): string {
   const out: string[] = [];
@@ -232,7 +292,7 @@ export function markdown(r: RunReport): string {
     `Pinning: ${r.machine.pinning}. Stores: ${r.machine.stores}; budgets and usage accounting on. Gateway LOG_LEVEL=${r.machine.logLevel}.` +
     (r.machine.otherLoadPct !== undefined ? ` Other processes (Redis and Postgres included) used ${r.machine.otherLoadPct.toFixed(0)}% of the machine's CPU during the measured segments.` : ""));
   if (r.scenarios.length) {
-    out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B), ` +
+    out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B, the bare Bun proxy = C, Portkey = D), ` +
       `${r.settings.segmentS} s per segment after a ${r.settings.warmupS} s warm-up; figures are medians over rounds. ` +
       `Added = gateway − direct. CPU = gateway utime+stime over its segments ÷ requests served.`);
     out.push("");
@@ -241,6 +301,24 @@ export function markdown(r: RunReport): string {
     for (const s of r.scenarios) {
       out.push(`| ${s.title} | ${n(s.direct.rps, 0)} | ${n(s.gateway.rps, 0)} | ${n(s.direct.p50)} → ${n(s.gateway.p50)} | ${n(s.direct.p99)} → ${n(s.gateway.p99)} | ` +
         `${signed(s.addedP50Ms)} | ${signed(s.addedP99Ms)} | ${signed(s.addedTtfbP50Ms)} | ${n(s.gatewayCpuUsPerReq, 0)} (${n(s.gatewaySysUsPerReq, 0)}) | ${n(s.rssEndMb, 0)} / ${n(s.peakRssMb, 0)} | ${s.errors} |`);
+      for (const [ref, x] of Object.entries(s.references ?? {})) {
+        out.push(`| ↳ same through ${REFERENCE_NAMES[ref as Reference]} | | ${n(x.side.rps, 0)} | ${n(s.direct.p50)} → ${n(x.side.p50)} | ${n(s.direct.p99)} → ${n(x.side.p99)} | ` +
+          `${signed(x.addedP50Ms)} | ${signed(x.addedP99Ms)} | ${signed(x.addedTtfbP50Ms)} | ${n(x.cpuUsPerReq, 0)} (${n(x.sysUsPerReq, 0)}) | | |`);
+      }
+    }
+    const withRefs = r.scenarios.filter((s) => s.references && Object.keys(s.references).length);
+    if (withRefs.length) {
+      out.push("");
+      out.push("Ratios within the same rounds (medians of per-round figures): the gateway against the bare Bun proxy (`Bun.serve` + `fetch`, the floor) and against Portkey.");
+      out.push("");
+      out.push("| scenario | gw CPU µs/req | bare µs/req | gw ÷ bare | Portkey µs/req | Portkey ÷ gw | gw added p50 − bare's, ms | gw added TTFB − bare's, ms |");
+      out.push("|---|---:|---:|---:|---:|---:|---:|---:|");
+      for (const s of withRefs) {
+        const b = s.references!.bare;
+        const k = s.references!.portkey;
+        out.push(`| ${s.title} | ${n(s.gatewayCpuUsPerReq, 0)} | ${n(b?.cpuUsPerReq, 0)} | ${b ? `${n(b.gatewayCpuRatio)}×` : "–"} | ${n(k?.cpuUsPerReq, 0)} | ` +
+          `${k && k.gatewayCpuRatio > 0 ? `${n(1 / k.gatewayCpuRatio, 1)}×` : "–"} | ${signed(b?.gatewayAddedP50OverMs, 3)} | ${signed(b?.gatewayAddedTtfbOverMs, 3)} |`);
+      }
     }
   }
   const paced = r.scenarios.filter((s) => s.gateway.gapP50 !== undefined);
@@ -264,18 +342,6 @@ export function markdown(r: RunReport): string {
   out.push("| target | limit | measured | verdict |");
   out.push("|---|---|---|---|");
   for (const v of r.verdicts) out.push(`| ${v.target} | ${v.limit} | ${v.measured} | ${v.met ? "✅" : "❌"} ${v.margin} |`);
-  const chat = r.scenarios.find((s) => s.id === "chat");
-  const stream = r.scenarios.find((s) => s.id === "stream");
-  const better = [
-    chat && Number.isFinite(chat.gatewayCpuUsPerReq) ? `CPU/request ${(REFERENCE.cpuUsPerReq[0]! / chat.gatewayCpuUsPerReq).toFixed(1)}–${(REFERENCE.cpuUsPerReq[1]! / chat.gatewayCpuUsPerReq).toFixed(1)}× lower` : null,
-    chat && chat.addedP50Ms > 0 ? `added p50 at 32 connections ${(REFERENCE.addedP50Ms32 / chat.addedP50Ms).toFixed(0)}× lower` : null,
-    stream?.addedTtfbP50Ms !== undefined && stream.addedTtfbP50Ms > 0 ? `added time to first byte ${(REFERENCE.addedTtfbMs / stream.addedTtfbP50Ms).toFixed(0)}× lower` : null,
-  ].filter(Boolean);
-  if (better.length) {
-    out.push("");
-    out.push(`Against the reference TypeScript gateway on this kind of machine (${REFERENCE.cpuUsPerReq.join("–")} µs CPU/request, ` +
-      `+${REFERENCE.addedP50Ms32} ms p50 at 32 connections, +${REFERENCE.addedTtfbMs} ms to first byte): ${better.join(", ")}.`);
-  }
   out.push("");
   for (const s of r.scenarios) out.push(`- **${s.title}**: ${s.note}`);
   const failed = r.scenarios.filter((s) => s.errors > 0);

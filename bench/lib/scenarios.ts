@@ -1,15 +1,24 @@
-// The benchmark scenarios. Each one is the same workload sent two ways: DIRECT to the mock upstream
-// and THROUGH the gateway (whose only lane points at that mock), so the difference is the gateway.
-// The mock's behaviour rides in the request body (`mock`), which the gateway forwards untouched.
+// The benchmark scenarios. Each one is the same workload sent DIRECT to the mock upstream and
+// THROUGH the gateway (whose only lane points at that mock), so the difference is the gateway; the
+// scenarios behind the ratio targets also run through the bare Bun proxy (bench/bare-proxy.ts, the
+// floor) and Portkey (the reference TypeScript gateway), pointed at the same mock.
+// The mock's behaviour rides in the request body (`mock`), which the gateway and the bare proxy
+// forward untouched; Portkey drops unknown body fields, so it gets the same object in `x-mock`.
 import type { Shot, JsonShot, StreamShot } from "./loop-client.ts";
 
-export type Side = "direct" | "gateway";
+export type Side = "direct" | "gateway" | "bare" | "portkey";
+/** The proxies measured beside the gateway, in the order they run within a round. */
+export type Reference = "bare" | "portkey";
 
 export interface Endpoints {
   /** Mock upstream base, including /v1. */
   mockBase: string;
   gatewayBase: string;
   routingKey: string;
+  /** The bare Bun proxy (forwards the path to the mock's origin). */
+  bareBase?: string;
+  /** Portkey's base URL (its /v1 routes, pointed at the mock by headers). */
+  portkeyBase?: string;
 }
 
 export interface Scenario {
@@ -20,6 +29,8 @@ export interface Scenario {
   concurrency: number;
   /** What the scenario proves (printed under the table). */
   note: string;
+  /** Proxies also run beside the gateway in this scenario (the ratio targets read them). */
+  references?: Reference[];
   /** Returns the request factory for one side. */
   shots(side: Side, ep: Endpoints): () => Shot;
 }
@@ -27,19 +38,29 @@ export interface Scenario {
 export const MODEL = "gpt-4o-mini";
 const PROMPT = [{ role: "user", content: "Summarise the last deployment log in one sentence." }];
 
-function headers(side: Side, ep: Endpoints): Record<string, string> {
-  // Direct calls carry a provider-style key so both sides send the same bytes in the same headers.
+function headers(side: Side, ep: Endpoints, mock: Record<string, unknown> = {}): Record<string, string> {
+  // Other sides carry a provider-style key so every side sends the same bytes in the same headers.
   const key = side === "gateway" ? ep.routingKey : "sk-bench-direct-0000000000000000";
-  return { "content-type": "application/json", authorization: `Bearer ${key}` };
+  const h: Record<string, string> = { "content-type": "application/json", authorization: `Bearer ${key}` };
+  if (side === "portkey") {
+    h["x-portkey-provider"] = "openai";
+    h["x-portkey-custom-host"] = ep.mockBase;
+    h["x-portkey-forward-headers"] = "x-mock";
+    h["x-mock"] = JSON.stringify(mock);
+  }
+  return h;
 }
 
-function chatUrl(side: Side, ep: Endpoints) {
-  return side === "gateway" ? `${ep.gatewayBase}/v1/chat/completions` : `${ep.mockBase}/chat/completions`;
+/** Where a side sends `path` (an OpenAI path below /v1). */
+function urlOf(side: Side, ep: Endpoints, path: string): string {
+  if (side === "direct") return `${ep.mockBase}${path}`;
+  const base = side === "gateway" ? ep.gatewayBase : side === "bare" ? ep.bareBase : ep.portkeyBase;
+  if (!base) throw new Error(`no ${side} endpoint in this run`);
+  return `${base}/v1${path}`;
 }
 
-function responsesUrl(side: Side, ep: Endpoints) {
-  return side === "gateway" ? `${ep.gatewayBase}/v1/responses` : `${ep.mockBase}/responses`;
-}
+const chatUrl = (side: Side, ep: Endpoints) => urlOf(side, ep, "/chat/completions");
+const responsesUrl = (side: Side, ep: Endpoints) => urlOf(side, ep, "/responses");
 
 const isObject = (want: string) => (text: string): string | null => {
   try {
@@ -54,7 +75,7 @@ export function chatJson(side: Side, ep: Endpoints, mock: Record<string, unknown
   return {
     type: "json",
     url: chatUrl(side, ep),
-    headers: headers(side, ep),
+    headers: headers(side, ep, mock),
     body: JSON.stringify({ model: MODEL, messages, max_tokens: 256, mock }),
     check: isObject("chat.completion"),
   };
@@ -64,7 +85,7 @@ export function chatStream(side: Side, ep: Endpoints, mock: Record<string, unkno
   return {
     type: "stream",
     url: chatUrl(side, ep),
-    headers: headers(side, ep),
+    headers: headers(side, ep, mock),
     body: JSON.stringify({ model: MODEL, messages: PROMPT, max_tokens: 256, stream: true, stream_options: { include_usage: true }, mock }),
     doneMarker: "[DONE]",
     gapEvents,
@@ -173,6 +194,7 @@ export const BLITZ_UPSTREAM_MS = 300;
 export const SCENARIOS: Scenario[] = [
   {
     id: "chat",
+    references: ["bare", "portkey"],
     title: "chat, non-streaming, 32 connections",
     driver: "autocannon",
     concurrency: 32,
@@ -181,6 +203,7 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     id: "chat-1",
+    references: ["bare", "portkey"],
     title: "chat, non-streaming, 1 connection",
     driver: "autocannon",
     concurrency: 1,
@@ -189,6 +212,7 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     id: "stream",
+    references: ["bare", "portkey"],
     title: "chat, streaming 20 chunks, 32 streams",
     driver: "loop",
     concurrency: 32,
@@ -197,6 +221,7 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     id: "stream-1",
+    references: ["bare", "portkey"],
     title: "chat, streaming 20 chunks, 1 stream",
     driver: "loop",
     concurrency: 1,

@@ -4,7 +4,8 @@
 //
 // Behaviour comes from the request body's extra property `mock` (which the gateway forwards
 // untouched, so one request works direct and through the gateway), overriding the server default
-// set with setDefault(). Standalone: `npx bun test/mocks/openai-upstream.ts --port 9100`.
+// set with setDefault(). A client that rewrites the body (another gateway in the benchmark) can
+// send the same object as JSON in the `x-mock` header instead. Standalone: `npx bun test/mocks/openai-upstream.ts --port 9100`.
 
 export interface MockBehavior {
   /** Answer with this HTTP status (non-2xx → an OpenAI-style error body). */
@@ -144,6 +145,17 @@ function responsesUsage(body: any, b: MockBehavior, completion: number) {
 }
 
 const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" };
+
+/** Behaviour from the `x-mock` header (JSON), for proxies that drop unknown body properties. */
+function headerBehavior(req: Request): MockBehavior | undefined {
+  const h = req.headers.get("x-mock");
+  if (!h) return undefined;
+  try {
+    return JSON.parse(h) as MockBehavior;
+  } catch {
+    return undefined;
+  }
+}
 
 export async function startMockOpenAI(opts: { port?: number; /** false: keep no record of requests (long benchmarks). */ record?: boolean } = {}): Promise<MockUpstream> {
   const record = opts.record !== false;
@@ -334,7 +346,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
       let body: any = text;
       try { body = JSON.parse(text); } catch {}
       if (record) received.push({ path, headers, body });
-      const b: MockBehavior = { ...defaults, ...(body && typeof body === "object" ? body.mock : undefined) };
+      const b: MockBehavior = { ...defaults, ...headerBehavior(req), ...(body && typeof body === "object" ? body.mock : undefined) };
       const model = typeof body?.model === "string" ? body.model : "unknown";
       if (b.hang) {
         await new Promise<void>((resolve) => {
