@@ -56,6 +56,7 @@ function machineFacts(stores: string): MachineFacts {
     pinning: HAS_TASKSET ? "gateway on core 0 (taskset -c 0); mock upstream and load generator on core 1" : "none (taskset missing or a single core)",
     stores,
     logLevel: opts.logLevel,
+    upstreamClient: process.env.UPSTREAM_HTTP_CLIENT ?? "the gateway's default",
   };
 }
 
@@ -97,6 +98,10 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
     // Every run signs up once from 127.0.0.1; with a shared Redis the per-IP hourly limit would
     // refuse the 21st run of the hour. Nothing measured depends on it.
     SIGNUP_IP_LIMIT_PER_HOUR: "100000",
+    // Compare the upstream clients: UPSTREAM_HTTP_CLIENT=fetch|raw npm run bench (default: the gateway's).
+    ...(process.env.UPSTREAM_HTTP_CLIENT ? { UPSTREAM_HTTP_CLIENT: process.env.UPSTREAM_HTTP_CLIENT } : {}),
+    // JavaScriptCore switches for tail studies, e.g. BUN_JSC_logGC=1 (every collection and its pause, in the gateway's log).
+    ...Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith("BUN_JSC_") && v !== undefined)) as Record<string, string>,
     ...storeEnv,
   };
   const profiler = opts.profile ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${join(RESULTS, "tmp-profile")}`] : [];

@@ -33,5 +33,5 @@ export const anthropicAdapter: ProviderAdapter = {
   countTokens({ ctx, lane, body, clientHeaders }) {
     return { url: `${ctx.config.providerBaseUrls.anthropic}/v1/messages/count_tokens`, headers: headersFor(ctx, lane, false, clientHeaders), body: JSON.stringify(body) };
   },
-  send: (_ctx, _lane, call, signal) => postJson(call, signal),
+  send: (ctx, _lane, call, signal) => postJson(ctx, call, signal),
 };

@@ -29,5 +29,5 @@ export const googleAdapter: ProviderAdapter = {
       body: JSON.stringify(body),
     };
   },
-  send: (_ctx, _lane, call, signal) => postJson(call, signal),
+  send: (ctx, _lane, call, signal) => postJson(ctx, call, signal),
 };

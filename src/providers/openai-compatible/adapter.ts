@@ -25,6 +25,6 @@ export function compatibleAdapter(v: CompatibleVendor): ProviderAdapter {
       const path = protocol === "embeddings" ? "/embeddings" : "/chat/completions";
       return bearerCall(`${ctx.config.providerBaseUrls[v.id]}${path}`, apiKeyOf(ctx, lane), JSON.stringify(body), stream);
     },
-    send: (_ctx, _lane, call, signal) => postJson(call, signal),
+    send: (ctx, _lane, call, signal) => postJson(ctx, call, signal),
   };
 }

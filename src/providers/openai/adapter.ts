@@ -28,5 +28,5 @@ export const openaiAdapter: ProviderAdapter = {
     const path = protocol === "responses" ? "/responses" : protocol === "embeddings" ? "/embeddings" : "/chat/completions";
     return bearerCall(base + path, apiKeyOf(ctx, lane), JSON.stringify(body), stream);
   },
-  send: (_ctx, _lane, call, signal) => postJson(call, signal),
+  send: (ctx, _lane, call, signal) => postJson(ctx, call, signal),
 };

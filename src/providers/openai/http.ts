@@ -3,6 +3,7 @@
 // resolved lane (under a symbol, so no JSON or log ever shows it) until the key cache drops it.
 import type { Ctx } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
+import { Http1Client } from "../../net/http1-client.ts";
 import type { ResolvedLane, UpstreamCall } from "../types.ts";
 
 const PLAIN_KEY = Symbol("decrypted provider key");
@@ -35,6 +36,17 @@ export function bearerCall(url: string, apiKey: string, body: string, stream: bo
   };
 }
 
-export function postJson(call: UpstreamCall, signal: AbortSignal): Promise<Response> {
+const rawClients = new WeakMap<Ctx, Http1Client>();
+
+/** The POST of a JSON call, through the raw HTTP/1.1 client when configured and able, else fetch. */
+export function postJson(ctx: Ctx, call: UpstreamCall, signal: AbortSignal): Promise<Response> {
+  if (ctx.config.UPSTREAM_HTTP_CLIENT === "raw") {
+    const url = new URL(call.url);
+    if (Http1Client.handles(url)) {
+      let client = rawClients.get(ctx);
+      if (!client) rawClients.set(ctx, (client = new Http1Client()));
+      return client.request({ method: "POST", url, headers: call.headers, body: call.body, signal });
+    }
+  }
   return fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal });
 }
