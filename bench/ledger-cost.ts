@@ -45,5 +45,7 @@ const mode = gw.ctx.kv.kind;
 await run(`${mode} no budget`, null, 20_000);
 await run(`${mode} budgeted`, 1000, 20_000);
 (gw.ctx.services.usageQueue as UsageQueue).resume();
+const warnings = gw.logs.filter((l) => /"level":(40|50)/.test(l));
+if (warnings.length) console.log(`${warnings.length} warnings, e.g. ${warnings[0]!.slice(0, 300)}`);
 await gw.stop();
 process.exit(0);

@@ -9,7 +9,9 @@ import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { resolveRoutingKey } from "../../src/relay/auth.ts";
-import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
+import { monthSpendUsd, reserve } from "../../src/relay/budget/counters.ts";
+import type { Ledger } from "../../src/relay/budget/ledger.ts";
+import { monthKey } from "../../src/lib/time.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
@@ -105,6 +107,31 @@ describe.if(REAL_STORES)(name, () => {
     expect(counter.usd).toBeCloseTo(spent, 9);
     expect(rows.filter((r) => r.routingKeyId === budgeted.id && r.outcome === "interrupted").every((r) => r.costUsd > 0)).toBe(true);
   }, 60_000);
+
+  test("CONTRACT §7 durability: reservations and settlements are idempotent by request id (a resent command never charges twice)", async () => {
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 10 });
+    const key = await keyCtx(k.raw);
+    const ledger = gw.ctx.services.ledger as Ledger;
+    const spend = async () => (await monthSpendUsd(gw.ctx, key)).usd;
+    const entry = (id: string) => ledger.admission(key.id, id, ledger.facts(key, "chat", "gpt-4o-mini", monthKey()));
+    // The same reservation sent twice (as ioredis resends after a reconnect) is made once.
+    const a = await reserve(gw.ctx, key, 1, 1, entry("req-idem-1"));
+    const b = await reserve(gw.ctx, key, 1, 1, entry("req-idem-1"));
+    expect(a!.nano).toBe(b!.nano);
+    expect(await spend()).toBeCloseTo(1, 9);
+    // The same settlement twice: applied once (real cost 0.25 replaces the 1 reserved).
+    ledger.settle(key, "req-idem-1", a!.month, a!.nano, 250_000_000);
+    await ledger.flush();
+    ledger.settle(key, "req-idem-1", a!.month, a!.nano, 250_000_000);
+    await ledger.flush();
+    expect(await spend()).toBeCloseTo(0.25, 9);
+    // A settlement whose reservation is gone (Redis lost it) adds its full cost, once.
+    ledger.settle(key, "req-idem-2", a!.month, 500_000_000, 300_000_000);
+    await ledger.flush();
+    ledger.settle(key, "req-idem-2", a!.month, 500_000_000, 300_000_000);
+    await ledger.flush();
+    expect(await spend()).toBeCloseTo(0.55, 9);
+  });
 
   for (const capped of [true, false]) {
     test(`CONTRACT §7 durability: Redis restarted empty with requests in flight → spend ≤ budget (${capped ? "with" : "without"} output limits)`, async () => {

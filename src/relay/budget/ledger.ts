@@ -58,8 +58,10 @@ interface Local {
 interface Group {
   key: BudgetedKey;
   month: string;
-  enters: string[];
-  settles: Array<string | number>;
+  /** "id\tentry|grant\n" lines (LEDGER's packed arguments). */
+  enters: string;
+  /** "id\tactual\treserved\n" lines. */
+  settles: string;
 }
 
 export class Ledger {
@@ -96,9 +98,18 @@ export class Ledger {
     return this.ctx.instanceId;
   }
 
-  facts(key: { accountId: string; lanes: Array<{ provider: string }> }, endpoint: string, model: string | null, month: string): string {
-    const f: EntryFacts = { i: this.me, m: month, t: Date.now(), a: key.accountId, e: endpoint, p: key.lanes[0]?.provider ?? "unknown", md: model, s: false };
-    return JSON.stringify(f);
+  private factsHead = new Map<string, string>();
+
+  /** The entry's facts as JSON (EntryFacts); the part fixed per key, endpoint and month is built once. */
+  facts(key: { id: string; accountId: string; lanes: Array<{ provider: string }> }, endpoint: string, model: string | null, month: string): string {
+    const hk = `${key.id}|${endpoint}|${month}`;
+    let head = this.factsHead.get(hk);
+    if (head === undefined) {
+      if (this.factsHead.size > 10_000) this.factsHead.clear();
+      head = JSON.stringify({ i: this.me, m: month, a: key.accountId, e: endpoint, p: key.lanes[0]?.provider ?? "unknown", s: false }).slice(0, -1);
+      this.factsHead.set(hk, head);
+    }
+    return `${head},"t":${Date.now()},"md":${model === null ? "null" : JSON.stringify(model)}}`;
   }
 
   private registerKey(keyId: string): void {
@@ -123,13 +134,13 @@ export class Ledger {
     this.registerKey(key.id);
     const value = `${facts}|${nano}`;
     this.local.set(requestId, { key, month, value, nano });
-    this.group(key, month).enters.push(requestId, value);
+    this.group(key, month).enters += `${requestId}\t${value}\n`;
     this.schedule();
   }
 
   settle(key: BudgetedKey, requestId: string, month: string, reservedNano: number, actualNano: number): void {
     this.local.delete(requestId);
-    this.group(key, month).settles.push(requestId, actualNano, reservedNano);
+    this.group(key, month).settles += `${requestId}\t${actualNano}\t${reservedNano}\n`;
     this.schedule();
   }
 
@@ -141,7 +152,7 @@ export class Ledger {
   private group(key: BudgetedKey, month: string): Group {
     const id = `${key.id}|${month}`;
     let g = this.groups.get(id);
-    if (!g) this.groups.set(id, (g = { key, month, enters: [], settles: [] }));
+    if (!g) this.groups.set(id, (g = { key, month, enters: "", settles: "" }));
     return g;
   }
 
@@ -153,8 +164,8 @@ export class Ledger {
 
   private requeue(g: Group): void {
     const into = this.group(g.key, g.month);
-    into.enters.unshift(...g.enters);
-    into.settles.unshift(...g.settles);
+    into.enters = g.enters + into.enters;
+    into.settles = g.settles + into.settles;
     this.retryTimer ??= setTimeout(() => {
       this.retryTimer = null;
       void this.flush();
@@ -182,7 +193,7 @@ export class Ledger {
     const minute = Math.floor(Date.now() / 60_000);
     for (const g of groups.values()) {
       const id = g.key.id;
-      jobs.push(this.r.gwLedger(counterKey(id, g.month), inflightKey(id), settledKey(id, minute), settledKey(id, minute - 1), ttl(), g.enters.length / 2, ...g.enters, ...g.settles)
+      jobs.push(this.r.gwLedger(counterKey(id, g.month), inflightKey(id), settledKey(id, minute), settledKey(id, minute - 1), ttl(), g.enters, g.settles)
         .then(async (full) => {
           if (full <= 0) return;
           // The counter was missing (first use this month, or Redis lost it): rebuild, then add.
@@ -190,8 +201,13 @@ export class Ledger {
           await this.r.incrby(counterKey(id, g.month), full);
         })
         .catch((e) => {
+          // Redis answered with an error: the same call would fail again, so it is not retried.
+          if (e instanceof Error && e.name === "ReplyError") {
+            this.ctx.log.error({ keyId: id, err: e.message }, "ledger write refused by Redis: dropped");
+            return;
+          }
           log("ledger write failed; retrying")(e);
-          this.requeue({ ...g, settles: g.settles });
+          this.requeue(g);
         }));
     }
     await Promise.all(jobs);

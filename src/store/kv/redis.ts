@@ -33,26 +33,23 @@ if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], ARGV[5], ARGV[6] .. '|' .. amo
 return {1, total, 0, amount}`;
 
 // LEDGER: one call per routing key and month per event-loop turn, carrying every in-flight entry
-// of keys without a budget and every settlement of that turn.
+// of keys without a budget and every settlement of that turn, each list packed in one argument
+// (one string to encode instead of hundreds of arguments).
 //   KEYS[1] counter  KEYS[2] in-flight ledger  KEYS[3] settled markers (this minute)  KEYS[4] (last minute)
-//   ARGV[1] counter ttl  ARGV[2] n entries, then n × (request id, entry|grant), then settlements as
-//   (request id, actual nano, reserved nano) triples.
+//   ARGV[1] counter ttl  ARGV[2] entries "id\tentry|grant\n…"  ARGV[3] settlements "id\tactual\treserved\n…"
 // A settlement removes its ledger entry and applies actual − reserved; one whose entry is gone
 // (Redis restarted, or a reconciler wrote it off) adds its full cost; a settled marker (kept two
 // minutes) makes a resent settlement a no-op. → the sum to add to a counter that had to be seeded
 // (-1 when the counter exists).
 const LEDGER = `
-local n = tonumber(ARGV[2])
-local i = 3
-for _ = 1, n do
-  if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 0 and redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then
-    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+for id, v in string.gmatch(ARGV[2], '([^\\t\\n]+)\\t([^\\n]*)\\n') do
+  if redis.call('HEXISTS', KEYS[3], id) == 0 and redis.call('HEXISTS', KEYS[4], id) == 0 then
+    redis.call('HSET', KEYS[2], id, v)
   end
-  i = i + 2
 end
 local delta, full, marked = 0, 0, false
-while i <= #ARGV do
-  local id, actual, reserved = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+for id, a, r in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\n]+)\\n') do
+  local actual, reserved = tonumber(a), tonumber(r)
   if redis.call('HDEL', KEYS[2], id) == 1 then
     delta = delta + actual - reserved
     full = full + actual
@@ -64,7 +61,6 @@ while i <= #ARGV do
     redis.call('HSET', KEYS[3], id, '1')
     marked = true
   end
-  i = i + 3
 end
 if marked then redis.call('EXPIRE', KEYS[3], 180) end
 if redis.call('EXISTS', KEYS[1]) == 0 then return full end
@@ -109,7 +105,7 @@ export const COMMAND_TIMEOUT_MS = 500;
 
 export type Cmds = Redis & {
   gwReserve(counter: string, ledger: string, amount: number, min: number, limit: number, ttl: number, id: string, entry: string): Promise<[number, number, number, number]>;
-  gwLedger(counter: string, ledger: string, settledNow: string, settledPrev: string, ...args: Array<string | number>): Promise<number>;
+  gwLedger(counter: string, ledger: string, settledNow: string, settledPrev: string, ttl: number, entries: string, settles: string): Promise<number>;
   gwReassert(counter: string, ledger: string, ...args: Array<string | number>): Promise<number>;
   gwWriteOff(ledger: string, settled: string, id: string): Promise<number>;
   gwAdjust(key: string, delta: number, ttl: number): Promise<number | null>;
