@@ -1,5 +1,6 @@
 // Boots one gateway instance from an environment: config → stores → services → HTTP → jobs.
 // main.ts calls it with process.env; tests call it with their own environment.
+import { createServer } from "node:net";
 import type { DestinationStream } from "pino";
 import { loadConfig } from "./config.ts";
 import type { Ctx } from "./context.ts";
@@ -31,6 +32,8 @@ export interface GatewayOptions {
 
 export async function startGateway(env: Record<string, string | undefined>, opts: GatewayOptions = {}): Promise<Gateway> {
   const config = loadConfig(env);
+  // Before opening any store: a second start on a taken address fails at once, not after boot.
+  if (config.PORT !== 0) await assertAddressFree(config.HOST, config.PORT);
   const log = createLogger(config.LOG_LEVEL, opts.logDestination);
   const secrets = loadSecretBox(config);
   const dbh = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
@@ -46,16 +49,14 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   const jobs = await startServices(ctx);
   const app = buildApp(ctx);
   try {
-    // No reusePort: a second gateway on the same address must fail, not silently take a share
+    // No reusePort (the check above can race; this cannot): a second gateway on the same address must fail, not silently take a share
     // of the traffic (and of the embedded database).
     app.listen({ port: config.PORT, hostname: config.HOST, idleTimeout: 255, reusePort: false });
   } catch (e) {
     for (const fn of shutdown.reverse()) await Promise.resolve(fn()).catch(() => {});
     await kv.close().catch(() => {});
     await dbh.close().catch(() => {});
-    if ((e as { code?: string }).code === "EADDRINUSE") {
-      throw new Error(`address in use: ${config.HOST}:${config.PORT} is already taken (another gateway?). Stop it or set PORT to a free port.`);
-    }
+    if ((e as { code?: string }).code === "EADDRINUSE") throw addressInUse(config.HOST, config.PORT);
     throw e;
   }
   const server = app.server!;
@@ -86,4 +87,16 @@ export async function startGateway(env: Record<string, string | undefined>, opts
       return stopped;
     },
   };
+}
+
+const addressInUse = (host: string, port: number) =>
+  new Error(`address in use: ${host}:${port} is already taken (another gateway?). Stop it or set PORT to a free port.`);
+
+/** Binds and releases host:port once; throws the "address in use" error when it is taken. */
+async function assertAddressFree(host: string, port: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", (e: NodeJS.ErrnoException) => reject(e.code === "EADDRINUSE" ? addressInUse(host, port) : e));
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
 }

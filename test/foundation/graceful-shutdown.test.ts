@@ -1,0 +1,75 @@
+// Graceful shutdown, visibly (CONTRACT §7: none is lost on a graceful shutdown): on SIGTERM a
+// gateway process answers /readyz 503 at once while the stream in flight runs to its end and its
+// usage record is written; then the listener closes and the process exits 0. One store mode is
+// enough (a process and its listener are what is tested): the embedded suite runs it.
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { eq } from "drizzle-orm";
+import { startGateway } from "../../src/gateway.ts";
+import { usageRecords } from "../../src/store/db/schema/index.ts";
+import { createAccount, REAL_STORES } from "../helpers/gateway.ts";
+import { startMockOpenAI } from "../mocks/openai-upstream.ts";
+import { spawnGateway } from "../relay/child-gateway.ts";
+import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
+
+const run = REAL_STORES ? describe.skip : describe;
+const label = REAL_STORES ? "skipped on the real-stores suite: it tests the process, the embedded suite runs it" : "embedded database, gateway process";
+
+run(`graceful shutdown (${label})`, () => {
+  test("CONTRACT §7 SIGTERM: /readyz answers 503 at once while a stream in flight finishes and its usage is written; then the listener closes and the process exits 0", async () => {
+    const mock = await startMockOpenAI();
+    const dataDir = mkdtempSync(join(tmpdir(), "gw-sigterm-"));
+    const env = { DATA_DIR: dataDir, GATEWAY_SECRET_KEY: randomBytes(32).toString("hex"), PROVIDER_OPENAI_BASE_URL: mock.url };
+    const open = () => startGateway({ ...env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent" });
+    try {
+      const seed = await open();
+      const a = await createAccount(seed);
+      const c = await addCredential(seed, a.id, "openai");
+      const key = await addRoutingKey(seed, a.id, { lanes: [lane("openai", c.id)] });
+      await seed.stop();
+
+      const child = await spawnGateway(env);
+      expect((await fetch(child.url + "/readyz")).status).toBe(200);
+      // 15 chunks 100 ms apart: the stream is still running for over a second after SIGTERM.
+      const res = await fetch(child.url + "/v1/chat/completions", {
+        method: "POST",
+        headers: { authorization: `Bearer ${key.raw}`, "content-type": "application/json" },
+        body: JSON.stringify(chatBody({ stream: true, stream_options: { include_usage: true }, mock: { chunks: 15, chunk_delay_ms: 100 } })),
+      });
+      expect(res.status).toBe(200);
+      const reader = res.body!.getReader();
+      let text = new TextDecoder().decode((await reader.read()).value);
+
+      const exited = child.terminate();
+      await Bun.sleep(100);
+      const ready = await fetch(child.url + "/readyz");
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as { draining: boolean }).draining).toBe(true);
+
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        text += new TextDecoder().decode(value);
+      }
+      expect(text).toContain("data: [DONE]");
+      expect(await exited).toBe(0);
+      // The listener is closed.
+      expect(await fetch(child.url + "/healthz").then(() => "open", () => "closed")).toBe("closed");
+
+      const reader2 = await open();
+      try {
+        const rows = await reader2.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, key.id));
+        expect(rows).toHaveLength(1);
+        expect(rows[0]!.status).toBe(200);
+      } finally {
+        await reader2.stop();
+      }
+    } finally {
+      await mock.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
