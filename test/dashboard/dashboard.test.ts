@@ -9,6 +9,8 @@ import type { Browser, Page } from "playwright-core";
 import { addToken, createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { DASHBOARD_CSP } from "../../src/dashboard/routes.ts";
+import { counterKey } from "../../src/relay/budget/counters.ts";
+import { monthKey } from "../../src/lib/time.ts";
 import { chromiumAvailable, launchChromium, OUTPUT_DIR } from "./browser.ts";
 
 // Page-side globals inside page.evaluate callbacks (the test itself is not compiled against the DOM lib).
@@ -56,7 +58,11 @@ async function seed() {
   await post("/v1/organizations/bridges", { base_url: "http://127.0.0.1:9/", token: "bridge-token-abcd", label: HOSTILE });
   const k1 = (await post("/v1/organizations/routing-keys", { label: "agents-prod", monthly_budget_usd: 5,
     providers: [{ provider: "anthropic", credential_id: anth.id }, { provider: "openai", credential_id: cred.id, model: "gpt-4o-mini" }] })).body.routing_key;
-  const k2 = (await post("/v1/organizations/routing-keys", { label: HOSTILE.slice(0, 60), monthly_budget_usd: 1 })).body.routing_key;
+  const k2 = (await post("/v1/organizations/routing-keys", { label: "research-fleet", monthly_budget_usd: 0.5 })).body.routing_key;
+  await post("/v1/organizations/routing-keys", { label: "ci-bots" });
+  // A key whose label is markup; revoked, so it shows on the Keys view and not in the overview.
+  const k3 = (await post("/v1/organizations/routing-keys", { label: HOSTILE.slice(0, 60), monthly_budget_usd: 1 })).body.routing_key;
+  await gw.call(`/v1/organizations/routing-keys?id=${k3.id}`, { method: "PATCH", token: acct.token, body: { revoked: true } });
   const now = Date.now();
   const row = (o: Partial<typeof usageRecords.$inferInsert>) => ({ accountId: acct.id, endpoint: "chat", status: 200, outcome: "ok", provider: "openai", laneIndex: 0, attempt: 1, model: "gpt-4o-mini", ...o });
   const rows: Array<typeof usageRecords.$inferInsert> = [];
@@ -67,7 +73,12 @@ async function seed() {
     if (i % 3 === 0) rows.push(row({ requestId: `r${i}`, attempt: 2, routingKeyId: k1.id, laneIndex: 1, promptTokens: 410, completionTokens: 70, costUsd: 0.0009, latencyMs: 700, ttfbMs: 180, createdAt: new Date(at.getTime() + 1000) }));
   }
   rows.push(row({ requestId: "seat-1", routingKeyId: k2.id, provider: "sub", model: "gpt-5", seat: true, promptTokens: 2000, completionTokens: 300, costUsd: 0.04, latencyMs: 1500, ttfbMs: 600, createdAt: new Date(now - 120_000) }));
+  for (let i = 0; i < 6; i++) {
+    rows.push(row({ requestId: `m${i}`, routingKeyId: k2.id, provider: "openai", model: "gpt-4o", promptTokens: 3000, completionTokens: 900, costUsd: 0.0165, latencyMs: 2100, ttfbMs: 420 + i * 15, createdAt: new Date(now - 180_000 - i * 1000) }));
+  }
   await gw.ctx.db.insert(usageRecords).values(rows);
+  // Rows inserted here bypassed the budget counters: drop them so each is rebuilt from Postgres, as after a Redis restart.
+  for (const k of [k1, k2]) await gw.ctx.kv.del(counterKey(k.id, monthKey()));
 }
 
 describe.skipIf(!run)(`dashboard in chromium${why}`, () => {
@@ -98,6 +109,10 @@ describe.skipIf(!run)(`dashboard in chromium${why}`, () => {
     }
     expect(await page.textContent(`#lane-table tr[data-lane="anthropic"] [data-figure=fallbacks]`)).toBe("4");
     expect(await page.getAttribute("#seat [data-figure=seat_requests]", "data-value")).toBe("1");
+    for (const k of (await gw.call("/v1/organizations/routing-keys", { token: rk })).body.routing_keys.filter((k: any) => !k.revoked_at)) {
+      expect([k.label, await page.textContent(`#budget-table tr[data-key="${k.id}"] td:nth-child(2)`)])
+        .toEqual([k.label, `$${k.current_month_spend_usd.toFixed(k.current_month_spend_usd < 1 ? 4 : 2)}`]);
+    }
     expect(await page.locator("#budget-chart").count()).toBe(1);
     expect(await page.locator("#daily-chart").count()).toBe(1);
     // chart.js drew on both canvases (served from this origin, no CDN).
