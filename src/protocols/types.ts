@@ -85,6 +85,12 @@ export interface UpstreamCodec {
   streamUsage?(prev: Usage | null, event: Json): Usage | null;
   /** Pass-through streams: a parsed event the client did not ask for (chat: the include_usage chunk). */
   hideFromClient?(event: Json, request: Json): boolean;
+  /**
+   * Pass-through streams: true when the stream's last event (its `data`, and its `event` name) is
+   * the protocol's terminator. A stream that ends on anything else was cut off: broken, not ok
+   * (CONTRACT §8). Read once, at the end of the stream.
+   */
+  isTerminal?(data: string, event: string | null): boolean;
 }
 
 /** Incremental encoder of chat chunks into the client's SSE bytes. */
@@ -103,7 +109,8 @@ export interface ClientCodec {
   toPivot(body: Json): ChatRequest;
   /** Chat completion → client's answer shape. */
   fromPivot(completion: Json, usage: Usage | null, request: Json): Json;
-  streamEncoder(request: Json): ChunkEncoder;
+  /** `nextSequence`: the Responses `sequence_number` to continue from (an error after pass-through events). */
+  streamEncoder(request: Json, opts?: { nextSequence?: number }): ChunkEncoder;
   /** Request headers of this protocol that a lane speaking it natively receives as sent (pass-through only). */
   readonly forwardHeaders?: readonly string[];
 }

@@ -22,6 +22,8 @@ export interface MockBehavior {
   chunk_delay_ms?: number;
   /** Streaming: the connection breaks after this many content chunks (0 = right after the headers). */
   break_after?: number;
+  /** Streaming: the upstream closes the stream cleanly after this many content chunks, without its terminator ([DONE] / response.completed). */
+  close_after?: number;
   /** Never answer (until the client goes away). */
   hang?: boolean;
   /** Report usage (default true; streams also need stream_options.include_usage, like OpenAI). */
@@ -225,6 +227,11 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
               controller.error(undefined); // resets the connection (an Error would also be printed by Bun)
               return;
             }
+            if (b.close_after !== undefined && i >= b.close_after) {
+              state.done = true;
+              controller.close();
+              return;
+            }
             controller.enqueue(enc.encode(chunk(i === 0 ? { role: "assistant", content: parts[i] } : { content: parts[i] }, null)));
           }
           if (b.break_after === n) {
@@ -273,6 +280,11 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
             if (state.gone) return;
             if (b.break_after !== undefined && i >= b.break_after) {
               controller.error(undefined); // resets the connection (an Error would also be printed by Bun)
+              return;
+            }
+            if (b.close_after !== undefined && i >= b.close_after) {
+              state.done = true;
+              controller.close();
               return;
             }
             controller.enqueue(enc.encode(ev("response.output_text.delta", { item_id: msgId, output_index: 0, content_index: 0, delta: parts[i] })));

@@ -67,9 +67,19 @@ describe("pass-through tap", () => {
     expect(tap.usage).toBeNull();
   });
 
-  test("a partial event is held back until complete, and flushed as-is at the end", () => {
+  test("a partial event is held back until complete, and flushed as-is at the end (riding along with the broken-stream failure: no [DONE], CONTRACT §8)", () => {
     const tap = new PassThroughTap(chatUpstreamCodec, {});
     expect(tap.push(enc.encode('data: {"choices":[]'))).toBeNull();
-    expect(dec.decode(tap.end()!)).toBe('data: {"choices":[]');
+    let thrown: any = null;
+    try { tap.end(); } catch (e) { thrown = e; }
+    expect(thrown?.name).toBe("FailedAfterOutput");
+    expect(dec.decode(thrown.output)).toBe('data: {"choices":[]');
+  });
+
+  test("CONTRACT §8: a stream whose last event is [DONE] ends cleanly, also when [DONE] arrives without its blank line", () => {
+    const tap = new PassThroughTap(chatUpstreamCodec, {});
+    expect(tap.push(enc.encode('data: {"choices":[{"delta":{"content":"x"}}]}\n\n'))).not.toBeNull();
+    expect(tap.push(enc.encode("data: [DONE]"))).toBeNull();
+    expect(dec.decode(tap.end()!)).toBe("data: [DONE]");
   });
 });

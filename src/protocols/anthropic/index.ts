@@ -47,6 +47,8 @@ export const anthropicCodec: UpstreamCodec = {
     return usageFromAnthropic(body?.usage ?? body?.message?.usage);
   },
   streamUsage,
+  // message_stop ends a Messages stream; an `error` event is the upstream's own end.
+  isTerminal: (data) => /"type"\s*:\s*"(?:message_stop|error)"/.test(data),
 };
 
 export const anthropicClientCodec: ClientCodec = {

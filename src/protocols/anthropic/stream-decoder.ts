@@ -99,8 +99,9 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
     },
     end(): Json[] {
       if (finished) return [];
-      if (stopReason === null) throw new UpstreamStreamError("The Anthropic stream ended before the message was complete.");
-      return [...start(), ...finish()];
+      // message_stop is the Messages stream's terminator (CONTRACT §8): a stream that ends without
+      // it was cut off, even after message_delta carried the stop reason.
+      throw new UpstreamStreamError(stopReason === null ? "The Anthropic stream ended before the message was complete." : "The Anthropic stream ended without message_stop.");
     },
     usage(): Usage | null {
       if (!u.seen) return null;

@@ -6,9 +6,11 @@ import { UpstreamStreamError, type ChunkDecoder, type Json, type SseEvent, type 
 
 export function chatStreamDecoder(): ChunkDecoder {
   let usage: Usage | null = null;
+  let done = false;
   return {
     push(ev: SseEvent): Json[] {
       const data = ev.data.trim();
+      if (data === "[DONE]") done = true;
       if (data === "" || data === "[DONE]") return [];
       let chunk: Json;
       try {
@@ -30,7 +32,11 @@ export function chatStreamDecoder(): ChunkDecoder {
       }
       return [chunk];
     },
-    end: () => [],
+    end(): Json[] {
+      // Without its `data: [DONE]` the stream was cut off (CONTRACT §8): broken, not a clean end.
+      if (!done) throw new UpstreamStreamError("The upstream ended the stream without `data: [DONE]`.");
+      return [];
+    },
     usage: () => usage,
   };
 }

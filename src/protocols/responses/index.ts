@@ -22,6 +22,12 @@ export const responsesClientCodec: ClientCodec = {
   streamEncoder: responsesStreamEncoder,
 };
 
+/**
+ * The Responses stream's last event: response.completed or .incomplete (a finished answer), or
+ * response.failed / error (the upstream's own error, already in the client's hands).
+ */
+const RESPONSES_TERMINAL = /"type"\s*:\s*"(?:response\.completed|response\.incomplete|response\.failed|error)"/;
+
 export const responsesUpstreamCodec: UpstreamCodec = {
   protocol: "responses",
   encodeRequest: encodeResponsesRequest,
@@ -31,6 +37,7 @@ export const responsesUpstreamCodec: UpstreamCodec = {
   decodeResponse: (body, opts) => decodeResponsesResponse(body, opts),
   streamDecoder: responsesStreamDecoder,
   errorOf: responsesErrorOf,
+  isTerminal: (data) => RESPONSES_TERMINAL.test(data),
   usageOf(body: Json): Usage | null {
     // A Response object, or a response.completed / response.incomplete event ({response: {usage}}).
     return usageFromResponses(body?.usage ?? body?.response?.usage);

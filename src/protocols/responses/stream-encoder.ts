@@ -30,8 +30,8 @@ interface CallItem {
   arguments: string;
 }
 
-export function responsesStreamEncoder(request: Json): ChunkEncoder {
-  let seq = 0;
+export function responsesStreamEncoder(request: Json, opts: { nextSequence?: number } = {}): ChunkEncoder {
+  let seq = opts.nextSequence ?? 0;
   let response: Json | null = null;
   let finishReason: string | null = null;
   let closed = false;

@@ -34,8 +34,9 @@ const enc = new TextEncoder();
 function errorEvent(rr: RelayRequest, tap: StreamLane["tap"], message: string, code: string): Uint8Array {
   // A translated stream ends through its own encoder, continuing what it already wrote.
   if (tap instanceof TranslateTap) return tap.error(message);
+  // Pass-through: the error continues the upstream's own event numbering (Responses sequence_number).
   const codec = clientCodecs[rr.shape];
-  const text = codec ? codec.streamEncoder(rr.body).error(message) : chatStreamError(message, code);
+  const text = codec ? codec.streamEncoder(rr.body, { nextSequence: tap.nextSequence() }).error(message) : chatStreamError(message, code);
   return enc.encode(text);
 }
 

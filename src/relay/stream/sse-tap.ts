@@ -4,7 +4,8 @@
 // a trailing partial event waits for the rest, so the client stream is always at an event
 // boundary (keep-alive comments can go in between, and an event hidden from the client, the
 // include_usage chunk it did not ask for, can be cut out whole).
-import type { Json, UpstreamCodec, Usage } from "../../protocols/types.ts";
+import { UpstreamStreamError, type Json, type UpstreamCodec, type Usage } from "../../protocols/types.ts";
+import { FailedAfterOutput } from "./translate.ts";
 
 const LF = 10, CR = 13, BACKSLASH = 92, COLON = 58, SPACE = 32, TAB = 9;
 const USAGE = Buffer.from('"usage"');
@@ -57,6 +58,13 @@ export function eventData(bytes: Uint8Array): string {
   return data;
 }
 
+/** The `event` name of one SSE event's bytes, or null. */
+function eventName(bytes: Uint8Array): string | null {
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  const m = /(?:^|[\r\n])event:[ ]?([^\r\n]*)/.exec(text);
+  return m ? m[1]!.trim() : null;
+}
+
 /** True when the usage value starting after `"usage"` at pos is JSON null. */
 function isNullValue(b: Uint8Array, pos: number, n: number): boolean {
   let j = pos + USAGE.length;
@@ -74,8 +82,33 @@ export class PassThroughTap {
   /** Chunks forwarded (a rough completion-token count when the upstream never reports usage). */
   forwarded = 0;
   private carry: Uint8Array | null = null;
+  /** The last region forwarded (it ends on an event boundary, so it holds the last event whole). */
+  private last: Uint8Array | null = null;
 
   constructor(private codec: UpstreamCodec, private request: Json) {}
+
+  /** The last event forwarded (its data and event name), or null. Read only at the end or on an error. */
+  lastEvent(): { data: string; event: string | null } | null {
+    const b = this.last;
+    if (!b) return null;
+    let p = b.length - 1;
+    while (p >= 0 && (b[p] === LF || b[p] === CR)) p--;
+    if (p < 0) return null;
+    const bytes = b.subarray(eventStart(b, p), p + 1);
+    return { data: eventData(bytes), event: eventName(bytes) };
+  }
+
+  /** The `sequence_number` after the last forwarded event's (Responses streams), or undefined. */
+  nextSequence(): number | undefined {
+    const ev = this.lastEvent();
+    if (!ev) return undefined;
+    try {
+      const n = JSON.parse(ev.data)?.sequence_number;
+      return typeof n === "number" ? n + 1 : undefined;
+    } catch {
+      return undefined;
+    }
+  }
 
   /** Upstream bytes in → bytes for the client (null when no event is complete yet). */
   push(chunk: Uint8Array): Uint8Array | null {
@@ -99,12 +132,22 @@ export class PassThroughTap {
     return this.emit(b, end);
   }
 
-  /** End of upstream: whatever partial event is left goes out as it is (and is tapped). */
+  /**
+   * End of upstream: whatever partial event is left goes out as it is (and is tapped). A stream
+   * whose last event is not its protocol's terminator was cut off (CONTRACT §8): this throws, the
+   * left-over bytes riding along in a FailedAfterOutput so they still reach the client first.
+   */
   end(): Uint8Array | null {
     const c = this.carry;
     this.carry = null;
-    if (!c || c.length === 0) return null;
-    return this.emit(c, c.length);
+    const out = c && c.length ? this.emit(c, c.length) : null;
+    const ev = this.codec.isTerminal ? this.lastEvent() : null;
+    if (this.codec.isTerminal && !(ev && this.codec.isTerminal(ev.data, ev.event))) {
+      const failure = new UpstreamStreamError(`the upstream ended the ${this.codec.protocol} stream without its end marker`);
+      if (out && out.length) throw new FailedAfterOutput(out, failure);
+      throw failure;
+    }
+    return out;
   }
 
   private emit(b: Uint8Array, end: number): Uint8Array {
@@ -132,6 +175,7 @@ export class PassThroughTap {
     if (!this.delivered && buf.indexOf(DATA) >= 0) this.delivered = true;
     this.forwarded++;
     const region = end === b.length ? b : b.subarray(0, end);
+    this.last = region;
     if (!cuts) return region;
     const parts: Uint8Array[] = [];
     let at = 0;
