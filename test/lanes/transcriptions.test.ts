@@ -98,7 +98,7 @@ describe(`POST /v1/audio/transcriptions (${storesLabel})`, () => {
     expect(get.status).toBe(405);
     const body = (await get.json()) as any;
     expect(body.error.message).toBeString();
-    expect(body.error.code).toBeUndefined();
+    expect(body.error).toMatchObject({ param: null, code: null }); // CONTRACT §8: "without code" is code: null
   });
 });
 
