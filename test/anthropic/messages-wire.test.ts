@@ -157,6 +157,18 @@ describe(`/v1/messages on the wire (${storesLabel})`, () => {
     expect(typeof data.error.message).toBe("string");
   });
 
+  test("CONTRACT §8: a lane that cannot express a parameter (a server tool on an OpenAI lane) fails over to one that can", async () => {
+    const key = await w.createKey([w.lanes.openai!, w.lanes.anthropic!]);
+    const before = w.openai.served.length;
+    const m = await new Anthropic({ apiKey: key.rawKey, baseURL: w.gw.url, maxRetries: 0 }).messages.create({
+      model: "claude-sonnet-4-5-20250929", max_tokens: 50, messages: [{ role: "user", content: "search it" }],
+      tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 2 } as any],
+    });
+    expect(m.type).toBe("message");
+    expect(w.openai.served.length).toBe(before);
+    expect(w.anthropic.served.at(-1)!.body.tools).toEqual([{ type: "web_search_20250305", name: "web_search", max_uses: 2 }]);
+  });
+
   test("CONTRACT §8: a parameter no lane of the key can express is 400 invalid_request_error naming it", async () => {
     const e = await new Anthropic({ apiKey: w.keys.openai!.rawKey, baseURL: w.gw.url, maxRetries: 0 }).messages.create({
       model: "gpt-4.1", max_tokens: 50, messages: [{ role: "user", content: "x" }],

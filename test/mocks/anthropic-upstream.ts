@@ -26,6 +26,7 @@ export interface MockAnthropic {
 
 const COUNT_TOP_LEVEL = new Set(["model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "context_management"]);
 const TOP_LEVEL = new Set(["model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream", "temperature", "top_p", "top_k", "tools", "tool_choice", "service_tier", "thinking", "container", "mcp_servers", "context_management"]);
+const SERVER_TOOL = /^(web_search|web_fetch|bash|text_editor|code_execution|computer|memory)_\d{8}$/;
 const USER_BLOCKS = new Set(["text", "image", "document", "tool_result", "search_result"]);
 const ASSISTANT_BLOCKS = new Set(["text", "tool_use", "thinking", "redacted_thinking"]);
 const IMAGE_TYPES = new Set(["image/jpeg", "image/png", "image/gif", "image/webp"]);
@@ -113,6 +114,11 @@ function validateRequest(req: Request, body: any, apiKey: string, counting = fal
       check(isObject(t) && typeof t.name === "string" && /^[a-zA-Z0-9_-]{1,128}$/.test(t.name), `tools.${i}.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`);
       check(!names.has(t.name), `tools: Tool names must be unique.`);
       names.add(t.name);
+      // Server tools (web search, bash, text editor, code execution…) are typed and versioned, without input_schema.
+      if (t.type !== undefined && t.type !== "custom") {
+        check(typeof t.type === "string" && SERVER_TOOL.test(t.type), `tools.${i}.type: Input tag '${t.type}' found using 'type' does not match any of the expected tags`);
+        return;
+      }
       check(isObject(t.input_schema) && t.input_schema.type === "object", `tools.${i}.input_schema.type: Input should be 'object'`);
       for (const k of Object.keys(t)) check(["name", "description", "input_schema", "cache_control", "type"].includes(k), `tools.${i}.${k}: Extra inputs are not permitted`);
     });
