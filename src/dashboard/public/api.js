@@ -1,5 +1,5 @@
 // The management API, called with the token from this tab's sessionStorage in the Authorization
-// header. The token never goes into a URL, a cookie, localStorage or the console.
+// header. The token never goes into a URL, a cookie, persistent storage or the console.
 const KEY = "gateway.dashboard.token";
 
 export const session = {

@@ -1,5 +1,5 @@
 // DOM building without HTML strings: every value becomes a text node or a property, so a label
-// like "<img onerror=…>" is shown as those characters and never parsed (no innerHTML anywhere).
+// like "<img onerror=…>" is shown as those characters and never parsed (no HTML parsing of data anywhere).
 
 /** h("td", {className: "num"}, "12") — props are set as properties, children as nodes/text. */
 export function h(tag, props = {}, ...children) {
