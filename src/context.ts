@@ -1,12 +1,27 @@
 // Everything a request or job needs, built once per gateway instance in gateway.ts.
 // No module-level singletons: tests run several gateways in one process.
+import type { LRUCache } from "lru-cache";
+import type Stripe from "stripe";
 import type { Config } from "./config.ts";
 import type { DbHandle, Db } from "./store/db/client.ts";
 import type { KV } from "./store/kv/index.ts";
 import type { Logger } from "./logger.ts";
 import type { SecretBox } from "./secrets.ts";
+import type { Mailer } from "./mail/mailer.ts";
+import type { GatewayMetrics } from "./metrics/gateway-metrics.ts";
+import type { RequestTracker } from "./http/access-log.ts";
+import type { Lifecycle } from "./http/health.ts";
+import type { KeyCache } from "./relay/key-cache.ts";
+import type { UsageQueue } from "./relay/usage-queue.ts";
+import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
+import type { Ledger } from "./relay/budget/ledger.ts";
+import type { RelayObserver } from "./relay/observer.ts";
+import type { Classifier } from "./relay/routing/plan.ts";
+import type { Semaphore } from "./relay/blitz/pool.ts";
+import type { SubState } from "./providers/sub/state.ts";
 
-export interface Ctx {
+/** The stores and settings every service is built from (src/services.ts builds the services from these). */
+export interface Base {
   config: Config;
   db: Db;
   dbh: DbHandle;
@@ -15,13 +30,43 @@ export interface Ctx {
   secrets: SecretBox;
   /** Unique per process start; prefixes request ids. */
   instanceId: string;
-  /** Services that feature modules register at boot (usage queue, key cache, mailer, metrics…). */
-  services: Services;
   /** Called in reverse order on shutdown, after the server stops accepting requests. */
   onShutdown(fn: () => Promise<void> | void): void;
 }
 
-/** Filled by the feature modules at boot; each field is owned by the module named beside it. */
+export interface Ctx extends Base {
+  /** Built once at boot, in dependency order, by src/services.ts. */
+  services: Services;
+}
+
+/** Every per-instance service, each built by the module named beside it. */
 export interface Services {
-  [name: string]: unknown;
+  /** Resolved routing keys, subscribed to invalidations; also this instance's invalidation listener (relay/key-cache.ts). */
+  keyCache: KeyCache;
+  /** Usage records and last-used touches, flushed in batches (relay/usage-queue.ts). */
+  usageQueue: UsageQueue;
+  /** Budget settlements off the hot path (relay/budget/settle-batch.ts). */
+  settleBatcher: SettleBatcher;
+  /** Set draining by the graceful shutdown; /readyz reads it (http/health.ts). */
+  lifecycle: Lifecycle;
+  /** Every request's open record; the access log, metrics and tracing read it (http/access-log.ts). */
+  requestTracker: RequestTracker;
+  /** In-flight ledger and usage stream in Redis mode; null with the in-process KV (relay/budget/ledger.ts). */
+  ledger: Ledger | null;
+  /** Prometheus registry (metrics/). */
+  metrics: GatewayMetrics;
+  /** The hot path's observability hook: the metrics' observer (relay/observer.ts). */
+  relayObserver: RelayObserver;
+  /** Puts a classifier-mode key's picked lane first (relay/routing/classifier.ts). */
+  classifier: Classifier;
+  /** Sign-in, refresh and catalog caches of the sub lanes (providers/sub/state.ts). */
+  subLanes: SubState;
+  /** The instance-wide blitz prompt semaphore (relay/blitz.ts). */
+  blitzSlots: Semaphore;
+  /** Token id → when this gateway last wrote its last_used_at (management/guard.ts). */
+  accountTokenTouches: LRUCache<string, number>;
+  /** Outgoing mail (mail/mailer.ts). */
+  mailer: Mailer;
+  /** The Stripe client when STRIPE_SECRET_KEY is set (signup/stripe-checkout.ts). */
+  stripe: Stripe | null;
 }

@@ -3,7 +3,7 @@
 import { createServer } from "node:net";
 import type { DestinationStream } from "pino";
 import { loadConfig } from "./config.ts";
-import type { Ctx } from "./context.ts";
+import type { Base, Ctx } from "./context.ts";
 import { createLogger } from "./logger.ts";
 import { loadSecretBox } from "./secrets.ts";
 import { openDb } from "./store/db/client.ts";
@@ -11,9 +11,8 @@ import { openKv } from "./store/kv/index.ts";
 import { buildApp } from "./app.ts";
 import { randomToken } from "./lib/crypto.ts";
 import type { Job } from "./jobs/job.ts";
-import { startServices } from "./services.ts";
+import { buildServices, startServices } from "./services.ts";
 import { announce, startupFacts } from "./banner.ts";
-import { lifecycleOf } from "./http/health.ts";
 
 export interface Gateway {
   ctx: Ctx;
@@ -39,13 +38,13 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   const dbh = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
   const kv = await openKv(config.REDIS_URL);
   const shutdown: Array<() => Promise<void> | void> = [];
-  const ctx: Ctx = {
+  const base: Base = {
     config, db: dbh.db, dbh, kv, log, secrets,
     instanceId: randomToken(6),
-    services: {},
     onShutdown: (fn) => { shutdown.push(fn); },
   };
-  const lifecycle = lifecycleOf(ctx);
+  const ctx: Ctx = { ...base, services: await buildServices(base) };
+  const lifecycle = ctx.services.lifecycle;
   const jobs = await startServices(ctx);
   const app = buildApp(ctx);
   try {

@@ -1,28 +1,59 @@
-// Registers each feature module's services and background jobs on the context.
-// Jobs are started after the server listens and stopped (drained) on shutdown.
-import type { Ctx } from "./context.ts";
+// Builds every per-instance service once at boot, in dependency order, as one typed object
+// (`ctx.services`): a missing or misordered service is a compile error, not a silent no-op.
+// Background jobs are returned to the gateway, started after the server listens and stopped
+// (drained) on shutdown; drains registered here run in reverse order of registration.
+import { LRUCache } from "lru-cache";
+import type { Base, Ctx, Services } from "./context.ts";
 import type { Job } from "./jobs/job.ts";
-import { startRelayServices } from "./relay/services.ts";
 import { createMailer } from "./mail/mailer.ts";
 import { accountExpiryJob } from "./jobs/account-expiry.ts";
 import { bridgeHealthJob } from "./jobs/bridge-health.ts";
-import { installMetrics } from "./metrics/index.ts";
+import { createGatewayMetrics } from "./metrics/index.ts";
 import { installTracing } from "./metrics/tracing.ts";
-import { installAccessLog } from "./http/access-log.ts";
-import { registerClassifier } from "./relay/routing/classifier.ts";
+import { installAccessLog, RequestTracker } from "./http/access-log.ts";
+import { startKeyCache } from "./relay/key-cache.ts";
+import { startUsageQueue } from "./relay/usage-queue.ts";
+import { startSettleBatcher } from "./relay/budget/settle-batch.ts";
+import { startLedger } from "./relay/budget/ledger.ts";
+import { classifyLanes } from "./relay/routing/classifier.ts";
+import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
+import { createSubState } from "./providers/sub/state.ts";
+import { createStripeClient } from "./signup/stripe-checkout.ts";
 
+export async function buildServices(base: Base): Promise<Services> {
+  const keyCache = await startKeyCache(base);
+  const usageQueue = startUsageQueue(base);
+  // After the queue: shutdown runs in reverse, so settlements go out before the last usage flush.
+  const settleBatcher = startSettleBatcher(base);
+  // Last of the three so its shutdown runs first: the ledger's last writes and the usage stream's
+  // last entries reach the queue before the queue's own drain.
+  const ledger = await startLedger(base, usageQueue);
+  const requestTracker = new RequestTracker();
+  const metrics = createGatewayMetrics(requestTracker);
+  metrics.setUsageQueueDepthSource(() => usageQueue.depth());
+  const mailer = createMailer(base.config, base.log);
+  base.onShutdown(() => mailer.close());
+  return {
+    keyCache,
+    usageQueue,
+    settleBatcher,
+    ledger,
+    lifecycle: { draining: false },
+    requestTracker,
+    metrics,
+    relayObserver: metrics.observer,
+    classifier: classifyLanes,
+    subLanes: createSubState(),
+    blitzSlots: new Semaphore(BLITZ_INSTANCE_CAP),
+    accountTokenTouches: new LRUCache({ max: 10_000 }),
+    mailer,
+    stripe: createStripeClient(base.config),
+  };
+}
+
+/** Attaches the request tracker's sinks (access log, tracing) and returns the background jobs. */
 export async function startServices(ctx: Ctx): Promise<Job[]> {
-  const jobs: Job[] = [];
-  jobs.push(...(await startRelayServices(ctx)));
-  registerClassifier(ctx);
-  installMetrics(ctx);
   installAccessLog(ctx);
   await installTracing(ctx);
-  const mailer = createMailer(ctx.config, ctx.log);
-  ctx.services.mailer = mailer;
-  ctx.onShutdown(() => mailer.close());
-  jobs.push(accountExpiryJob(ctx));
-  jobs.push(bridgeHealthJob(ctx));
-  void ctx;
-  return jobs;
+  return [ctx.services.usageQueue.job, accountExpiryJob(ctx), bridgeHealthJob(ctx)];
 }

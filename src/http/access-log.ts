@@ -100,12 +100,6 @@ export class AccessEntry {
   }
 }
 
-/** The tracker of this gateway (installed at boot by installRequestTracker). */
-export function trackerOf(ctx: Ctx): RequestTracker {
-  let t = ctx.services.requestTracker as RequestTracker | undefined;
-  if (!t) ctx.services.requestTracker = t = new RequestTracker();
-  return t;
-}
 
 const round = (ms: number) => Math.round(ms * 100) / 100;
 
@@ -140,5 +134,5 @@ export function installAccessLog(ctx: Ctx): void {
   // JS time at one line per request. Same destination, level and format as every other line.
   const root = ctx.log as Logger & Record<symbol, DestinationStream>;
   const log = pino({ level: root.level, base: undefined }, root[pino.symbols.streamSym]).child({ log: "access" });
-  trackerOf(ctx).addSink((e) => log.info(accessLine(e), "request"));
+  ctx.services.requestTracker.addSink((e) => log.info(accessLine(e), "request"));
 }

@@ -8,14 +8,8 @@ export interface Lifecycle {
   draining: boolean;
 }
 
-export function lifecycleOf(ctx: Ctx): Lifecycle {
-  let l = ctx.services.lifecycle as Lifecycle | undefined;
-  if (!l) ctx.services.lifecycle = l = { draining: false };
-  return l;
-}
-
 export function healthRoutes(ctx: Ctx, app: Elysia) {
-  const lifecycle = lifecycleOf(ctx);
+  const lifecycle = ctx.services.lifecycle;
   mount(ctx, app, "/healthz", { GET: () => ({ ok: true }) }, MANAGEMENT, {
     GET: { summary: "Liveness: the process answers", tag: "Operations", auth: "none", responses: { "200": { description: "`{ok: true}`" } } },
   });

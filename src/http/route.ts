@@ -4,7 +4,7 @@
 import type { Elysia } from "elysia";
 import { asGatewayError, errorResponse, loggableError, methodNotAllowed, type ErrorShape } from "../errors.ts";
 import type { Ctx } from "../context.ts";
-import { trackerOf, type AccessEntry } from "./access-log.ts";
+import type { AccessEntry } from "./access-log.ts";
 import { recordRoute, type RouteDocs } from "./openapi.ts";
 
 export type Method = "GET" | "POST" | "PATCH" | "DELETE" | "PUT";
@@ -44,7 +44,7 @@ export function json(body: unknown, status = 200, headers?: Record<string, strin
 export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Record<Method, Handler>>, opts: MountOptions, docs?: RouteDocs) {
   const allowed = Object.keys(handlers) as Method[];
   recordRoute(app, path, opts.shape, docs);
-  const tracker = trackerOf(ctx);
+  const tracker = ctx.services.requestTracker;
   for (const method of allowed) {
     const h = handlers[method]!;
     const run = async ({ request, server }: { request: Request; server: { requestIP(r: Request): { address: string } | null } | null }) => {

@@ -1,6 +1,6 @@
 // A background job: runs `tick` every `intervalMs`, never overlapping itself, logs failures,
 // and stops cleanly (the shutdown waits for a tick in progress).
-import type { Ctx } from "../context.ts";
+import type { Base } from "../context.ts";
 
 export interface Job {
   readonly name: string;
@@ -10,7 +10,7 @@ export interface Job {
   runOnce(): Promise<void>;
 }
 
-export function intervalJob(ctx: Ctx, name: string, intervalMs: number, tick: () => Promise<void>): Job {
+export function intervalJob(ctx: Base, name: string, intervalMs: number, tick: () => Promise<void>): Job {
   let timer: ReturnType<typeof setInterval> | null = null;
   let running: Promise<void> | null = null;
   const runOnce = async () => {

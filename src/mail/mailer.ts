@@ -6,7 +6,6 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import nodemailer from "nodemailer";
 import type { Config } from "../config.ts";
-import type { Ctx } from "../context.ts";
 import type { Logger } from "../logger.ts";
 import { randomToken, sha256Hex } from "../lib/crypto.ts";
 
@@ -92,11 +91,4 @@ function outboxMailer(dir: string, from: string, log: Logger): Mailer {
     },
     close() {},
   };
-}
-
-/** The mailer registered at boot (src/services.ts). */
-export function mailerOf(ctx: Ctx): Mailer {
-  const m = ctx.services.mailer as Mailer | undefined;
-  if (!m) throw new Error("mailer service is not registered");
-  return m;
 }

@@ -1,7 +1,6 @@
 // Account-token authentication for management paths, in the order of CONTRACT §8:
 // 401 (no token / unknown token) → 410 (removed account) → 403 (rk_ on a write) → 402 (unpaid).
 import { and, eq, isNull } from "drizzle-orm";
-import { LRUCache } from "lru-cache";
 import type { Ctx } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
@@ -40,15 +39,6 @@ export function isExpired(account: Account, now = Date.now()): boolean {
 /** A token's last_used_at is written at most this often: a busy token costs one UPDATE a minute, not one per call. */
 export const TOKEN_TOUCH_MS = 60_000;
 
-/** Token id → when this gateway last wrote its last_used_at (per gateway, on ctx.services). */
-function tokenTouches(ctx: Ctx): LRUCache<string, number> {
-  let m = ctx.services.accountTokenTouches as LRUCache<string, number> | undefined;
-  if (!m) {
-    m = new LRUCache({ max: 10_000 });
-    ctx.services.accountTokenTouches = m;
-  }
-  return m;
-}
 
 /**
  * Records that `token` was used now. Fire-and-forget, off the answer's path; skipped while this
@@ -56,7 +46,7 @@ function tokenTouches(ctx: Ctx): LRUCache<string, number> {
  * TOKEN_TOUCH_MS.
  */
 export function touchAccountToken(ctx: Ctx, token: AccountToken, now = Date.now()): void {
-  const touches = tokenTouches(ctx);
+  const touches = ctx.services.accountTokenTouches;
   const last = Math.max(touches.get(token.id) ?? 0, token.lastUsedAt?.getTime() ?? 0);
   if (now - last < TOKEN_TOUCH_MS) return;
   touches.set(token.id, now);

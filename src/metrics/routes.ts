@@ -4,12 +4,11 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
 import { mount, MANAGEMENT } from "../http/route.ts";
-import { metricsOf } from "./index.ts";
 
 export function metricsRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/metrics", {
     GET: async () => {
-      const { body, contentType } = await metricsOf(ctx).render();
+      const { body, contentType } = await ctx.services.metrics.render();
       return new Response(body, { headers: { "content-type": contentType, "cache-control": "no-store" } });
     },
   }, MANAGEMENT, {

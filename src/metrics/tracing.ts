@@ -7,7 +7,7 @@
 // the older gen_ai.system for backends that still read it), gen_ai.operation.name,
 // gen_ai.request.model, gen_ai.response.model, gen_ai.usage.input_tokens / output_tokens.
 import type { Ctx } from "../context.ts";
-import { trackerOf, type AccessEntry } from "../http/access-log.ts";
+import type { AccessEntry } from "../http/access-log.ts";
 
 type Api = typeof import("@opentelemetry/api");
 type Tracer = import("@opentelemetry/api").Tracer;
@@ -89,7 +89,7 @@ export async function installTracing(ctx: Ctx): Promise<boolean> {
     spanProcessors: [new sdk.BatchSpanProcessor(new otlp.OTLPTraceExporter({ url: tracesUrl(endpoint) }), { scheduledDelayMillis: 1000 })],
   });
   const tracer = provider.getTracer("model-gateway");
-  trackerOf(ctx).addSink((e) => recordSpans(api, tracer, e));
+  ctx.services.requestTracker.addSink((e) => recordSpans(api, tracer, e));
   // On shutdown the spans still buffered are sent before the process exits.
   ctx.onShutdown(() => provider.shutdown().catch((err: unknown) => ctx.log.warn({ err: err instanceof Error ? err.message : String(err) }, "trace export at shutdown failed")));
   ctx.log.info({ endpoint: tracesUrl(endpoint) }, "tracing on: OTLP/HTTP");

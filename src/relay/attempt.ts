@@ -10,7 +10,6 @@ import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import type { MoneyCall } from "./budget/money.ts";
 import type { AccessEntry } from "../http/access-log.ts";
 import type { KeyContext } from "./key-context.ts";
-import { observerOf } from "./observer.ts";
 import { credentialRefusedHint, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
@@ -88,7 +87,7 @@ export class Attempt {
       latencyMs: Math.round(latencyMs),
       ttfbMs: this.ttfbMs,
     });
-    observerOf(rr.ctx).laneAttempt?.({ provider: this.lane.provider, outcome, latencyMs, ttfbMs: this.ttfbMs });
+    rr.ctx.services.relayObserver.laneAttempt?.({ provider: this.lane.provider, outcome, latencyMs, ttfbMs: this.ttfbMs });
     if (rr.access) this.noteInAccessLog(rr.access, usage, cost);
   }
 
@@ -238,7 +237,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     const info = codec.errorOf(res.status, text);
     const code = info.code ?? `http_${res.status}`;
     attempt.finish(res.status, "error", code, null);
-    observerOf(ctx).upstreamError({ provider: lane.provider, status: res.status, code });
+    ctx.services.relayObserver.upstreamError({ provider: lane.provider, status: res.status, code });
     const failure: LaneFailure = { provider: lane.provider, laneIndex: lane.index, status: res.status, code, message: info.message };
     // 401/403 from a vendor on a saved key: the key is the problem, and only its owner can fix it.
     if (adapter.kind === "api_key" && (res.status === 401 || res.status === 403)) failure.hint = credentialRefusedHint(lane.provider, lane.index, rr.key.id);
@@ -306,7 +305,7 @@ function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e:
   }
   if (ac.signal.reason instanceof TimeoutError) {
     attempt.finish(0, "error", "timeout", null);
-    observerOf(rr.ctx).upstreamError({ provider: lane.provider, status: 0, code: "timeout" });
+    rr.ctx.services.relayObserver.upstreamError({ provider: lane.provider, status: 0, code: "timeout" });
     return failed(lane, 0, "timeout", `The upstream did not answer within ${rr.ctx.config.UPSTREAM_TIMEOUT_SECONDS} s.`);
   }
   if (e instanceof GatewayError) {
@@ -315,7 +314,7 @@ function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e:
     return failed(lane, 0, e.code ?? "lane_failed", e.message);
   }
   attempt.finish(0, "error", "connection_failed", null);
-  observerOf(rr.ctx).upstreamError({ provider: lane.provider, status: 0, code: "connection_failed" });
+  rr.ctx.services.relayObserver.upstreamError({ provider: lane.provider, status: 0, code: "connection_failed" });
   const why = e instanceof Error ? e.message : String(e);
   return failed(lane, 0, "connection_failed", `Could not reach the upstream: ${why}`);
 }

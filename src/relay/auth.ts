@@ -4,7 +4,6 @@ import type { Ctx } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { bearer } from "../http/request.ts";
 import { sha256Hex } from "../lib/crypto.ts";
-import { createKeyCache, type KeyCache } from "./key-cache.ts";
 import type { KeyContext } from "./key-context.ts";
 
 export type { KeyContext } from "./key-context.ts";
@@ -19,11 +18,6 @@ function invalidKey(message: string): GatewayError {
 
 const UNKNOWN = "The routing key is unknown or revoked. Send a live gw_ key in the Authorization header; list or create keys with /v1/organizations/routing-keys.";
 
-function keyCacheOf(ctx: Ctx): KeyCache {
-  let kc = ctx.services.keyCache as KeyCache | undefined;
-  if (!kc) ctx.services.keyCache = kc = createKeyCache(ctx);
-  return kc;
-}
 
 /** Checks the token's form; returns the key hash or throws the matching 401. Synchronous. */
 export function routingKeyHash(ctx: Ctx, token: string | null): string {
@@ -67,7 +61,7 @@ function check(key: KeyContext | null): KeyContext {
 export async function resolveRoutingKey(ctx: Ctx, request: Request, apiKeyHeader = false): Promise<KeyContext> {
   const token = bearer(request) ?? (apiKeyHeader ? request.headers.get("x-api-key")?.trim() || null : null);
   const hash = routingKeyHash(ctx, token);
-  const kc = keyCacheOf(ctx);
+  const kc = ctx.services.keyCache;
   const hit = kc.peek(hash);
   return check(hit !== undefined ? hit : await kc.load(hash));
 }

@@ -18,13 +18,11 @@ import { monthKey } from "../lib/time.ts";
 import { MoneyCall } from "./budget/money.ts";
 import type { Json } from "../protocols/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
-import { BLITZ_INSTANCE_CAP, BLITZ_PER_REQUEST, runBounded, Semaphore } from "./blitz/pool.ts";
+import { BLITZ_PER_REQUEST, runBounded } from "./blitz/pool.ts";
 import { BLITZ_MAX_PROMPTS, parseBlitzBody } from "./blitz/validate.ts";
 import type { KeyContext } from "./key-context.ts";
-import { observerOf } from "./observer.ts";
 import { runChat } from "./pipeline.ts";
 import { noProviders } from "./relay-errors.ts";
-import type { UsageQueue } from "./usage-queue.ts";
 
 export type BlitzResult =
   | { index: number; status: number; completion: Json }
@@ -36,12 +34,6 @@ export interface BlitzAnswer {
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 }
 
-/** The instance-wide prompt semaphore, `ctx.services.blitzSlots` (created on first use). */
-export function blitzSlots(ctx: Ctx): Semaphore {
-  let s = ctx.services.blitzSlots as Semaphore | undefined;
-  if (!s) ctx.services.blitzSlots = s = new Semaphore(BLITZ_INSTANCE_CAP);
-  return s;
-}
 
 export function blitzRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/blitz", { POST: (rc) => handleBlitz(ctx, rc) }, BLITZ, {
@@ -77,7 +69,7 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   if (!bearer(request)) throw authRequired();
   const key = await resolveRoutingKey(ctx, request);
   const batch = parseBlitzBody(await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES));
-  (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
+  ctx.services.usageQueue.touchKey(key.id);
   if (key.lanes.length === 0) throw noProviders();
 
   // The prompt's whole body size, as /v1/chat/completions measures it, so shared tools count.
@@ -96,7 +88,7 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   try {
     const results = await runBounded(
       batch.requests,
-      { limit: BLITZ_PER_REQUEST, shared: blitzSlots(ctx), signal: batchAbort.signal },
+      { limit: BLITZ_PER_REQUEST, shared: ctx.services.blitzSlots, signal: batchAbort.signal },
       async (body, index) => {
         try {
           const r = await runChat(ctx, key, body, {

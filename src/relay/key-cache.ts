@@ -8,7 +8,7 @@
 // that read, re-trying the database at most every RETRY_MS (so requests do not each wait on a
 // dead database). A key never read before gets 500 server_error at once.
 import { LRUCache } from "lru-cache";
-import type { Ctx } from "../context.ts";
+import type { Base } from "../context.ts";
 import { isDatabaseError, loggableError, serverError } from "../errors.ts";
 import { onInvalidation, type Invalidation } from "../store/invalidation.ts";
 import { loadKeyContext, type KeyContext } from "./key-context.ts";
@@ -50,7 +50,7 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   ]).finally(() => clearTimeout(timer));
 }
 
-export function createKeyCache(ctx: Ctx): KeyCache {
+export function createKeyCache(ctx: Base): KeyCache {
   const freshMs = ctx.config.KEY_CACHE_TTL_SECONDS * 1000;
   const staleMs = ctx.config.KEY_CACHE_STALE_SECONDS * 1000;
   const byAccount = new Map<string, Set<string>>();
@@ -147,10 +147,9 @@ export function createKeyCache(ctx: Ctx): KeyCache {
   };
 }
 
-/** Creates the cache, subscribes it to invalidations, and registers it as `ctx.services.keyCache`. */
-export async function startKeyCache(ctx: Ctx): Promise<KeyCache> {
+/** Creates the cache and subscribes it to invalidations from other instances. */
+export async function startKeyCache(ctx: Base): Promise<KeyCache> {
   const kc = createKeyCache(ctx);
-  ctx.services.keyCache = kc;
   await onInvalidation(ctx, kc.invalidate);
   return kc;
 }

@@ -1,7 +1,7 @@
 // What the relay knows about a routing key at request time: the key row, its account's state
 // and its lanes with everything they reference, loaded in one round of queries and cached.
 import { and, asc, eq, inArray, isNull } from "drizzle-orm";
-import type { Ctx } from "../context.ts";
+import type { Base } from "../context.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import { accounts, bridges, credentials, routingKeys, subSessions } from "../store/db/schema/index.ts";
 
@@ -27,7 +27,7 @@ export interface KeyContext {
 }
 
 /** Loads a live key by hash; null when unknown, revoked, or its account is removed. */
-export async function loadKeyContext(ctx: Ctx, hash: string): Promise<KeyContext | null> {
+export async function loadKeyContext(ctx: Base, hash: string): Promise<KeyContext | null> {
   const rows = await ctx.db
     .select({ key: routingKeys, removedAt: accounts.removedAt, plan: accounts.plan, expiresAt: accounts.accountExpiresAt })
     .from(routingKeys)

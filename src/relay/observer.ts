@@ -1,7 +1,6 @@
 // Observability hook of the hot path. The relay calls these at fixed points; the metrics module
 // installs an implementation as `ctx.services.relayObserver`. Calls are synchronous and must be
 // cheap (counters, histograms), never I/O.
-import type { Ctx } from "../context.ts";
 
 export interface RelayObserver {
   requestDone(i: { endpoint: string; provider: string | null; outcome: string; status: number; latencyMs: number; ttfbMs: number | null }): void;
@@ -11,15 +10,4 @@ export interface RelayObserver {
   /** One upstream attempt ended (per-lane latency and time to first byte). */
   laneAttempt?(i: { provider: string; outcome: string; latencyMs: number; ttfbMs: number | null }): void;
   usageQueueDepth?(): number;
-}
-
-export const noopObserver: RelayObserver = {
-  requestDone() {},
-  fallback() {},
-  budgetRejected() {},
-  upstreamError() {},
-};
-
-export function observerOf(ctx: Ctx): RelayObserver {
-  return (ctx.services.relayObserver as RelayObserver | undefined) ?? noopObserver;
 }

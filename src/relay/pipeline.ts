@@ -15,12 +15,10 @@ import { forwardedHeaders } from "./client-headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { withOutputLimit } from "./budget/output-limits.ts";
 import type { KeyContext } from "./key-context.ts";
-import { observerOf } from "./observer.ts";
 import { allLanesFailed, noProviders, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody } from "./request-body.ts";
 import { planLanes } from "./routing/plan.ts";
 import { streamResponse } from "./stream/relay-stream.ts";
-import type { UsageQueue } from "./usage-queue.ts";
 
 export { estimateCostUsd } from "./budget/estimate.ts";
 
@@ -71,7 +69,7 @@ class LaneRunner {
       tried.code = f.code;
     }
     if (this.i < this.lanes.length) {
-      observerOf(rr.ctx).fallback({ endpoint: rr.endpoint, fromProvider: f.provider, reason: f.code });
+      rr.ctx.services.relayObserver.fallback({ endpoint: rr.endpoint, fromProvider: f.provider, reason: f.code });
       // A routine event (the next lane takes over): a warning without a stack.
       rr.ctx.log.warn({ requestId: rr.requestId, provider: f.provider, lane: f.laneIndex, status: f.status, code: f.code }, "lane failed; trying the next lane");
     }
@@ -131,7 +129,7 @@ function done(rr: RelayRequest, outcome: string, status: number, provider: strin
     access.served = outcome === "ok" ? provider : null;
     access.ttfbMs = ttfbMs;
   }
-  observerOf(rr.ctx).requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs });
+  rr.ctx.services.relayObserver.requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs });
 }
 
 /**
@@ -142,7 +140,7 @@ function refused(ctx: Ctx, endpoint: Endpoint, e: unknown, startedAt: number, ac
   const status = e instanceof GatewayError ? e.status : 500;
   const outcome = status < 500 ? "refused" : "error";
   access.outcome = outcome;
-  observerOf(ctx).requestDone({ endpoint, provider: null, outcome, status, latencyMs: performance.now() - startedAt, ttfbMs: null });
+  ctx.services.relayObserver.requestDone({ endpoint, provider: null, outcome, status, latencyMs: performance.now() - startedAt, ttfbMs: null });
 }
 
 /** POST /v1/chat/completions, /v1/responses and /v1/messages. Order: key 401 → body 413/400 → lanes 400 → budget 402. */
@@ -155,7 +153,7 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
     rc.access.keyPrefix = key.keyPrefix;
     const parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
     rc.access.model = parsed.model;
-    (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
+    ctx.services.usageQueue.touchKey(key.id);
     if (key.lanes.length === 0) throw noProviders();
     if (!key.lanes.some((l) => laneServes(l, shape))) throw noLaneServes(shape);
     const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);

@@ -18,8 +18,6 @@ import type { ResolvedLane } from "../providers/types.ts";
 import { MIN_ESTIMATE_USD } from "./budget/estimate.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { resolveRoutingKey, type KeyContext } from "./auth.ts";
-import { observerOf } from "./observer.ts";
-import type { UsageQueue } from "./usage-queue.ts";
 
 /** The transcription's cost: the catalog prices tokens, not audio, so it is recorded as 0 (seat traffic). */
 const SEAT = { id: "sub", seat: true } as const;
@@ -91,8 +89,8 @@ function transcriptionsHandler(ctx: Ctx): Handler {
       const latencyMs = Date.now() - started;
       money.record({ adapter: SEAT, provider: "sub", laneIndex: lane.index, model: null, status, outcome, errorCode, usage: null, latencyMs, ttfbMs: latencyMs });
       money.settle();
-      (ctx.services.usageQueue as UsageQueue | undefined)?.touchKey(key.id);
-      observerOf(ctx).requestDone({ endpoint: "transcriptions", provider: "sub", outcome, status, latencyMs, ttfbMs: latencyMs });
+      ctx.services.usageQueue.touchKey(key.id);
+      ctx.services.relayObserver.requestDone({ endpoint: "transcriptions", provider: "sub", outcome, status, latencyMs, ttfbMs: latencyMs });
     };
 
     let res: Response;

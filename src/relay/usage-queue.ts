@@ -5,7 +5,7 @@
 // sanitised when queued, and a batch refused for its data is split until the bad row is alone,
 // then that row alone is dropped with a log line.
 import { getTableColumns, sql } from "drizzle-orm";
-import type { Ctx } from "../context.ts";
+import type { Base } from "../context.ts";
 import { intervalJob, type Job } from "../jobs/job.ts";
 import { usageRecords } from "../store/db/schema/index.ts";
 
@@ -133,7 +133,7 @@ export interface UsageQueue {
   job: Job;
 }
 
-export function createUsageQueue(ctx: Ctx): UsageQueue {
+export function createUsageQueue(ctx: Base): UsageQueue {
   let rows: UsageRow[] = [];
   let touched = new Map<string, number>();
   let paused = false;
@@ -232,10 +232,9 @@ export function createUsageQueue(ctx: Ctx): UsageQueue {
   };
 }
 
-/** Registers the queue as `ctx.services.usageQueue`, its job, and the drain on shutdown. */
-export function startUsageQueue(ctx: Ctx): UsageQueue {
+/** Creates the queue and registers its drain on shutdown (its job is started by the gateway). */
+export function startUsageQueue(ctx: Base): UsageQueue {
   const q = createUsageQueue(ctx);
-  ctx.services.usageQueue = q;
   ctx.onShutdown(async () => {
     await q.job.stop();
     // Drain: retry a few times so a blip at shutdown does not lose records.

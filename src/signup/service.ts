@@ -11,7 +11,6 @@ import { iso } from "../lib/time.ts";
 import { isExpired, type Account } from "../management/guard.ts";
 import { checkoutUrl, localCheckoutUrl, paymentBlock } from "../management/payment.ts";
 import { issueAccountToken } from "../management/tokens/service.ts";
-import { mailerOf } from "../mail/mailer.ts";
 import { ownerNoticeMail, signupCodeMail } from "../mail/templates.ts";
 import { consumeCode, createCode, discardCode } from "./codes.ts";
 import { claimOwnerNotice, createFreeAccount, findLiveAccountByEmail, releaseOwnerNotice, removeExpiredAccount } from "./lifecycle.ts";
@@ -38,7 +37,7 @@ export async function agentSignup(ctx: Ctx, p: { email: string; source: string |
   const { row, code } = await createCode(ctx.db, { email: p.email, source: p.source, ip: p.ip, ttlSeconds: ctx.config.SIGNUP_CODE_TTL_SECONDS, now });
   try {
     const mail = signupCodeMail({ email: p.email, code, ttlSeconds: ctx.config.SIGNUP_CODE_TTL_SECONDS, existingAccount: existing !== null, siteUrl: ctx.config.siteUrl });
-    await mailerOf(ctx).send({ ...mail, requestId: p.requestId });
+    await ctx.services.mailer.send({ ...mail, requestId: p.requestId });
   } catch {
     await discardCode(ctx.db, row.id).catch(() => {});
     await refundCodeForEmail(ctx, p.email).catch(() => {});
@@ -92,7 +91,7 @@ async function sendOwnerNotice(ctx: Ctx, account: Account, now: Date, requestId:
       email: account.email, accountId: account.id, checkoutUrl: checkoutUrl(ctx, account), localCheckoutUrl: localCheckoutUrl(ctx, account.id),
       priceUsd: ctx.config.MEMBERSHIP_PRICE_USD, expiresAt: account.accountExpiresAt, siteUrl: ctx.config.siteUrl,
     });
-    await mailerOf(ctx).send({ ...mail, requestId });
+    await ctx.services.mailer.send({ ...mail, requestId });
   } catch {
     await releaseOwnerNotice(ctx.db, account.id).catch(() => {});
     ctx.log.warn({ requestId, accountId: account.id }, "owner notice could not be sent; the next verify retries it");

@@ -2,6 +2,7 @@
 // travels as client_reference_id and comes back in the checkout.session.completed webhook.
 // Any failure leaves the account on the local checkout page ({site_url}/checkout?account=…).
 import Stripe from "stripe";
+import type { Config } from "../config.ts";
 import type { Ctx } from "../context.ts";
 import type { Account } from "../management/guard.ts";
 import { localCheckoutUrl, STRIPE_SESSION_FRESH_MS } from "../management/payment.ts";
@@ -11,21 +12,18 @@ import { setStripeCheckoutUrl } from "./lifecycle.ts";
 const MAX_SESSION_SECONDS = 24 * 3600 - 60;
 const MIN_SESSION_SECONDS = 31 * 60;
 
-function stripeClient(ctx: Ctx): Stripe | null {
-  const key = ctx.config.STRIPE_SECRET_KEY;
+/** The Stripe client when STRIPE_SECRET_KEY is set (built at boot as `ctx.services.stripe`; no I/O until used). */
+export function createStripeClient(config: Config): Stripe | null {
+  const key = config.STRIPE_SECRET_KEY;
   if (!key) return null;
-  const cached = ctx.services.stripe as Stripe | undefined;
-  if (cached) return cached;
   const opts: Record<string, unknown> = { maxNetworkRetries: 1, timeout: 10_000, telemetry: false };
-  if (ctx.config.STRIPE_API_BASE_URL) {
-    const u = new URL(ctx.config.STRIPE_API_BASE_URL);
+  if (config.STRIPE_API_BASE_URL) {
+    const u = new URL(config.STRIPE_API_BASE_URL);
     opts.protocol = u.protocol.replace(":", "");
     opts.host = u.hostname;
     opts.port = u.port || (u.protocol === "https:" ? "443" : "80");
   }
-  const client = new Stripe(key, opts as ConstructorParameters<typeof Stripe>[1]);
-  ctx.services.stripe = client;
-  return client;
+  return new Stripe(key, opts as ConstructorParameters<typeof Stripe>[1]);
 }
 
 const freshKey = (accountId: string) => `gw:stripe-checkout:${accountId}`;
@@ -48,7 +46,7 @@ export async function freshStripeCheckout(ctx: Ctx, account: Account, requestId?
 
 /** Creates the session and stores its URL on the account; returns the URL, or null (logged) on failure. */
 export async function createStripeCheckout(ctx: Ctx, account: Account, requestId?: string): Promise<string | null> {
-  const stripe = stripeClient(ctx);
+  const stripe = ctx.services.stripe;
   if (!stripe) return null;
   const local = localCheckoutUrl(ctx, account.id);
   const lineItem = ctx.config.STRIPE_PRICE_ID

@@ -10,7 +10,7 @@
 // - Redis pub/sub (with REDIS_URL), best effort.
 // PGlite is one process per data directory: the local channel is all there is.
 import { sql } from "drizzle-orm";
-import type { Ctx } from "../context.ts";
+import type { Base, Ctx } from "../context.ts";
 import type { Db } from "./db/client.ts";
 import { loggableError } from "../errors.ts";
 
@@ -46,7 +46,7 @@ export async function notifyInTransaction(ctx: Ctx, tx: Executor, msg: Invalidat
  * its transaction.
  */
 export async function publishInvalidation(ctx: Ctx, msg: Invalidation, opts: { notified?: boolean } = {}): Promise<void> {
-  (ctx.services.localInvalidation as Handler | undefined)?.(msg);
+  ctx.services.keyCache.invalidate(msg);
   const raw = JSON.stringify(msg);
   await Promise.all([
     opts.notified || ctx.dbh.kind !== "postgres"
@@ -58,8 +58,8 @@ export async function publishInvalidation(ctx: Ctx, msg: Invalidation, opts: { n
   ]);
 }
 
-export async function onInvalidation(ctx: Ctx, handler: Handler): Promise<void> {
-  ctx.services.localInvalidation = handler;
+/** Subscribes `handler` to other instances' invalidations (this instance's own reach its key cache directly). */
+export async function onInvalidation(ctx: Base, handler: Handler): Promise<void> {
   const receive = (raw: string) => {
     try {
       handler(JSON.parse(raw) as Invalidation);

@@ -5,7 +5,6 @@ import { eq } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { addRoutingKey, lane, revokeKey, startOpenAIGroqWorld } from "../relay/fixtures.ts";
-import { blitzSlots } from "../../src/relay/blitz.ts";
 import { Semaphore } from "../../src/relay/blitz/pool.ts";
 import { parseBlitzBody } from "../../src/relay/blitz/validate.ts";
 import { estimateCostUsd } from "../../src/relay/pipeline.ts";
@@ -241,7 +240,7 @@ describe(`POST /blitz (${storesLabel})`, () => {
 
   test("instance cap: prompts over the cap across concurrent batches queue and all succeed", async () => {
     const key = await oneLane();
-    const original = blitzSlots(gw.ctx);
+    const original = gw.ctx.services.blitzSlots;
     const small = new Semaphore(8);
     gw.ctx.services.blitzSlots = small;
     try {
@@ -260,7 +259,7 @@ describe(`POST /blitz (${storesLabel})`, () => {
 
   test("disconnect: a client that goes away cancels the prompts still running and those still queued", async () => {
     const key = await oneLane();
-    const original = blitzSlots(gw.ctx);
+    const original = gw.ctx.services.blitzSlots;
     const small = new Semaphore(3);
     gw.ctx.services.blitzSlots = small;
     try {

@@ -11,7 +11,6 @@ import { GatewayError } from "../../errors.ts";
 import { accessTokenExpired, subAuthHeaders, type SubAuthFile } from "../../providers/sub/auth-file.ts";
 import { subUrl } from "../../providers/sub/client.ts";
 import { currentAuth, refreshAuth } from "../../providers/sub/credentials.ts";
-import { subState } from "../../providers/sub/state.ts";
 
 export interface Provisioning {
   provisioned: boolean;
@@ -40,7 +39,7 @@ function modelCount(body: unknown): number | null {
 /** A refresh that failed: refused for good means the sign-in is dead; anything else may pass. */
 function refreshFailed(ctx: Ctx, sessionId: string, e: unknown, before: string): Provisioning {
   if (!(e instanceof GatewayError)) throw e;
-  const refused = subState(ctx).refreshRefused.has(sessionId);
+  const refused = ctx.services.subLanes.refreshRefused.has(sessionId);
   const why = e.message.charAt(0).toLowerCase() + e.message.slice(1);
   return { provisioned: false, accountStatus: refused ? "unauthorized" : "unavailable", lastError: `${before}${why}` };
 }

@@ -7,7 +7,7 @@ import type { Ctx } from "../../context.ts";
 import type { ResolvedLane } from "../types.ts";
 import { subJson } from "./client.ts";
 import { laneFailure } from "./failure.ts";
-import { CATALOG_CACHE_MS, subState } from "./state.ts";
+import { CATALOG_CACHE_MS } from "./state.ts";
 
 export type Tier = "flagship" | "mini";
 
@@ -69,7 +69,7 @@ export function pickTier(entries: CatalogEntry[], tier: Tier): string | null {
 
 /** The session's live catalog (cached briefly). A failed fetch is a lane failure. */
 export async function liveCatalog(ctx: Ctx, sessionId: string): Promise<CatalogEntry[]> {
-  const st = subState(ctx);
+  const st = ctx.services.subLanes;
   const hit = st.catalog.get(sessionId);
   if (hit && Date.now() - hit.at < CATALOG_CACHE_MS) return hit.entries;
   let p = st.catalogPending.get(sessionId);

@@ -14,7 +14,7 @@ import type { Ctx } from "../../context.ts";
 import { loadSubAuth, saveSubAuth, type AuthJson } from "../../management/sub-session/store.ts";
 import { accessTokenExpired, withRefreshedTokens, type SubAuthFile } from "./auth-file.ts";
 import { laneFailure } from "./failure.ts";
-import { AUTH_CACHE_MS, REFRESH_REFUSED_MS, subState } from "./state.ts";
+import { AUTH_CACHE_MS, REFRESH_REFUSED_MS } from "./state.ts";
 
 /** The subscription CLI's public OAuth client id (its refresh grants carry it). */
 export const SUB_OAUTH_CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann";
@@ -28,7 +28,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** Reads the sign-in from the store, bypassing the cache, and caches it. */
 async function readStored(ctx: Ctx, sessionId: string): Promise<SubAuthFile | null> {
   const auth = (await loadSubAuth(ctx, sessionId)) as SubAuthFile | null;
-  const st = subState(ctx);
+  const st = ctx.services.subLanes;
   if (auth) st.auth.set(sessionId, { auth, at: Date.now() });
   else st.auth.delete(sessionId);
   return auth;
@@ -36,7 +36,7 @@ async function readStored(ctx: Ctx, sessionId: string): Promise<SubAuthFile | nu
 
 /** The session's sign-in (cached for a few seconds). A missing one is a lane failure. */
 export async function currentAuth(ctx: Ctx, sessionId: string): Promise<SubAuthFile> {
-  const hit = subState(ctx).auth.get(sessionId);
+  const hit = ctx.services.subLanes.auth.get(sessionId);
   if (hit && Date.now() - hit.at < AUTH_CACHE_MS) return hit.auth;
   const auth = await readStored(ctx, sessionId);
   if (!auth) throw laneFailure("The subscription sign-in is no longer stored; connect it again with POST /v1/organizations/sub-session.");
@@ -45,8 +45,8 @@ export async function currentAuth(ctx: Ctx, sessionId: string): Promise<SubAuthF
 
 /** Forgets the cached sign-in (after a disconnect or reconnect on this instance). */
 export function forgetAuth(ctx: Ctx, sessionId: string): void {
-  subState(ctx).auth.delete(sessionId);
-  subState(ctx).catalog.delete(sessionId);
+  ctx.services.subLanes.auth.delete(sessionId);
+  ctx.services.subLanes.catalog.delete(sessionId);
 }
 
 /** A sign-in whose access token is expired is refreshed first; otherwise it is returned as is. */
@@ -62,7 +62,7 @@ export async function usableAuth(ctx: Ctx, sessionId: string, signal?: AbortSign
  * made. `signal` only stops this caller's wait; the shared refresh runs to its end.
  */
 export function refreshAuth(ctx: Ctx, sessionId: string, staleAccessToken: string, signal?: AbortSignal): Promise<SubAuthFile> {
-  const st = subState(ctx);
+  const st = ctx.services.subLanes;
   const refused = st.refreshRefused.get(sessionId);
   if (refused && refused.until > Date.now()) return Promise.reject(laneFailure(refused.message));
   let p = st.refreshing.get(sessionId);
@@ -141,7 +141,7 @@ async function refreshHoldingLock(ctx: Ctx, sessionId: string, stale: string): P
     ctx.log.warn({ sessionId, status: res.status, code }, "sub sign-in refresh refused");
     if (res.status === 400 || res.status === 401 || res.status === 403) {
       const message = `The subscription sign-in could not be refreshed (${code ?? `status ${res.status}`}); sign in again with the subscription CLI and upload the new sign-in file with POST /v1/organizations/sub-session.`;
-      subState(ctx).refreshRefused.set(sessionId, { message, until: Date.now() + REFRESH_REFUSED_MS });
+      ctx.services.subLanes.refreshRefused.set(sessionId, { message, until: Date.now() + REFRESH_REFUSED_MS });
       throw laneFailure(message);
     }
     throw laneFailure(`The subscription sign-in could not be refreshed: the auth server answered ${res.status}. Retry in a moment.`);
@@ -157,10 +157,10 @@ async function refreshHoldingLock(ctx: Ctx, sessionId: string, stale: string): P
   }
   const next = withRefreshedTokens(auth, grant);
   if (!(await saveSubAuth(ctx, sessionId, next as AuthJson))) {
-    subState(ctx).auth.delete(sessionId);
+    ctx.services.subLanes.auth.delete(sessionId);
     throw laneFailure("The subscription sign-in was disconnected while it was being refreshed; connect it again with POST /v1/organizations/sub-session.");
   }
-  subState(ctx).auth.set(sessionId, { auth: next, at: Date.now() });
+  ctx.services.subLanes.auth.set(sessionId, { auth: next, at: Date.now() });
   ctx.log.info({ sessionId }, "sub sign-in refreshed");
   return next;
 }

@@ -1,8 +1,7 @@
 // Per-gateway state of the sub lanes: decrypted sign-ins cached briefly (no database read per
 // request on a warm session), refreshes in flight (one per session id), and live catalogs.
-// Lives on ctx.services so several gateways in one process never share it.
+// Built at boot as `ctx.services.subLanes` so several gateways in one process never share it.
 import { LRUCache } from "lru-cache";
-import type { Ctx } from "../../context.ts";
 import type { SubAuthFile } from "./auth-file.ts";
 import type { CatalogEntry } from "./catalog.ts";
 
@@ -26,11 +25,6 @@ export const CATALOG_CACHE_MS = 60_000;
 /** How long a refused refresh is remembered. */
 export const REFRESH_REFUSED_MS = 30_000;
 
-export function subState(ctx: Ctx): SubState {
-  let s = ctx.services.subLanes as SubState | undefined;
-  if (!s) {
-    s = { auth: new LRUCache({ max: 10_000 }), refreshing: new Map(), catalog: new LRUCache({ max: 10_000 }), refreshRefused: new LRUCache({ max: 10_000 }), catalogPending: new Map() };
-    ctx.services.subLanes = s;
-  }
-  return s;
+export function createSubState(): SubState {
+  return { auth: new LRUCache({ max: 10_000 }), refreshing: new Map(), catalog: new LRUCache({ max: 10_000 }), refreshRefused: new LRUCache({ max: 10_000 }), catalogPending: new Map() };
 }

@@ -3,7 +3,7 @@
 // script touches one Redis Cluster slot): reserve before forwarding, settle the real cost after.
 // A counter Redis lost is rebuilt from the usage records in Postgres.
 import { and, eq, gte, lt, or, sql } from "drizzle-orm";
-import type { Ctx } from "../../context.ts";
+import type { Base } from "../../context.ts";
 import { monthKey, secondsToMonthEnd } from "../../lib/time.ts";
 import { usageRecords } from "../../store/db/schema/index.ts";
 import type { LedgerEntry } from "../../store/kv/types.ts";
@@ -34,7 +34,7 @@ function monthRange(month: string): [Date, Date] {
 }
 
 /** Spend recorded in Postgres for the key's month, counting seat traffic only when the key does. */
-export async function recordedSpendUsd(ctx: Ctx, key: BudgetedKey, month: string): Promise<number> {
+export async function recordedSpendUsd(ctx: Base, key: BudgetedKey, month: string): Promise<number> {
   const [from, to] = monthRange(month);
   const seatFilter = key.budgetExcludesSeats ? eq(usageRecords.seat, false) : or(eq(usageRecords.seat, false), eq(usageRecords.seat, true));
   const rows = await ctx.db
@@ -44,7 +44,7 @@ export async function recordedSpendUsd(ctx: Ctx, key: BudgetedKey, month: string
   return Number(rows[0]?.total ?? 0);
 }
 
-export async function seed(ctx: Ctx, key: BudgetedKey, month: string): Promise<void> {
+export async function seed(ctx: Base, key: BudgetedKey, month: string): Promise<void> {
   const usd = await recordedSpendUsd(ctx, key, month);
   await ctx.kv.seed(counterKey(key.id, month), toNano(usd), ttl());
 }
@@ -61,7 +61,7 @@ export interface Reservation {
  * not even `minUsd` fits (the caller answers 402 budget_exceeded). A key without a budget reserves
  * nothing (no KV call); its settlement still counts the month's spend.
  */
-export async function reserve(ctx: Ctx, key: BudgetedKey, usd: number, minUsd = usd, entry?: LedgerEntry, onMissing?: () => Promise<void>): Promise<Reservation | null> {
+export async function reserve(ctx: Base, key: BudgetedKey, usd: number, minUsd = usd, entry?: LedgerEntry, onMissing?: () => Promise<void>): Promise<Reservation | null> {
   const month = monthKey();
   const k = counterKey(key.id, month);
   // Without a budget there is nothing to refuse: no round trip now; the settlement after the
@@ -82,7 +82,7 @@ export async function reserve(ctx: Ctx, key: BudgetedKey, usd: number, minUsd = 
 }
 
 /** Replaces a reservation with the real cost (0 releases it). Safe to call once per reservation. */
-export async function settle(ctx: Ctx, key: BudgetedKey, res: Reservation, actualUsd: number): Promise<void> {
+export async function settle(ctx: Base, key: BudgetedKey, res: Reservation, actualUsd: number): Promise<void> {
   const delta = toNano(actualUsd) - res.nano;
   if (delta === 0) return;
   const k = counterKey(res.keyId, res.month);
@@ -95,7 +95,7 @@ export async function settle(ctx: Ctx, key: BudgetedKey, res: Reservation, actua
 }
 
 /** This month's spend from the live counter (in-flight reservations included), rebuilt if lost. */
-export async function monthSpendUsd(ctx: Ctx, key: BudgetedKey): Promise<{ month: string; usd: number }> {
+export async function monthSpendUsd(ctx: Base, key: BudgetedKey): Promise<{ month: string; usd: number }> {
   const month = monthKey();
   const k = counterKey(key.id, month);
   let n = await ctx.kv.getNumber(k);
@@ -110,7 +110,7 @@ export async function monthSpendUsd(ctx: Ctx, key: BudgetedKey): Promise<{ month
  * Applies several settlements of one key's month at once: `deltaNano` is Σ(real − reserved),
  * `actualNano` Σ real (what the counter gains if it has to be rebuilt, reservations being lost with it).
  */
-export async function settleMany(ctx: Ctx, key: BudgetedKey, month: string, deltaNano: number, actualNano: number): Promise<void> {
+export async function settleMany(ctx: Base, key: BudgetedKey, month: string, deltaNano: number, actualNano: number): Promise<void> {
   if (deltaNano === 0) return;
   const k = counterKey(key.id, month);
   const v = await ctx.kv.adjust(k, deltaNano, ttl());

@@ -20,7 +20,7 @@
 //
 // Hot path cost: the writes of one event-loop turn (entries of keys without a budget, settlements,
 // usage records) go out as one LEDGER script call per routing key plus one XADD, not per request.
-import type { Ctx } from "../../context.ts";
+import type { Base } from "../../context.ts";
 import { intervalJob, type Job } from "../../jobs/job.ts";
 import { resolve } from "node:path";
 import { randomToken, sha256Hex } from "../../lib/crypto.ts";
@@ -82,14 +82,14 @@ export class Ledger {
    */
   readonly k: { stream: string; instances: string; keyset: string; epoch: string; lock: string };
 
-  constructor(private ctx: Ctx, private r: Cmds) {
+  constructor(private ctx: Base, private r: Cmds, private queue: UsageQueue) {
     const db = ctx.config.DATABASE_URL ? ctx.config.DATABASE_URL.replace(/\/\/[^@/]*@/, "//") : `pglite:${resolve(ctx.config.DATA_DIR)}`;
     const ns = `gw:d:${sha256Hex(db).slice(0, 12)}`;
     this.k = { stream: `${ns}:usage`, instances: `${ns}:instances`, keyset: `${ns}:ledger-keys`, epoch: `${ns}:epoch`, lock: `${ns}:reconcile-lock` };
     this.jobs = [
       intervalJob(ctx, "ledger-heartbeat", HEARTBEAT_MS, () => this.heartbeat()),
       intervalJob(ctx, "usage-stream-drain", DRAIN_MS, async () => {
-        if (!(ctx.services.usageQueue as UsageQueue | undefined)?.isPaused()) await this.drain();
+        if (!this.queue.isPaused()) await this.drain();
       }),
     ];
   }
@@ -186,8 +186,7 @@ export class Ledger {
         // Redis cannot take them: the records go straight to the Postgres queue (a later
         // redelivery of the same records is a no-op there).
         log("usage stream unavailable; records queued for Postgres directly")(e);
-        const q = this.ctx.services.usageQueue as UsageQueue | undefined;
-        for (const row of records) q?.push(row);
+        for (const row of records) this.queue.push(row);
       }));
     }
     const minute = Math.floor(Date.now() / 60_000);
@@ -319,8 +318,7 @@ export class Ledger {
 
   /** Reads new and abandoned stream entries, writes them to Postgres, acknowledges after the commit. */
   async drain(): Promise<number> {
-    const q = this.ctx.services.usageQueue as UsageQueue | undefined;
-    if (!q) return 0;
+    const q = this.queue;
     let total = 0;
     for (let round = 0; round < 20; round++) {
       const got: Array<[string, string[]]> = [];
@@ -368,17 +366,16 @@ function interruptedRow(keyId: string, requestId: string, f: EntryFacts, nano: n
   };
 }
 
-/** Starts the ledger in Redis mode (`ctx.services.ledger`); its shutdown flushes and drains. */
-export async function startLedger(ctx: Ctx): Promise<Ledger | null> {
+/** Starts the ledger in Redis mode (`ctx.services.ledger`; null embedded); its shutdown flushes and drains. */
+export async function startLedger(ctx: Base, queue: UsageQueue): Promise<Ledger | null> {
   const kv = ctx.kv as { kind: string; client?: Cmds };
   if (kv.kind !== "redis" || !kv.client) return null;
-  const ledger = new Ledger(ctx, kv.client);
+  const ledger = new Ledger(ctx, kv.client, queue);
   await ledger.start();
-  (ctx.services.usageQueue as UsageQueue | undefined)?.setSource(async () => {
+  queue.setSource(async () => {
     await ledger.flush();
     await ledger.drain();
   });
-  ctx.services.ledger = ledger;
   ctx.onShutdown(() => ledger.stop());
   return ledger;
 }

@@ -14,14 +14,12 @@ import { monthKey } from "../../lib/time.ts";
 import type { Json, Usage } from "../../protocols/types.ts";
 import type { ProviderAdapter } from "../../providers/types.ts";
 import type { KeyContext } from "../key-context.ts";
-import { observerOf } from "../observer.ts";
 import { priceUsd } from "../pricing.ts";
 import { budgetExceeded } from "../relay-errors.ts";
-import type { UsageQueue, UsageRow } from "../usage-queue.ts";
-import { fromNano, reserve, settle, toNano, type Reservation } from "./counters.ts";
+import type { UsageRow } from "../usage-queue.ts";
+import { fromNano, reserve, toNano, type Reservation } from "./counters.ts";
 import { estimateRequest, fallbackPrices, outputLimitFor, type Estimate } from "./estimate.ts";
 import type { Ledger } from "./ledger.ts";
-import type { SettleBatcher } from "./settle-batch.ts";
 
 /** One attempt as the money owner records it (the usage record without what it derives). */
 export interface AttemptRecord {
@@ -48,7 +46,7 @@ export const budgetUnavailable = () =>
   });
 
 /** Reserves, turning a store failure (timeout, connection down) into 503 budget_unavailable. */
-async function reserveOr503(ctx: Ctx, key: KeyContext, usd: number, minUsd: number, ledger: Ledger | undefined, requestId: string | null, facts: string): Promise<Reservation | null> {
+async function reserveOr503(ctx: Ctx, key: KeyContext, usd: number, minUsd: number, ledger: Ledger | null, requestId: string | null, facts: string): Promise<Reservation | null> {
   try {
     if (ledger?.gate) await ledger.gate;
     const entry = ledger && requestId ? ledger.admission(key.id, requestId, facts) : undefined;
@@ -68,7 +66,6 @@ export interface OpenOptions {
   model?: string | null;
 }
 
-const ledgerOf = (ctx: Ctx) => ctx.services.ledger as Ledger | undefined;
 
 export class MoneyCall {
   /** Cost that counts toward the key's budget (seat traffic excluded while budget_excludes_seats). */
@@ -83,7 +80,7 @@ export class MoneyCall {
 
   /** A call on a key without a budget: no reservation, but an in-flight entry (batched per turn) in Redis mode. */
   private static unbudgeted(ctx: Ctx, key: KeyContext, opts: OpenOptions, nano = 0): MoneyCall {
-    const ledger = ledgerOf(ctx);
+    const ledger = ctx.services.ledger;
     if (!ledger || !opts.requestId) return new MoneyCall(ctx, key, opts, null);
     const month = monthKey();
     ledger.enter(key, opts.requestId, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month), nano);
@@ -104,11 +101,11 @@ export class MoneyCall {
   /** Admits a call whose worst case the caller computed (null: nothing it may use counts toward the budget). */
   static async reserveFor(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd" | "minUsd"> & Partial<Estimate> | null): Promise<MoneyCall> {
     if (key.monthlyBudgetUsd === null || est === null) return MoneyCall.unbudgeted(ctx, key, opts);
-    const ledger = ledgerOf(ctx);
+    const ledger = ctx.services.ledger;
     const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey()) : "";
     const r = await reserveOr503(ctx, key, est.usd, est.minUsd, ledger, opts.requestId, facts);
     if (!r) {
-      observerOf(ctx).budgetRejected({ endpoint: opts.endpoint });
+      ctx.services.relayObserver.budgetRejected({ endpoint: opts.endpoint });
       throw budgetExceeded(key.monthlyBudgetUsd, monthKey(), key.id);
     }
     const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger && opts.requestId));
@@ -129,11 +126,11 @@ export class MoneyCall {
     if (est.every((e) => e === null)) return requests.map((_, i) => MoneyCall.unbudgeted(ctx, key, ids(i)));
     const nanos = est.map((e) => toNano(e?.usd ?? 0));
     const total = nanos.reduce((a, n) => a + n, 0);
-    const ledger = ledgerOf(ctx);
+    const ledger = ctx.services.ledger;
     const facts = ledger ? ledger.facts(key, endpoint, model(requests[0] ?? {}), monthKey()) : "";
     const r = await reserveOr503(ctx, key, fromNano(total), fromNano(total), ledger, requestId, facts);
     if (!r) {
-      observerOf(ctx).budgetRejected({ endpoint });
+      ctx.services.relayObserver.budgetRejected({ endpoint });
       return { refusedUsd: fromNano(total) };
     }
     const shares = nanos.map((nano) => ({ ...r, nano }));
@@ -181,9 +178,9 @@ export class MoneyCall {
       createdAt: new Date(),
     };
     // Redis mode: into the usage stream with this turn's ledger writes; embedded: the usage queue.
-    const ledger = ledgerOf(this.ctx);
+    const ledger = this.ctx.services.ledger;
     if (ledger) ledger.record(row);
-    else (this.ctx.services.usageQueue as UsageQueue | undefined)?.push(row);
+    else this.ctx.services.usageQueue.push(row);
     return price.usd;
   }
 
@@ -196,15 +193,13 @@ export class MoneyCall {
     this.settled = true;
     const { ctx, key } = this;
     if (this.inLedger && this.reservation && this.opts.requestId) {
-      ledgerOf(ctx)!.settle(key, this.opts.requestId, this.reservation.month, this.reservation.nano, toNano(this.countedUsd));
+      ctx.services.ledger!.settle(key, this.opts.requestId, this.reservation.month, this.reservation.nano, toNano(this.countedUsd));
       this.reservation = null;
       return;
     }
     const res = this.reservation ?? (this.countedUsd > 0 ? { keyId: key.id, month: monthKey(), nano: 0 } : null);
     this.reservation = null;
     if (!res) return;
-    const batcher = ctx.services.settleBatcher as SettleBatcher | undefined;
-    if (batcher) batcher.settle(key, res, this.countedUsd);
-    else settle(ctx, key, res, this.countedUsd).catch((e) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed"));
+    ctx.services.settleBatcher.settle(key, res, this.countedUsd);
   }
 }

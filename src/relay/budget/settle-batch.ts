@@ -5,7 +5,7 @@
 // cost passed the estimate) goes out at once, so admission sees the overshoot immediately.
 // A settlement the KV refuses (Redis down or frozen) is kept, summed with later ones, and retried
 // every RETRY_MS until it goes through: spend is never dropped because Redis was away.
-import type { Ctx } from "../../context.ts";
+import type { Base } from "../../context.ts";
 import { settle, settleMany, toNano, type BudgetedKey, type Reservation } from "./counters.ts";
 
 const WINDOW_MS = 10;
@@ -23,7 +23,7 @@ interface Pending {
   actual: number;
 }
 
-export function createSettleBatcher(ctx: Ctx): SettleBatcher {
+export function createSettleBatcher(ctx: Base): SettleBatcher {
   let pending = new Map<string, Pending>();
   let timer: ReturnType<typeof setTimeout> | null = null;
   const logError = (e: unknown) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed");
@@ -69,10 +69,9 @@ export function createSettleBatcher(ctx: Ctx): SettleBatcher {
   };
 }
 
-/** Registers `ctx.services.settleBatcher`, flushed on shutdown. */
-export function startSettleBatcher(ctx: Ctx): SettleBatcher {
+/** Creates the batcher, flushed on shutdown. */
+export function startSettleBatcher(ctx: Base): SettleBatcher {
   const b = createSettleBatcher(ctx);
-  ctx.services.settleBatcher = b;
   ctx.onShutdown(() => b.flush());
   return b;
 }

@@ -185,8 +185,3 @@ export const classifyLanes: Classifier = async (ctx, key, req, signal) => {
   }
   return reorder(lanes, chosen);
 };
-
-/** Registers the classifier service the routing plan calls in classifier mode. */
-export function registerClassifier(ctx: Ctx): void {
-  ctx.services.classifier = classifyLanes;
-}
