@@ -80,7 +80,7 @@ export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Rec
 /** A 405 or 404 still carries a request id and gets its access line. */
 export function answerUnrouted(ctx: Ctx, request: Request, route: string, res: Response): Response {
   const requestId = nextRequestId(ctx, request);
-  const access = trackerOf(ctx).open(requestId, request.method, route);
+  const access = ctx.services.requestTracker.open(requestId, request.method, route);
   res.headers.set("x-request-id", requestId);
   access.status = res.status;
   access.release();
