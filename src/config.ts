@@ -1,6 +1,7 @@
 // The only reader of process.env: every setting is parsed once, here, with zod.
 // A bad value stops the process at start with a message naming the variable.
 import { z } from "zod";
+import { API_KEY_PROVIDER_IDS, baseUrlEnvName, DEFAULT_PROVIDER_BASE_URLS, DEFAULT_SUB_API_BASE_URL, DEFAULT_SUB_AUTH_BASE_URL, type ApiKeyProviderId } from "./providers/endpoints.ts";
 
 const bool = z
   .enum(["true", "false", "1", "0", "yes", "no", ""])
@@ -9,12 +10,6 @@ const port = z.coerce.number().int().min(0).max(65535);
 const url = z.string().url();
 const positiveInt = z.coerce.number().int().positive();
 
-/** Upstream ids whose base URL can be overridden with PROVIDER_<ID>_BASE_URL. */
-export const API_KEY_PROVIDER_IDS = [
-  "openai", "anthropic", "google", "mistral", "groq", "xai", "deepseek",
-  "together", "fireworks", "openrouter", "cerebras", "perplexity", "cohere",
-] as const;
-export type ApiKeyProviderId = (typeof API_KEY_PROVIDER_IDS)[number];
 
 const schema = z.object({
   NODE_ENV: z.string().default("development"),
@@ -28,8 +23,8 @@ const schema = z.object({
   GATEWAY_SECRET_KEY: z.string().optional(),
   SMTP_URL: z.string().regex(/^smtps?:\/\//, "must be an smtp:// URL").optional(),
   MAIL_FROM: z.string().min(3).default("Model Gateway <no-reply@localhost>"),
-  SUB_API_BASE_URL: url.default("https://chatgpt.com/backend-api/codex"),
-  SUB_AUTH_BASE_URL: url.default("https://auth.openai.com"),
+  SUB_API_BASE_URL: url.default(DEFAULT_SUB_API_BASE_URL),
+  SUB_AUTH_BASE_URL: url.default(DEFAULT_SUB_AUTH_BASE_URL),
   BILLING_WEBHOOK_SECRET: z.string().min(1).optional(),
   STRIPE_SECRET_KEY: z.string().min(1).optional(),
   STRIPE_PRICE_ID: z.string().min(1).optional(),
@@ -77,22 +72,6 @@ const schema = z.object({
   STRIPE_API_BASE_URL: url.optional(),
 });
 
-/** Vendors' public base URLs; PROVIDER_<ID>_BASE_URL overrides each. */
-export const DEFAULT_PROVIDER_BASE_URLS: Record<ApiKeyProviderId, string> = {
-  openai: "https://api.openai.com/v1",
-  anthropic: "https://api.anthropic.com",
-  google: "https://generativelanguage.googleapis.com/v1beta",
-  mistral: "https://api.mistral.ai/v1",
-  groq: "https://api.groq.com/openai/v1",
-  xai: "https://api.x.ai/v1",
-  deepseek: "https://api.deepseek.com/v1",
-  together: "https://api.together.xyz/v1",
-  fireworks: "https://api.fireworks.ai/inference/v1",
-  openrouter: "https://openrouter.ai/api/v1",
-  cerebras: "https://api.cerebras.ai/v1",
-  perplexity: "https://api.perplexity.ai",
-  cohere: "https://api.cohere.ai/compatibility/v1",
-};
 
 export type Config = z.infer<typeof schema> & {
   baseUrl: string;
@@ -119,9 +98,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`Invalid configuration:\n  ${lines.join("\n  ")}`);
   }
   const c = parsed.data;
-  const providerBaseUrls = { ...DEFAULT_PROVIDER_BASE_URLS };
+  const providerBaseUrls: Record<ApiKeyProviderId, string> = { ...DEFAULT_PROVIDER_BASE_URLS };
   for (const id of API_KEY_PROVIDER_IDS) {
-    const name = `PROVIDER_${id.toUpperCase()}_BASE_URL`;
+    const name = baseUrlEnvName(id);
     const v = clean[name];
     if (v === undefined) continue;
     if (!url.safeParse(v).success) throw new ConfigError(`Invalid configuration:\n  ${name}: must be an http(s) URL (got ${JSON.stringify(v)})`);

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { ConfigError, DEFAULT_PROVIDER_BASE_URLS, loadConfig } from "../../src/config.ts";
+import { ConfigError, loadConfig } from "../../src/config.ts";
+import { DEFAULT_PROVIDER_BASE_URLS } from "../../src/providers/endpoints.ts";
 
 const root = join(import.meta.dir, "..", "..");
 

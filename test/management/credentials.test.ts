@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { addToken, createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { credentials } from "../../src/store/db/schema/index.ts";
-import { API_KEY_PROVIDER_IDS } from "../../src/config.ts";
+import { API_KEY_PROVIDER_IDS } from "../../src/providers/endpoints.ts";
 import { openCredentialKey } from "../../src/management/credentials/service.ts";
 import { fakeProviderKey, invalidationRecorder, saveCredential } from "./helpers.ts";
 

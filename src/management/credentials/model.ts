@@ -1,6 +1,6 @@
 // Request schemas for saved provider keys (CONTRACT §6).
 import { z } from "zod";
-import { API_KEY_PROVIDER_IDS } from "../../config.ts";
+import { API_KEY_PROVIDER_IDS } from "../../providers/endpoints.ts";
 
 export const CREDENTIAL_LABEL_MAX = 80;
 

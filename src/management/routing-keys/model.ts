@@ -2,7 +2,7 @@
 // Lane table). Shape and types are checked here; rules that depend on the lane's provider or on
 // what the caller owns are in lane-rules.ts and service.ts.
 import { z } from "zod";
-import { API_KEY_PROVIDER_IDS } from "../../config.ts";
+import { API_KEY_PROVIDER_IDS } from "../../providers/endpoints.ts";
 
 export const ROUTING_KEY_LABEL_MAX = 60;
 export const MAX_LANES = 5;

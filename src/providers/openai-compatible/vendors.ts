@@ -1,7 +1,7 @@
 // The ten OpenAI-compatible vendors (CONTRACT §3) as data: id, and the quirks that differ from
 // OpenAI's Chat Completions. Base URLs come from config (PROVIDER_<ID>_BASE_URL or the vendor's
 // documented OpenAI-compatible base); `/chat/completions` is appended.
-import type { ApiKeyProviderId } from "../../config.ts";
+import type { ApiKeyProviderId } from "../endpoints.ts";
 
 export interface CompatibleVendor {
   id: ApiKeyProviderId;
