@@ -25,6 +25,7 @@ const COLUMNS: Array<[column: string, key: keyof UsageRow, type: string, dflt?: 
   ["account_id", "accountId", "text"],
   ["routing_key_id", "routingKeyId", "text"],
   ["attempt", "attempt", "integer", "0"],
+  ["record_key", "recordKey", "text"],
   ["endpoint", "endpoint", "text"],
   ["lane_index", "laneIndex", "integer"],
   ["provider", "provider", "text"],
@@ -47,7 +48,7 @@ const COLUMNS: Array<[column: string, key: keyof UsageRow, type: string, dflt?: 
 const missing = Object.keys(getTableColumns(usageRecords)).filter((k) => k !== "id" && !COLUMNS.some(([, key]) => key === k));
 if (missing.length) throw new Error(`usage-queue.ts: list the usage_records column(s) ${missing.join(", ")} in COLUMNS`);
 const INSERT_HEAD = sql.raw(`insert into usage_records (${COLUMNS.map(([c]) => c).join(", ")}) select ${COLUMNS.map(([, k, , d]) => (d ? `coalesce(x."${k}", ${d})` : `x."${k}"`)).join(", ")} from json_to_recordset(`);
-// A row already written (same request id and attempt: a redelivery from the usage stream) is skipped.
+// A row already written (same record key: a redelivery from the usage stream) is skipped.
 const INSERT_TAIL = sql.raw(`::json) as x(${COLUMNS.map(([, k, t]) => `"${k}" ${t}`).join(", ")}) on conflict do nothing`);
 
 const INT4_MAX = 2_147_483_647;

@@ -8,6 +8,7 @@ import { inArray } from "drizzle-orm";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { resolveRoutingKey } from "../../src/relay/auth.ts";
+import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateRequest } from "../../src/relay/budget/estimate.ts";
 import { catalogMaxOutput, MIN_USEFUL_OUTPUT_TOKENS, withOutputLimit } from "../../src/relay/budget/output-limits.ts";
 import { unitPrices } from "../../src/relay/pricing.ts";
@@ -126,6 +127,25 @@ describe(`budget as a ceiling (${storesLabel})`, () => {
     const again = await gw.call("/v1/chat/completions", { token: k.raw, body: { ...body, max_tokens: 1000 } });
     expect(again.status).toBe(402);
     expect(again.body.error.code).toBe("budget_exceeded");
+  });
+
+  test("CONTRACT §7: two requests sending the same x-request-id each get their record and both count", async () => {
+    const k = await key(10);
+    const id = `reused-${Date.now()}`;
+    for (let i = 0; i < 2; i++) {
+      const r = await gw.req("/v1/chat/completions", { token: k.raw, body: chatBody({ mock: { prompt_tokens: 1000, completion_tokens: 100 } }), headers: { "x-request-id": id } });
+      expect(r.status).toBe(200);
+      await r.text();
+    }
+    const rows = await records([id]);
+    expect(rows.length).toBe(2);
+    const total = rows.reduce((a, r) => a + r.costUsd, 0);
+    let spend = 0;
+    for (let i = 0; i < 50 && Math.abs(spend - total) > 1e-9; i++) {
+      await Bun.sleep(20);
+      spend = (await monthSpendUsd(gw.ctx, k.ctx)).usd;
+    }
+    expect(spend).toBeCloseTo(total, 9);
   });
 
   test("CONTRACT §7: on a key without a budget an unknown model is recorded at 0, not estimated", async () => {

@@ -94,11 +94,19 @@ export async function settle(ctx: Base, key: BudgetedKey, res: Reservation, actu
   }
 }
 
-/** This month's spend from the live counter (in-flight reservations included), rebuilt if lost. */
+/**
+ * This month's spend from the live counter (in-flight reservations included), rebuilt if lost.
+ * While the KV is unreachable, the settled spend recorded in Postgres answers instead.
+ */
 export async function monthSpendUsd(ctx: Base, key: BudgetedKey): Promise<{ month: string; usd: number }> {
   const month = monthKey();
   const k = counterKey(key.id, month);
-  let n = await ctx.kv.getNumber(k);
+  let n: number | null;
+  try {
+    n = await ctx.kv.getNumber(k);
+  } catch {
+    return { month, usd: Math.max(0, await recordedSpendUsd(ctx, key, month)) };
+  }
   if (n === null) {
     await seed(ctx, key, month);
     n = (await ctx.kv.getNumber(k)) ?? 0;

@@ -46,6 +46,7 @@ export interface EntryFacts {
   /** provider (the key's first lane) */ p: string;
   /** model asked for */ md: string | null;
   /** seat traffic */ s: boolean;
+  /** the request id the client saw */ r: string | null;
 }
 
 interface Local {
@@ -101,7 +102,7 @@ export class Ledger {
   private factsHead = new Map<string, string>();
 
   /** The entry's facts as JSON (EntryFacts); the part fixed per key, endpoint and month is built once. */
-  facts(key: { id: string; accountId: string; lanes: Array<{ provider: string }> }, endpoint: string, model: string | null, month: string): string {
+  facts(key: { id: string; accountId: string; lanes: Array<{ provider: string }> }, endpoint: string, model: string | null, month: string, requestId: string | null = null): string {
     const hk = `${key.id}|${endpoint}|${month}`;
     let head = this.factsHead.get(hk);
     if (head === undefined) {
@@ -109,7 +110,7 @@ export class Ledger {
       head = JSON.stringify({ i: this.me, m: month, a: key.accountId, e: endpoint, p: key.lanes[0]?.provider ?? "unknown", s: false }).slice(0, -1);
       this.factsHead.set(hk, head);
     }
-    return `${head},"t":${Date.now()},"md":${model === null ? "null" : JSON.stringify(model)}}`;
+    return `${head},"t":${Date.now()},"md":${model === null ? "null" : JSON.stringify(model)},"r":${requestId === null ? "null" : JSON.stringify(requestId)}}`;
   }
 
   private registerKey(keyId: string): void {
@@ -339,6 +340,9 @@ export class Ledger {
         if (i < 0) continue;
         for (const row of JSON.parse(fields[i + 1]!) as UsageRow[]) q.push(row);
       }
+      // A paused queue (tests, shutdown ordering) writes later: the entries stay unacknowledged
+      // and come back after CLAIM_IDLE_MS, a no-op for rows written meanwhile.
+      if (q.isPaused()) break;
       await q.flushQueued();
       const ids = got.map(([id]) => id);
       await this.r.xack(this.k.stream, GROUP, ...ids);
@@ -356,9 +360,9 @@ export class Ledger {
   }
 }
 
-function interruptedRow(keyId: string, requestId: string, f: EntryFacts, nano: number, now: number): UsageRow {
+function interruptedRow(keyId: string, uid: string, f: EntryFacts, nano: number, now: number): UsageRow {
   return {
-    requestId, accountId: f.a, routingKeyId: keyId, endpoint: f.e, laneIndex: null, provider: f.p, model: f.md,
+    requestId: f.r ?? null, recordKey: `${uid}.0`, accountId: f.a, routingKeyId: keyId, endpoint: f.e, laneIndex: null, provider: f.p, model: f.md,
     status: 0, outcome: "interrupted", errorCode: "gateway_instance_lost", attempt: 0,
     promptTokens: 0, completionTokens: 0, cachedTokens: 0, cacheWriteTokens: 0,
     costUsd: fromNano(nano), priceEstimated: true, latencyMs: Math.max(0, now - f.t), ttfbMs: null, seat: f.s,

@@ -46,12 +46,12 @@ export const budgetUnavailable = () =>
   });
 
 /** Reserves, turning a store failure (timeout, connection down) into 503 budget_unavailable. */
-async function reserveOr503(ctx: Ctx, key: KeyContext, usd: number, minUsd: number, ledger: Ledger | null, requestId: string | null, facts: string): Promise<Reservation | null> {
+async function reserveOr503(ctx: Ctx, key: KeyContext, usd: number, minUsd: number, ledger: Ledger | null, uid: string, facts: string): Promise<Reservation | null> {
   try {
     if (ledger?.gate) await ledger.gate;
-    const entry = ledger && requestId ? ledger.admission(key.id, requestId, facts) : undefined;
+    const entry = ledger ? ledger.admission(key.id, uid, facts) : undefined;
     const r = await reserve(ctx, key, usd, minUsd, entry, ledger ? () => ledger.checkEpoch() : undefined);
-    if (r && ledger && requestId) ledger.admitted(key, requestId, r.month, facts, r.nano);
+    if (r && ledger) ledger.admitted(key, uid, r.month, facts, r.nano);
     return r;
   } catch (e) {
     ctx.log.warn({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "budget store unavailable");
@@ -67,6 +67,11 @@ export interface OpenOptions {
 }
 
 
+// The gateway's own id of a money call: unique per instance start and call. The ledger and the
+// records' dedupe key use it, never the request id, which a client may choose and reuse.
+let seq = 0;
+const newUid = (ctx: Ctx) => `${ctx.instanceId}.${(++seq).toString(36)}`;
+
 export class MoneyCall {
   /** Cost that counts toward the key's budget (seat traffic excluded while budget_excludes_seats). */
   countedUsd = 0;
@@ -74,17 +79,22 @@ export class MoneyCall {
   outputLimit: number | null = null;
   private settled = false;
   private attempts = 0;
+  /** The ledger entry's id and the prefix of every record key of this call. */
+  readonly uid: string;
 
   /** `inLedger`: the request has an in-flight ledger entry that the settlement removes. */
-  constructor(readonly ctx: Ctx, readonly key: KeyContext, readonly opts: OpenOptions, private reservation: Reservation | null, private inLedger = false) {}
+  constructor(readonly ctx: Ctx, readonly key: KeyContext, readonly opts: OpenOptions, private reservation: Reservation | null, private inLedger = false, uid?: string) {
+    this.uid = uid ?? newUid(ctx);
+  }
 
   /** A call on a key without a budget: no reservation, but an in-flight entry (batched per turn) in Redis mode. */
   private static unbudgeted(ctx: Ctx, key: KeyContext, opts: OpenOptions, nano = 0): MoneyCall {
     const ledger = ctx.services.ledger;
-    if (!ledger || !opts.requestId) return new MoneyCall(ctx, key, opts, null);
+    if (!ledger) return new MoneyCall(ctx, key, opts, null);
     const month = monthKey();
-    ledger.enter(key, opts.requestId, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month), nano);
-    return new MoneyCall(ctx, key, opts, { keyId: key.id, month, nano }, true);
+    const uid = newUid(ctx);
+    ledger.enter(key, uid, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month, opts.requestId), nano);
+    return new MoneyCall(ctx, key, opts, { keyId: key.id, month, nano }, true, uid);
   }
 
   /**
@@ -102,13 +112,14 @@ export class MoneyCall {
   static async reserveFor(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd" | "minUsd"> & Partial<Estimate> | null): Promise<MoneyCall> {
     if (key.monthlyBudgetUsd === null || est === null) return MoneyCall.unbudgeted(ctx, key, opts);
     const ledger = ctx.services.ledger;
-    const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey()) : "";
-    const r = await reserveOr503(ctx, key, est.usd, est.minUsd, ledger, opts.requestId, facts);
+    const uid = newUid(ctx);
+    const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), opts.requestId) : "";
+    const r = await reserveOr503(ctx, key, est.usd, est.minUsd, ledger, uid, facts);
     if (!r) {
       ctx.services.relayObserver.budgetRejected({ endpoint: opts.endpoint });
       throw budgetExceeded(key.monthlyBudgetUsd, monthKey(), key.id);
     }
-    const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger && opts.requestId));
+    const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger), uid);
     if (est.prices) call.outputLimit = outputLimitFor(est as Estimate, fromNano(r.nano));
     return call;
   }
@@ -127,8 +138,9 @@ export class MoneyCall {
     const nanos = est.map((e) => toNano(e?.usd ?? 0));
     const total = nanos.reduce((a, n) => a + n, 0);
     const ledger = ctx.services.ledger;
-    const facts = ledger ? ledger.facts(key, endpoint, model(requests[0] ?? {}), monthKey()) : "";
-    const r = await reserveOr503(ctx, key, fromNano(total), fromNano(total), ledger, requestId, facts);
+    const batchUid = newUid(ctx);
+    const facts = ledger ? ledger.facts(key, endpoint, model(requests[0] ?? {}), monthKey(), requestId) : "";
+    const r = await reserveOr503(ctx, key, fromNano(total), fromNano(total), ledger, batchUid, facts);
     if (!r) {
       ctx.services.relayObserver.budgetRejected({ endpoint });
       return { refusedUsd: fromNano(total) };
@@ -139,10 +151,11 @@ export class MoneyCall {
     if (!ledger) return shares.map((s, i) => new MoneyCall(ctx, key, ids(i), s));
     // The batch's one entry becomes one entry per prompt (its share), in the same turn.
     const calls = shares.map((s, i) => {
-      ledger.enter(key, ids(i).requestId!, s.month, ledger.facts(key, endpoint, ids(i).model ?? null, s.month), s.nano);
-      return new MoneyCall(ctx, key, ids(i), s, true);
+      const uid = newUid(ctx);
+      ledger.enter(key, uid, s.month, ledger.facts(key, endpoint, ids(i).model ?? null, s.month, ids(i).requestId), s.nano);
+      return new MoneyCall(ctx, key, ids(i), s, true, uid);
     });
-    ledger.settle(key, requestId, r.month, r.nano, r.nano);
+    ledger.settle(key, batchUid, r.month, r.nano, r.nano);
     return calls;
   }
 
@@ -157,6 +170,7 @@ export class MoneyCall {
     const row: UsageRow = {
       requestId: this.opts.requestId,
       attempt: ++this.attempts,
+      recordKey: `${this.uid}.${this.attempts}`,
       accountId: key.accountId,
       routingKeyId: key.id,
       endpoint: this.opts.endpoint,
@@ -192,8 +206,8 @@ export class MoneyCall {
     if (this.settled) return;
     this.settled = true;
     const { ctx, key } = this;
-    if (this.inLedger && this.reservation && this.opts.requestId) {
-      ctx.services.ledger!.settle(key, this.opts.requestId, this.reservation.month, this.reservation.nano, toNano(this.countedUsd));
+    if (this.inLedger && this.reservation) {
+      ctx.services.ledger!.settle(key, this.uid, this.reservation.month, this.reservation.nano, toNano(this.countedUsd));
       this.reservation = null;
       return;
     }

@@ -10,6 +10,8 @@ export const usageRecords = pgTable("usage_records", {
   routingKeyId: text("routing_key_id"),
   /** 1, 2, … per upstream attempt of one request; 0 for the record written when its instance died. */
   attempt: integer("attempt").notNull().default(0),
+  /** Unique id of this record (instance, call, attempt): what makes a redelivered record a no-op. */
+  recordKey: text("record_key"),
   endpoint: text("endpoint").notNull(), // chat | responses | blitz | transcriptions | classifier
   laneIndex: integer("lane_index"),
   provider: text("provider").notNull(),
@@ -31,6 +33,7 @@ export const usageRecords = pgTable("usage_records", {
 }, (t) => [
   index("usage_account_time").on(t.accountId, t.createdAt),
   index("usage_key_time").on(t.routingKeyId, t.createdAt),
-  // A record delivered twice (stream redelivery, a retried write) is written once.
-  uniqueIndex("usage_request_attempt").on(t.requestId, t.attempt),
+  // A record delivered twice (stream redelivery, a retried write) is written once. Keyed by the
+  // gateway's own id of the attempt, not the request id, which a client may reuse.
+  uniqueIndex("usage_record_key").on(t.recordKey),
 ]);
