@@ -134,6 +134,22 @@ describe(`sub credentials (${storesLabel})`, () => {
     }
   });
 
+  test("CONTRACT §4: a reconnect after a refused refresh serves at once (the refusal belongs to the old sign-in, not the kept session id)", async () => {
+    const first = await connectSub(w);
+    w.backend.revoke(first.authJson.tokens.access_token);
+    w.auth.setFail(401);
+    try {
+      await expect(responsesCall(first.sessionId)).rejects.toThrow("could not be refreshed");
+    } finally {
+      w.auth.setFail(null);
+    }
+    const again = await connectSub(w);
+    expect(again.sessionId).toBe(first.sessionId);
+    await expireStoredToken(w, again.sessionId, again.subAccountId); // the new sign-in needs a refresh too
+    const r = await responsesCall(again.sessionId);
+    expect(r.status).toBe(200);
+  });
+
   // Two instances can only share stores with Postgres + Redis; the in-process KV is one instance.
   test.skipIf(!REAL_STORES)("refresh single-flight across two gateway instances sharing Postgres and Redis: one refresh", async () => {
     const second = await startTestGateway({ SUB_API_BASE_URL: w.backend.url, SUB_AUTH_BASE_URL: w.auth.url }, { shareWith: w.gw });

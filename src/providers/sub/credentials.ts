@@ -63,8 +63,10 @@ export async function usableAuth(ctx: Ctx, sessionId: string, signal?: AbortSign
  */
 export function refreshAuth(ctx: Ctx, sessionId: string, staleAccessToken: string, signal?: AbortSignal): Promise<SubAuthFile> {
   const st = ctx.services.subLanes;
+  // The refusal is remembered for the sign-in that was refused only: a reconnect keeps the
+  // session id but brings new tokens, which must be tried at once.
   const refused = st.refreshRefused.get(sessionId);
-  if (refused && refused.until > Date.now()) return Promise.reject(laneFailure(refused.message));
+  if (refused && refused.until > Date.now() && refused.stale === staleAccessToken) return Promise.reject(laneFailure(refused.message));
   let p = st.refreshing.get(sessionId);
   if (!p) {
     p = refreshAcrossInstances(ctx, sessionId, staleAccessToken).finally(() => st.refreshing.delete(sessionId));
@@ -141,7 +143,7 @@ async function refreshHoldingLock(ctx: Ctx, sessionId: string, stale: string): P
     ctx.log.warn({ sessionId, status: res.status, code }, "sub sign-in refresh refused");
     if (res.status === 400 || res.status === 401 || res.status === 403) {
       const message = `The subscription sign-in could not be refreshed (${code ?? `status ${res.status}`}); sign in again with the subscription CLI and upload the new sign-in file with POST /v1/organizations/sub-session.`;
-      ctx.services.subLanes.refreshRefused.set(sessionId, { message, until: Date.now() + REFRESH_REFUSED_MS });
+      ctx.services.subLanes.refreshRefused.set(sessionId, { message, until: Date.now() + REFRESH_REFUSED_MS, stale });
       throw laneFailure(message);
     }
     throw laneFailure(`The subscription sign-in could not be refreshed: the auth server answered ${res.status}. Retry in a moment.`);

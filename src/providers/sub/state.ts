@@ -13,7 +13,8 @@ export interface SubState {
   /** Session id → live catalog and when it was fetched, or the fetch in flight. */
   catalog: LRUCache<string, { entries: CatalogEntry[]; at: number }>;
   /** Session id → a refresh the auth server refused for good, remembered briefly so a dead sign-in is not retried per request. */
-  refreshRefused: LRUCache<string, { message: string; until: number }>;
+  /** A refused refresh, per session, for the access token whose refresh was refused. */
+  refreshRefused: LRUCache<string, { message: string; until: number; stale: string }>;
   /** Session id → the catalog fetch in flight. */
   catalogPending: Map<string, Promise<CatalogEntry[]>>;
 }
