@@ -55,8 +55,9 @@ interface MountedRoute {
 /** Per app: the routes mounted on it with their descriptions (an app is built per gateway). */
 const registry = new WeakMap<object, Map<string, MountedRoute>>();
 
-export function recordRoute(app: object, path: string, shape: ErrorShape, docs: RouteDocs | undefined): void {
+export function recordRoute(app: object, mounted: string, shape: ErrorShape, docs: RouteDocs | undefined): void {
   if (!docs) return;
+  const path = mounted.replace(/:([A-Za-z0-9_]+)/g, "{$1}"); // Elysia's `:model` → OpenAPI's `{model}`
   let routes = registry.get(app);
   if (!routes) registry.set(app, (routes = new Map()));
   const prev = routes.get(path);

@@ -2,6 +2,7 @@
 // the API-key providers, plus the lane aliases); with a routing key, what that key's lanes
 // serve. Object-list shape as OpenAI's.
 import type { Ctx } from "../context.ts";
+import { GatewayError } from "../errors.ts";
 import { bearer } from "../http/request.ts";
 import { allAdapters, getAdapter } from "../providers/registry.ts";
 import { resolveRoutingKey } from "./auth.ts";
@@ -17,8 +18,20 @@ interface ModelEntry {
 /** Lane aliases by lane kind (SPEC Model entry). */
 const KIND_ALIASES: Record<string, string[]> = { sub: ["sub/flagship", "sub/mini"], bridge: ["bridge/coding-agent"] };
 
+/**
+ * True for a model id a client can send. The pricing catalog also holds patterns and fragments
+ * (`ft:gpt-3.5-turbo-`, `gpt-4o-mini-2024-07-18.ft-`, `gpt-4o:extended`) that match families of
+ * ids; they are not models and never listed (CONTRACT §8).
+ */
+export function isRealModelId(id: string): boolean {
+  if (!id || /[-.:/_]$/.test(id)) return false;
+  if (id.startsWith("ft:") || id.includes(".ft-")) return false;
+  // A `:` tag is a variant suffix (`:extended`, `:free`), except Bedrock-style versions (`…-v1:0`).
+  return !id.includes(":") || /-v\d+:\d+$/.test(id);
+}
+
 function catalogModels(pricingId: string): string[] {
-  return catalogProvider({ providerId: pricingId })?.models.map((m) => m.id) ?? [];
+  return catalogProvider({ providerId: pricingId })?.models.map((m) => m.id).filter(isRealModelId) ?? [];
 }
 
 function entries(pairs: Iterable<[string, string]>, created: number): ModelEntry[] {
@@ -43,6 +56,24 @@ function generalCatalog(created: number): ModelEntry[] {
   for (const [kind, ids] of Object.entries(KIND_ALIASES)) for (const id of ids) pairs.push([id, kind]);
   general = { created, data: entries(pairs, created) };
   return general.data;
+}
+
+/**
+ * GET /v1/models/{model}: the model object from the same list GET /v1/models answers (the
+ * caller's key's models with a key, the general catalog without), or OpenAI's 404 model_not_found.
+ */
+export async function retrieveModel(ctx: Ctx, request: Request, created: number): Promise<object> {
+  const raw = new URL(request.url).pathname.slice("/v1/models/".length);
+  let id: string;
+  try {
+    id = decodeURIComponent(raw);
+  } catch {
+    id = raw;
+  }
+  const list = (await listModels(ctx, request, created)) as { data: ModelEntry[] };
+  const hit = list.data.find((m) => m.id === id);
+  if (hit) return hit;
+  throw new GatewayError(404, `The model \`${id.slice(0, 200)}\` does not exist or you do not have access to it.`, { code: "model_not_found", type: "invalid_request_error", param: "model" });
 }
 
 export async function listModels(ctx: Ctx, request: Request, created: number): Promise<object> {

@@ -3,7 +3,7 @@ import type { Ctx } from "../context.ts";
 import { ANTHROPIC, INFERENCE, mount } from "../http/route.ts";
 import { blitzRoutes } from "./blitz.ts";
 import { keyInfo } from "./key-info.ts";
-import { listModels } from "./models.ts";
+import { listModels, retrieveModel } from "./models.ts";
 import { handleCountTokens } from "./count-tokens.ts";
 import { handleInference } from "./pipeline.ts";
 import { chatCompletionsBodyDoc, countTokensBodyDoc, embeddingsBodyDoc, messagesBodyDoc, responsesBodyDoc } from "./request-body.ts";
@@ -51,6 +51,9 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
   });
   mount(ctx, app, "/v1/models", { GET: (rc) => listModels(ctx, rc.request, created) }, INFERENCE, {
     GET: { summary: "Models the key's lanes can serve", tag: "Inference", auth: "routing-key", responses: { "200": { description: "An OpenAI model list." } } },
+  });
+  mount(ctx, app, "/v1/models/:model", { GET: (rc) => retrieveModel(ctx, rc.request, created) }, INFERENCE, {
+    GET: { summary: "One model of the list (the official SDK's models.retrieve)", tag: "Inference", auth: "routing-key", responses: { "200": { description: "An OpenAI model object." }, "404": { description: "model_not_found in the OpenAI shape." } } },
   });
   mount(ctx, app, "/v1/key", { GET: (rc) => keyInfo(ctx, rc.request) }, INFERENCE, {
     GET: { summary: "The calling routing key: lanes, mode, budget", tag: "Inference", auth: "routing-key", responses: { "200": { description: "The key and this month's spend." } } },

@@ -5,6 +5,7 @@ import { calcPrice, findProvider } from "@pydantic/genai-prices";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { isRealModelId } from "../../src/relay/models.ts";
 
 describe(`models and key introspection (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -38,8 +39,12 @@ describe(`models and key introspection (${storesLabel})`, () => {
     const all = ids(r.body);
     expect(new Set(all).size).toBe(all.length);
     for (const id of ["sub/flagship", "sub/mini", "bridge/coding-agent"]) expect(all).toContain(id);
-    // Every catalog model of a vendor we route to is listed, with its vendor as owner.
-    for (const m of findProvider({ providerId: "openai" })!.models) expect(all).toContain(m.id);
+    // Every catalog model of a vendor we route to is listed, with its vendor as owner; catalog
+    // patterns and fragments are not models (CONTRACT §8) and are left out.
+    for (const m of findProvider({ providerId: "openai" })!.models) {
+      if (isRealModelId(m.id)) expect(all).toContain(m.id);
+      else expect(all).not.toContain(m.id);
+    }
     expect(r.body.data.find((m: any) => m.id === "gpt-4o-mini").owned_by).toBe("openai");
     expect(all).toContain(findProvider({ providerId: "anthropic" })!.models[0]!.id);
   });
@@ -51,7 +56,7 @@ describe(`models and key introspection (${storesLabel})`, () => {
     const got = ids(r.body);
     expect(got[0]).toBe("gpt-4.1");
     expect(r.body.data[0].owned_by).toBe("openai");
-    for (const m of findProvider({ providerId: "groq" })!.models) expect(got).toContain(m.id);
+    for (const m of findProvider({ providerId: "groq" })!.models) if (isRealModelId(m.id)) expect(got).toContain(m.id);
     expect(got).not.toContain("gpt-4o-mini");
     expect(got).not.toContain("sub/flagship");
     expect(got).not.toContain("bridge/coding-agent");
