@@ -201,8 +201,9 @@ export class Ledger {
           await this.r.incrby(counterKey(id, g.month), full);
         })
         .catch((e) => {
-          // Redis answered with an error: the same call would fail again, so it is not retried.
-          if (e instanceof Error && e.name === "ReplyError") {
+          // The script itself is broken: the same call would fail again, so it is not retried.
+          // Anything else (connection, timeout, LOADING after a restart) is retried.
+          if (e instanceof Error && e.name === "ReplyError" && /Error (compiling|running) script/.test(e.message)) {
             this.ctx.log.error({ keyId: id, err: e.message }, "ledger write refused by Redis: dropped");
             return;
           }
