@@ -4,17 +4,17 @@ import { asGatewayError, errorBody, GatewayError, loggableError } from "../../sr
 describe("error shapes (SPEC Errors)", () => {
   const err = new GatewayError(402, "Budget reached.", { code: "budget_exceeded" });
 
-  test("inference endpoints use the nested shape {error: {message, type, code}}", () => {
-    expect(errorBody(err, "nested")).toEqual({ error: { message: "Budget reached.", type: "insufficient_quota", code: "budget_exceeded" } });
+  test("inference endpoints use the nested shape {error: {message, type, param, code}} (CONTRACT §8: param is null unless a parameter is named)", () => {
+    expect(errorBody(err, "nested")).toEqual({ error: { message: "Budget reached.", type: "insufficient_quota", param: null, code: "budget_exceeded" } });
   });
 
   test("management endpoints and /blitz use the flat shape {error, code}", () => {
     expect(errorBody(err, "flat")).toEqual({ error: "Budget reached.", code: "budget_exceeded" });
   });
 
-  test("an error whose code the spec leaves empty has no code field in either shape", () => {
+  test("CONTRACT §8: an error whose code the spec leaves empty is code: null in the nested shape, and has no code field in the flat shape", () => {
     const e = new GatewayError(405, "Use POST.");
-    expect(errorBody(e, "nested")).toEqual({ error: { message: "Use POST.", type: "invalid_request_error" } });
+    expect(errorBody(e, "nested")).toEqual({ error: { message: "Use POST.", type: "invalid_request_error", param: null, code: null } });
     expect(errorBody(e, "flat")).toEqual({ error: "Use POST." });
   });
 
