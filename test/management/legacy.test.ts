@@ -125,7 +125,8 @@ describe(`legacy /api/sub?action= (${storesLabel})`, () => {
     expect((await gw.call("/api/sub?action=status", { method: "DELETE", token: A.token })).status).toBe(405);
     expect((await gw.call("/api/sub?action=status", { method: "PATCH", token: A.token })).status).toBe(405);
 
-    for (const q of ["", "?action=", "?action=refresh", "?action=status&action=connect"]) {
+    // Names Object.prototype carries are unknown actions too, never a lookup into the prototype.
+    for (const q of ["", "?action=", "?action=refresh", "?action=status&action=connect", "?action=valueOf", "?action=__proto__", "?action=constructor"]) {
       const r = await gw.call(`/api/sub${q}`, { token: A.token });
       expect([r.status, r.body.code]).toEqual([400, "bad_request"]);
       expect(r.body.error).toContain("`action`");

@@ -37,7 +37,8 @@ function subActionHandler(ctx: Ctx, method: Method): Handler {
   return async (rc) => {
     const url = new URL(rc.request.url);
     const actions = url.searchParams.getAll("action");
-    const spec = actions.length === 1 ? SUB_ACTIONS[actions[0]!] : undefined;
+    // Own properties only: `?action=valueOf` must not find Object.prototype (a 500 before).
+    const spec = actions.length === 1 && Object.hasOwn(SUB_ACTIONS, actions[0]!) ? SUB_ACTIONS[actions[0]!] : undefined;
     if (spec && !spec.methods.includes(method)) throw methodNotAllowed(spec.methods, true);
     if (!spec) {
       await authenticate(ctx, rc.request, { write: method !== "GET" });
