@@ -18,6 +18,7 @@ describe("tier rules (pure)", () => {
     expect(tierOf("sub/mini")).toBe("mini");
     expect(tierOf("gpt-5")).toBeNull();
     expect(tierOf("Flagship")).toBeNull();
+    for (const name of ["constructor", "toString", "__proto__"]) expect(tierOf(name)).toBeNull(); // never the prototype
   });
 
   test("tier by name: flagship = first id without 'mini', mini = first id containing it", () => {

@@ -35,7 +35,8 @@ const TIER_ALIASES: Record<string, Tier> = {
 
 /** The tier a model name asks for, or null when it names a model. */
 export function tierOf(model: string): Tier | null {
-  return TIER_ALIASES[model] ?? null;
+  // Own properties only: a model named `constructor` or `toString` is a model, not a tier.
+  return Object.hasOwn(TIER_ALIASES, model) ? TIER_ALIASES[model]! : null;
 }
 
 /** Catalog entries of an answer in the OpenAI list shape (`data[].id`), or `models[].slug|id`. */
