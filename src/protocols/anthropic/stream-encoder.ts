@@ -5,6 +5,7 @@
 // a tool call's arguments), content_block_stop when the next block opens or the message ends;
 // message_delta with stop_reason and the whole usage; message_stop. Framed as Anthropic frames
 // them: `event: <type>\ndata: <json>\n\n`. A failure after the first event is an `error` event.
+import { firstChoice, writeDelta, type DeltaWriter } from "../chat/delta.ts";
 import { writeSseJson } from "../sse.ts";
 import type { ChunkEncoder, Json, Usage } from "../types.ts";
 import { anthropicUsage, newMessageId, stopReasonOf } from "./from-pivot.ts";
@@ -72,16 +73,14 @@ export function anthropicStreamEncoder(request: Json): ChunkEncoder {
     return s;
   };
 
+  const writer: DeltaWriter = { text, refusal: text, toolCall };
   return {
     push(chunk: Json): string {
       if (closed) return "";
       let s = start(chunk);
-      const choice = Array.isArray(chunk.choices) ? chunk.choices.find((c: Json) => (c?.index ?? 0) === 0) : undefined;
+      const choice = firstChoice(chunk);
       if (!choice) return s;
-      const d = choice.delta ?? {};
-      if (typeof d.content === "string" && d.content) s += text(d.content);
-      if (typeof d.refusal === "string" && d.refusal) s += text(d.refusal);
-      if (Array.isArray(d.tool_calls)) for (const tc of d.tool_calls) s += toolCall(tc);
+      s += writeDelta(choice, writer);
       if (typeof choice.finish_reason === "string") finishReason = choice.finish_reason;
       return s;
     },

@@ -6,6 +6,7 @@
 // (output_text.done, content_part.done / function_call_arguments.done, output_item.done) and
 // response.completed (or response.incomplete) carries the final Response with usage.
 // Every event has `type` and an increasing `sequence_number`, framed with an `event:` line.
+import { firstChoice, writeDelta, type DeltaWriter } from "../chat/delta.ts";
 import { writeSseJson } from "../sse.ts";
 import type { ChunkEncoder, Json, Usage } from "../types.ts";
 import { newFunctionItemId, newMessageItemId, newResponseId, outputTextPart, responseSkeleton, statusOf } from "./from-pivot.ts";
@@ -125,16 +126,14 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
     return s;
   };
 
+  const writer: DeltaWriter = { text, refusal, toolCall };
   return {
     push(chunk: Json): string {
       if (closed) return "";
       let s = open(chunk);
-      const choice = Array.isArray(chunk.choices) ? chunk.choices.find((c: Json) => (c?.index ?? 0) === 0) : undefined;
+      const choice = firstChoice(chunk);
       if (!choice) return s; // a usage-only chunk: usage arrives through end()
-      const d = choice.delta ?? {};
-      if (typeof d.content === "string" && d.content) s += text(d.content);
-      if (typeof d.refusal === "string" && d.refusal) s += refusal(d.refusal);
-      if (Array.isArray(d.tool_calls)) for (const tc of d.tool_calls) s += toolCall(tc);
+      s += writeDelta(choice, writer);
       if (typeof choice.finish_reason === "string") finishReason = choice.finish_reason;
       return s;
     },
