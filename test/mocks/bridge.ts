@@ -78,7 +78,7 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
         const call = { id: `call_bridge${seq}`, name: String(tool.name), arguments: '{"path":"src/main.ts"}' };
         if (body.stream === true) {
           const chunk = (delta: Record<string, unknown>, finish: string | null) =>
-            `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+            `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
           let out = chunk({ role: "assistant", content: null, tool_calls: [{ index: 0, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] }, null);
           out += chunk({ tool_calls: [{ index: 0, function: { arguments: '{"path":' } }] }, null);
           out += chunk({ tool_calls: [{ index: 0, function: { arguments: '"src/main.ts"}' } }] }, null);
@@ -88,13 +88,13 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
         }
         return json({
           id, object: "chat.completion", created, model,
-          choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: [{ id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } }] }, finish_reason: "tool_calls" }],
+          choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: [{ id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } }], refusal: null }, logprobs: null, finish_reason: "tool_calls" }],
           usage,
         });
       }
       if (body.stream === true) {
         const chunk = (delta: Record<string, unknown>, finish: string | null) =>
-          `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+          `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
         let out = chunk({ role: "assistant", content: "" }, null);
         for (const w of content.split(/(?<= )/)) out += chunk({ content: w }, null);
         out += chunk({}, "stop");
@@ -104,7 +104,7 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
       }
       return json({
         id, object: "chat.completion", created, model,
-        choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+        choices: [{ index: 0, message: { role: "assistant", content, refusal: null }, logprobs: null, finish_reason: "stop" }],
         usage,
       });
     },

@@ -85,7 +85,7 @@ describe("chat completion → Response object", () => {
     expect(r.output.map((o: Json) => o.type)).toEqual(["message", "function_call", "function_call"]);
     expect(r.output[0].content).toEqual([{ type: "output_text", text: "I'll check the weather in both cities.", annotations: [], logprobs: [] }]);
     expect(r.output[1]).toMatchObject({ call_id: "toolu_01A09q90qw90lq917835lq9", name: "get_weather", arguments: JSON.stringify({ location: "San Francisco, CA", unit: "celsius" }), status: "completed" });
-    expect(r.usage).toEqual({ input_tokens: 472, input_tokens_details: { cached_tokens: 0 }, output_tokens: 89, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 561 });
+    expect(r.usage).toEqual({ input_tokens: 472, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens: 89, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 561 });
   });
 
   test("finish_reason length becomes status incomplete with reason max_output_tokens", () => {
@@ -155,7 +155,7 @@ describe("Responses stream encoder", () => {
     const data = events.map((e) => JSON.parse(e.data));
     expect(data.filter((d) => d.type === "response.refusal.delta").map((d) => d.delta)).toEqual(["I can't ", "help with that."]);
     expect(data.at(-1).response.output[0].content).toEqual([{ type: "refusal", refusal: "I can't help with that." }]);
-    expect(data.at(-1).response.usage).toBeNull();
+    expect(data.at(-1).response.usage).toBeUndefined();
   });
 
   test("a length finish ends with response.incomplete", () => {

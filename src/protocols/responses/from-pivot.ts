@@ -41,8 +41,9 @@ export function responseSkeleton(request: Json, id: string, model: string, creat
     tools: Array.isArray(request.tools) ? request.tools : [],
     top_p: request.top_p ?? 1,
     truncation: request.truncation ?? "disabled",
-    usage: null,
-    user: request.user ?? null,
+    // No `usage` until it is known: OpenAI's schema types it as an object, never null.
+    // OpenAI's schema types `user` as a string: leave it out rather than send null.
+    ...(typeof request.user === "string" ? { user: request.user } : {}),
     metadata: request.metadata ?? {},
   };
 }
@@ -65,6 +66,6 @@ export function responsesFromPivot(completion: Json, usage: Usage | null, reques
   Object.assign(r, statusOf(choice?.finish_reason));
   r.output = output;
   const u = usage ?? usageFromChat(completion.usage);
-  r.usage = u ? responsesUsage(u) : null;
+  if (u) r.usage = responsesUsage(u);
   return r;
 }

@@ -142,7 +142,7 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
       closed = true;
       let s = open(null) + closeItems();
       const { status, incomplete_details } = statusOf(finishReason);
-      const final = { ...response!, status, incomplete_details, output: items.map(doneItem), usage: usage ? responsesUsage(usage) : null };
+      const final = { ...response!, status, incomplete_details, output: items.map(doneItem), ...(usage ? { usage: responsesUsage(usage) } : {}) };
       s += emit(status === "completed" ? "response.completed" : "response.incomplete", { response: final });
       return s;
     },
