@@ -4,7 +4,7 @@
 // carry one-time codes.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import nodemailer from "nodemailer";
+import type { Transporter } from "nodemailer";
 import type { Config } from "../config.ts";
 import type { Logger } from "../logger.ts";
 import { randomToken, sha256Hex } from "../lib/crypto.ts";
@@ -32,6 +32,12 @@ export class MailSendError extends Error {
 
 const domainOf = (email: string) => email.slice(email.lastIndexOf("@") + 1);
 
+// nodemailer (with the Node modules it pulls in, ~15 MB of RSS) is imported when the first mail is
+// sent, not at boot: the gateway's requests never send mail, and idle memory has a budget (README).
+type CreateTransport = (options: object) => Transporter;
+let nodemailerLoad: Promise<CreateTransport> | null = null;
+const loadNodemailer = () => (nodemailerLoad ??= import("nodemailer").then((m) => m.default.createTransport as CreateTransport));
+
 /** 12 hex characters of sha256(lower-cased address): the outbox file name's recipient tag. */
 export function outboxTag(email: string): string {
   return sha256Hex(email.trim().toLowerCase()).slice(0, 12);
@@ -48,17 +54,23 @@ export function createMailer(config: Config, log: Logger): Mailer {
 
 function smtpMailer(url: string, from: string, log: Logger): Mailer {
   // Bounded waits: a hung SMTP server must turn into a 502, not a request that never ends.
-  const transport = nodemailer.createTransport({
-    url,
-    connectionTimeout: 10_000,
-    greetingTimeout: 10_000,
-    socketTimeout: 20_000,
-    logger: false,
-  } as any);
+  let transport: Transporter | null = null;
+  let closed = false;
   return {
     kind: "smtp",
     async send(msg) {
       try {
+        if (!transport) {
+          const createTransport = await loadNodemailer();
+          transport ??= createTransport({
+            url,
+            connectionTimeout: 10_000,
+            greetingTimeout: 10_000,
+            socketTimeout: 20_000,
+            logger: false,
+          });
+          if (closed) transport.close();
+        }
         await transport.sendMail({ from, to: msg.to, subject: msg.subject, text: msg.text });
         log.info({ requestId: msg.requestId, mail: msg.kind, toDomain: domainOf(msg.to), via: "smtp" }, "mail sent");
       } catch (e) {
@@ -67,17 +79,21 @@ function smtpMailer(url: string, from: string, log: Logger): Mailer {
         throw new MailSendError(`SMTP delivery failed (${err.responseCode ?? err.code ?? "error"})`);
       }
     },
-    close: () => transport.close(),
+    close() {
+      closed = true;
+      transport?.close();
+    },
   };
 }
 
 function outboxMailer(dir: string, from: string, log: Logger): Mailer {
   // The stream transport builds the same RFC 5322 message SMTP would carry.
-  const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "unix" });
+  let composer: Transporter | null = null;
   return {
     kind: "outbox",
     async send(msg) {
       try {
+        composer ??= (await loadNodemailer())({ streamTransport: true, buffer: true, newline: "unix" });
         const info = await composer.sendMail({ from, to: msg.to, subject: msg.subject, text: msg.text });
         mkdirSync(dir, { recursive: true });
         // The recipient's hash in the name lets a reader find one mailbox's mail without opening every file.

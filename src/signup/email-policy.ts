@@ -1,6 +1,13 @@
 // Which addresses may own an account: syntactically valid, not on the disposable-domain list
 // maintained by the `mailchecker` package (subdomains of a listed domain count as listed).
-import { blacklist, isValid } from "mailchecker";
+import { createRequire } from "node:module";
+
+// The package holds its disposable-domain list as one Set of ~55,000 names (~14 MB of RSS): it is
+// required on the first address judged, not at boot (the relay never needs it; idle memory has a
+// budget, README). Synchronous, so judging an address stays synchronous.
+type MailChecker = { blacklist(): Set<string>; isValid(email: string): boolean };
+let mailchecker: MailChecker | null = null;
+const checker = (): MailChecker => (mailchecker ??= createRequire(import.meta.url)("mailchecker") as MailChecker);
 
 export const EMAIL_MAX_LENGTH = 254;
 
@@ -12,7 +19,7 @@ export function normalizeEmail(email: string): string {
 export function isDisposable(email: string): boolean {
   const at = email.lastIndexOf("@");
   if (at < 0) return false;
-  const list = blacklist();
+  const list = checker().blacklist();
   let domain = email.slice(at + 1).toLowerCase();
   for (;;) {
     if (list.has(domain)) return true;
@@ -28,5 +35,5 @@ export function judgeEmail(email: string): EmailVerdict {
   if (email.length === 0 || email.length > EMAIL_MAX_LENGTH) return "invalid";
   if (isDisposable(email)) return "disposable";
   // isValid = well-formed and not disposable; disposable was ruled out above.
-  return isValid(email) ? "ok" : "invalid";
+  return checker().isValid(email) ? "ok" : "invalid";
 }

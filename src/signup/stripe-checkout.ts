@@ -1,7 +1,8 @@
 // A real Stripe Checkout Session per new account when STRIPE_SECRET_KEY is set. The account id
 // travels as client_reference_id and comes back in the checkout.session.completed webhook.
 // Any failure leaves the account on the local checkout page ({site_url}/checkout?account=…).
-import Stripe from "stripe";
+import { createRequire } from "node:module";
+import type Stripe from "stripe";
 import type { Config } from "../config.ts";
 import type { Ctx } from "../context.ts";
 import type { Account } from "../management/guard.ts";
@@ -23,7 +24,9 @@ export function createStripeClient(config: Config): Stripe | null {
     opts.host = u.hostname;
     opts.port = u.port || (u.protocol === "https:" ? "443" : "80");
   }
-  return new Stripe(key, opts as ConstructorParameters<typeof Stripe>[1]);
+  // Required only when a key is set: without Stripe the package (~8 MB of RSS) never loads.
+  const StripeSdk = createRequire(import.meta.url)("stripe") as typeof Stripe;
+  return new StripeSdk(key, opts as ConstructorParameters<typeof Stripe>[1]);
 }
 
 const freshKey = (accountId: string) => `gw:stripe-checkout:${accountId}`;

@@ -2,7 +2,7 @@
 // stripe package (HMAC-SHA256 of "<t>.<raw body>", 5-minute tolerance both ways), applied once
 // per event id: the billing_events row and the activation commit together, so a replay, or two
 // deliveries racing, change the account once and answer the same outcome.
-import Stripe from "stripe";
+import type Stripe from "stripe";
 import { eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { badRequest, envMissing } from "../errors.ts";
@@ -41,7 +41,9 @@ export async function handleBillingWebhook(ctx: Ctx, request: Request, requestId
   }
   let event: Stripe.Event;
   try {
-    event = await Stripe.webhooks.constructEventAsync(raw, header, secret, SIGNATURE_TOLERANCE_SECONDS);
+    // The stripe package is imported on the first webhook, not at boot (~8 MB of RSS; idle memory has a budget, README).
+    const { default: StripeSdk } = await import("stripe");
+    event = await StripeSdk.webhooks.constructEventAsync(raw, header, secret, SIGNATURE_TOLERANCE_SECONDS);
   } catch (e) {
     if (e instanceof SyntaxError) throw badRequest("The webhook body is not a JSON event; nothing was changed.");
     const timestamp = e instanceof Error && /tolerance/i.test(e.message);
