@@ -18,7 +18,7 @@ import type { KeyContext } from "./key-context.ts";
 import { allLanesFailed, noProviders, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody } from "./request-body.ts";
 import { planLanes } from "./routing/plan.ts";
-import { streamResponse } from "./stream/relay-stream.ts";
+import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
 
 export { estimateCostUsd } from "./budget/estimate.ts";
 
@@ -171,7 +171,14 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
     // The classifier reads a conversation; shapes without one (embeddings) keep the key's order.
     const lanes = key.mode === "classifier" && !directCodecs[shape] ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
     runner = new LaneRunner(rr, lanes);
-    first = await runner.next();
+    const pending = runner.next();
+    // CONTRACT §8: a stream whose upstream is silent for KEEPALIVE_MS gets its headers and comments now.
+    const answered = rr.stream ? await withinKeepAlive(pending, ctx.config.KEEPALIVE_MS) : await pending;
+    if (answered === null) {
+      rc.access.holdForStream();
+      return keepAliveResponse(rr, pending, { ...streamHooks(rr, rc, runner), errorOf: laneError });
+    }
+    first = answered;
   } catch (e) {
     done(rr, "error", asGatewayError(e).status, null, null);
     throw e;
@@ -182,27 +189,60 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
       return new Response(first.text, { status: first.status, headers: { "content-type": "application/json" } });
     case "stream":
       rc.access.holdForStream();
-      return streamResponse(rr, first, {
-        nextLane: (f) => {
-          runner.failed(f);
-          return runner.next();
-        },
-        done: (outcome, status, provider, ttfbMs) => {
-          done(rr, outcome, status, provider, ttfbMs);
-          rc.access.streamEnded();
-        },
-      });
+      return streamResponse(rr, first, streamHooks(rr, rc, runner));
     case "aborted":
       done(rr, "aborted", 499, null, null);
       return new Response(null, { status: 499 });
     case "client":
     case "failed": {
-      const err = first.kind === "client" ? first.error : allLanesFailed(1, first.failure);
+      const err = laneError(first);
       // Counted under the provider last tried (gateway_requests_total's help text), null if none was.
       done(rr, "error", err.status, runner.lastProvider, null);
       throw err;
     }
   }
+}
+
+/** The client's error for a runner result that is no answer. */
+function laneError(r: LaneResult): GatewayError {
+  if (r.kind === "client") return r.error;
+  if (r.kind === "failed") return allLanesFailed(1, r.failure);
+  return new GatewayError(500, "The gateway got an answer it cannot stream; retry the request.", { code: "unhandled" });
+}
+
+/** How a committed stream moves to the next lane and closes the request once it ends. */
+function streamHooks(rr: RelayRequest, rc: RequestContext, runner: LaneRunner) {
+  return {
+    nextLane: (f: LaneFailure) => {
+      runner.failed(f);
+      return runner.next();
+    },
+    done: (outcome: "ok" | "broken" | "aborted" | "error", status: number, provider: string | null, ttfbMs: number | null) => {
+      // A stream that failed before any lane answered counts under the provider last tried.
+      done(rr, outcome, status, provider ?? (outcome === "error" ? runner.lastProvider : null), ttfbMs);
+      rc.access.streamEnded();
+    },
+  };
+}
+
+/**
+ * The lane runner's first result, or null when KEEPALIVE_MS passed first. One timer, cleared as
+ * soon as the upstream answers: the fast path costs nothing more.
+ */
+function withinKeepAlive(pending: Promise<LaneResult>, ms: number): Promise<LaneResult | null> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms, null);
+    pending.then(
+      (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      },
+      (e) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
 }
 
 export type RunChatResult =

@@ -1,5 +1,6 @@
 // The client side of a streaming answer. The response is committed (200, SSE headers) once a
-// lane's upstream answered 2xx; bytes then flow through the lane's tap. Until a data event has
+// lane's upstream answered 2xx, or earlier when the upstream stays silent for KEEPALIVE_MS before
+// its first byte (keepAliveResponse, CONTRACT §8); bytes then flow through the lane's tap. Until a data event has
 // reached the client, a broken upstream stream still falls over to the next lane inside the
 // same response (keep-alive comments are not content). After that, a break ends the stream
 // with an SSE error event and no [DONE], and the usage seen so far is recorded.
@@ -10,6 +11,7 @@
 import { clientCodecs } from "../../protocols/index.ts";
 import { chatStreamError } from "../../protocols/chat/index.ts";
 import { estimatedUsage, TimeoutError, type LaneResult, type RelayRequest } from "../attempt.ts";
+import type { GatewayError } from "../../errors.ts";
 import { scrub } from "../relay-errors.ts";
 import { FailedAfterOutput, TranslateTap } from "./translate.ts";
 
@@ -40,14 +42,106 @@ function errorEvent(rr: RelayRequest, tap: StreamLane["tap"], message: string, c
   return enc.encode(text);
 }
 
+/** The committed client stream of one lane's answer (and of any lane that takes over). */
 export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: StreamHooks): Response {
+  let relay: Relay;
+  const stream = new ReadableStream<Uint8Array>({
+    start(c) {
+      relay = relayInto(rr, first, hooks, c);
+    },
+    pull: () => relay.pull(),
+    cancel: () => relay.cancel(),
+  });
+  return new Response(stream, { status: 200, headers: SSE_HEADERS });
+}
+
+/**
+ * CONTRACT §8: the upstream sent nothing for KEEPALIVE_MS before its first byte. The client gets
+ * the SSE headers and a `:` comment now, and another every KEEPALIVE_MS until a lane answers;
+ * that lane's stream then goes into the same response through the same relay. When every lane
+ * fails instead, the stream ends with the client protocol's SSE error event. `pending` is the
+ * lane runner's first result; `errorOf` turns a result that is not a stream into the client's error.
+ */
+export function keepAliveResponse(rr: RelayRequest, pending: Promise<LaneResult>, hooks: StreamHooks & { errorOf(r: LaneResult): GatewayError }): Response {
+  let relay: Relay | null = null;
+  let gone = false;
+  let ready!: Promise<void>;
+  let ticker: ReturnType<typeof setInterval> | undefined;
+  const stream = new ReadableStream<Uint8Array>({
+    start(c) {
+      c.enqueue(KEEPALIVE);
+      ticker = setInterval(() => {
+        try {
+          c.enqueue(KEEPALIVE);
+        } catch {}
+      }, rr.ctx.config.KEEPALIVE_MS);
+      // Settled here, not in pull(): the request's money and record close even if nothing reads.
+      ready = pending.then(
+        (r) => {
+          clearInterval(ticker);
+          if (r.kind === "stream") {
+            relay = relayInto(rr, r, hooks, c);
+            if (gone || rr.signal.aborted) relay.cancel(); // the client left as the lane answered: abort it and settle
+            return;
+          }
+          if (r.kind === "aborted") {
+            hooks.done("aborted", 499, null, null);
+            return;
+          }
+          const err = hooks.errorOf(r);
+          hooks.done("error", err.status, null, null);
+          endWithError(c, rr, err.message);
+        },
+        (e) => {
+          clearInterval(ticker);
+          rr.ctx.log.error({ requestId: rr.requestId, err: e instanceof Error ? e.message : String(e) }, "lane runner failed during keep-alive");
+          hooks.done("error", 500, null, null);
+          endWithError(c, rr, "The gateway failed while waiting for the upstream; retry the request.");
+        },
+      );
+    },
+    async pull() {
+      await ready;
+      if (relay) await relay.pull();
+    },
+    cancel() {
+      gone = true;
+      clearInterval(ticker);
+      // Before a lane answered, the client's abort signal already aborts the upstream attempt
+      // (attempt.ts) and the runner's result settles above; after, the relay handles it.
+      relay?.cancel();
+    },
+  });
+  return new Response(stream, { status: 200, headers: SSE_HEADERS });
+}
+
+/** The error event of a stream that carried nothing but comments: a fresh encoder of the client's protocol. */
+function endWithError(c: ReadableStreamDefaultController<Uint8Array>, rr: RelayRequest, message: string): void {
+  const codec = clientCodecs[rr.shape];
+  try {
+    c.enqueue(enc.encode(codec ? codec.streamEncoder(rr.body).error(message) : chatStreamError(message)));
+    c.close();
+  } catch {}
+}
+
+interface Relay {
+  /** Moves the stream on by one client write (the ReadableStream's pull). */
+  pull(): Promise<void>;
+  /** The client went away. */
+  cancel(): void;
+}
+
+/**
+ * The relay core: drives `first` (and any lane that takes over before content) into the client
+ * stream's controller `c`, which may already carry keep-alive comments.
+ */
+function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: ReadableStreamDefaultController<Uint8Array>): Relay {
   const { ctx } = rr;
   let cur = first;
   let reader = cur.res.body!.getReader();
   let closed = false;
   let wrote = false;
   let lastUpstream = performance.now();
-  let controller: ReadableStreamDefaultController<Uint8Array> | null = null;
   const timeoutMs = ctx.config.UPSTREAM_TIMEOUT_SECONDS * 1000;
 
   const ticker = setInterval(() => {
@@ -56,9 +150,9 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
       cur.ac.abort(new TimeoutError());
       return;
     }
-    if (!wrote && controller) {
+    if (!wrote) {
       try {
-        controller.enqueue(KEEPALIVE);
+        c.enqueue(KEEPALIVE);
       } catch {}
     }
     wrote = false;
@@ -124,11 +218,8 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
     return false;
   }
 
-  const stream = new ReadableStream<Uint8Array>({
-    start(c) {
-      controller = c;
-    },
-    async pull(c) {
+  return {
+    async pull() {
       try {
         await pump(c);
       } catch (e) {
@@ -144,11 +235,8 @@ export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: Strea
         } catch {}
       }
     },
-    cancel() {
-      onClientGone();
-    },
-  });
-  return new Response(stream, { status: 200, headers: SSE_HEADERS });
+    cancel: onClientGone,
+  };
 
   /** Client bytes the tap encoded before its decoder failed in the same read go out first; returns the failure. */
   function sendEarlierOutput(c: ReadableStreamDefaultController<Uint8Array>, e: unknown): unknown {
