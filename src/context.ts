@@ -15,6 +15,7 @@ import type { KeyCache } from "./relay/key-cache.ts";
 import type { UsageQueue } from "./relay/usage-queue.ts";
 import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
 import type { Ledger } from "./relay/budget/ledger.ts";
+import type { RateLimits } from "./relay/limits/rate-limits.ts";
 import type { RelayObserver } from "./relay/observer.ts";
 import type { Classifier } from "./relay/routing/plan.ts";
 import type { Semaphore } from "./relay/blitz/pool.ts";
@@ -53,6 +54,8 @@ export interface Services {
   requestTracker: RequestTracker;
   /** In-flight ledger and usage stream in Redis mode; null with the in-process KV (relay/budget/ledger.ts). */
   ledger: Ledger | null;
+  /** Rate limits and concurrency caps: refunds, lease renewal, the Redis-down fallback (relay/limits). */
+  rateLimits: RateLimits;
   /** Prometheus registry (metrics/). */
   metrics: GatewayMetrics;
   /** The hot path's observability hook: the metrics' observer (relay/observer.ts). */

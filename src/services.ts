@@ -15,6 +15,7 @@ import { startKeyCache } from "./relay/key-cache.ts";
 import { startUsageQueue } from "./relay/usage-queue.ts";
 import { startSettleBatcher } from "./relay/budget/settle-batch.ts";
 import { startLedger } from "./relay/budget/ledger.ts";
+import { RateLimits } from "./relay/limits/rate-limits.ts";
 import { classifyLanes } from "./relay/routing/classifier.ts";
 import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
 import { createSubState } from "./providers/sub/state.ts";
@@ -28,6 +29,8 @@ export async function buildServices(base: Base): Promise<Services> {
   // Last of the three so its shutdown runs first: the ledger's last writes and the usage stream's
   // last entries reach the queue before the queue's own drain.
   const ledger = await startLedger(base, usageQueue);
+  const rateLimits = new RateLimits(base, () => ledger?.liveInstances ?? 1);
+  base.onShutdown(() => rateLimits.stop());
   const requestTracker = new RequestTracker();
   const metrics = createGatewayMetrics(requestTracker);
   metrics.setUsageQueueDepthSource(() => usageQueue.depth());
@@ -38,6 +41,7 @@ export async function buildServices(base: Base): Promise<Services> {
     usageQueue,
     settleBatcher,
     ledger,
+    rateLimits,
     lifecycle: { draining: false },
     requestTracker,
     metrics,

@@ -16,6 +16,8 @@ export interface RequestContext {
   requestId: string;
   /** This request's access record (access-log.ts): handlers add what they know. */
   access: AccessEntry;
+  /** Headers every answer to this request carries, error or not (the rate-limit headers, once admitted). */
+  headers?: Record<string, string>;
 }
 
 export type Handler = (rc: RequestContext) => Promise<Response | object> | Response | object;
@@ -51,9 +53,9 @@ export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Rec
       const requestId = nextRequestId(ctx, request);
       const access = tracker.open(requestId, method, path);
       let res: Response;
+      // The peer address is looked up only by handlers that read it (signup): it costs ~2 % of a request.
+      const rc: RequestContext = { request, requestId, access, get socketIp() { return server?.requestIP(request)?.address; } };
       try {
-        // The peer address is looked up only by handlers that read it (signup): it costs ~2 % of a request.
-        const rc: RequestContext = { request, requestId, access, get socketIp() { return server?.requestIP(request)?.address; } };
         const out = await h(rc);
         res = out instanceof Response ? out : json(out);
       } catch (e) {
@@ -67,6 +69,7 @@ export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Rec
         res = errorResponse(err, opts.shape);
       }
       res.headers.set("x-request-id", requestId);
+      if (rc.headers) for (const name in rc.headers) if (!res.headers.has(name)) res.headers.set(name, rc.headers[name]!);
       access.status = res.status;
       access.release();
       return res;

@@ -3,7 +3,8 @@
 // (lanes, fallback, translation, one usage record per attempt), so one failing prompt is one error
 // entry and never fails the batch.
 //
-// Order of checks, as on inference: 405 (mount) → 401 → body 413/400 → no lanes 400 → budget 402.
+// Order of checks, as on inference: 405 (mount) → 401 → body 413/400 → no lanes 400 → budget 402
+// → limits 429 (N requests and their tokens at once, all or nothing).
 // Budget: the batch's summed worst case is reserved with ONE reservation, all or nothing, before
 // any upstream call (MoneyCall.openBatch); each prompt then settles its own share with its real
 // cost, releasing the unused part as soon as that prompt ends. Concurrency: a pool per batch and one instance-wide
@@ -15,7 +16,8 @@ import { bearer, readJsonObject } from "../http/request.ts";
 import { z } from "zod";
 import { BLITZ, mount, type RequestContext } from "../http/route.ts";
 import { monthKey } from "../lib/time.ts";
-import { MoneyCall } from "./budget/money.ts";
+import { batchParallelism, MoneyCall } from "./budget/money.ts";
+import { rateHeaders } from "./limits/headers.ts";
 import type { Json } from "../protocols/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { BLITZ_PER_REQUEST, runBounded } from "./blitz/pool.ts";
@@ -78,6 +80,8 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   // Admission: one atomic reservation for the whole batch, or 402 before any upstream call.
   const calls = await MoneyCall.openBatch(ctx, key, requestId, "blitz", batch.requests, bytes);
   if (!Array.isArray(calls)) throw batchOverBudget(key, batch.requests.length, calls.refusedUsd);
+  const rate = calls[0]?.rate;
+  if (rate) rc.headers = rateHeaders(rate.limits, rate.verdict);
 
   // One controller for the batch: the client going away cancels every prompt still running or queued.
   const batchAbort = new AbortController();
@@ -88,7 +92,8 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   try {
     const results = await runBounded(
       batch.requests,
-      { limit: BLITZ_PER_REQUEST, shared: ctx.services.blitzSlots, signal: batchAbort.signal },
+      // A key with a concurrency cap runs at most the leases the batch took at a time.
+      { limit: batchParallelism(calls, BLITZ_PER_REQUEST), shared: ctx.services.blitzSlots, signal: batchAbort.signal },
       async (body, index) => {
         try {
           const r = await runChat(ctx, key, body, {

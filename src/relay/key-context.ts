@@ -3,6 +3,7 @@
 import { and, asc, eq, inArray, isNull } from "drizzle-orm";
 import type { Base } from "../context.ts";
 import type { ResolvedLane } from "../providers/types.ts";
+import type { KeyLimits } from "../store/kv/limit-window.ts";
 import { accounts, bridges, credentials, routingKeys, subSessions } from "../store/db/schema/index.ts";
 
 export interface KeyContext {
@@ -21,6 +22,8 @@ export interface KeyContext {
   classifierCredential: { id: string; apiKeyCiphertext: string } | null;
   monthlyBudgetUsd: number | null;
   budgetExcludesSeats: boolean;
+  /** rpm_limit, tpm_limit, max_concurrent_requests (CONTRACT §8); null when the key has none. */
+  limits: KeyLimits | null;
   lanes: ResolvedLane[];
   /** Unpaid accounts: when the account is removed (ms since epoch); checked on every request. */
   accountExpiresAtMs: number | null;
@@ -99,6 +102,9 @@ export async function loadKeyContext(ctx: Base, hash: string): Promise<KeyContex
     classifierCredential: k.classifierCredentialId ? credById.get(k.classifierCredentialId) ?? null : cd ? { id: cd.id, apiKeyCiphertext: cd.ct } : null,
     monthlyBudgetUsd: k.monthlyBudgetUsd !== null && k.monthlyBudgetUsd > 0 ? k.monthlyBudgetUsd : null,
     budgetExcludesSeats: k.budgetExcludesSeats,
+    limits: k.rpmLimit === null && k.tpmLimit === null && k.maxConcurrentRequests === null
+      ? null
+      : { rpm: k.rpmLimit, tpm: k.tpmLimit, concurrency: k.maxConcurrentRequests },
     lanes,
     accountExpiresAtMs: expiresAtMs,
   };

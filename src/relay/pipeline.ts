@@ -19,6 +19,7 @@ import { allLanesFailed, noProviders, type LaneFailure } from "./relay-errors.ts
 import { readInferenceBody } from "./request-body.ts";
 import { planLanes } from "./routing/plan.ts";
 import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
+import { rateHeaders } from "./limits/headers.ts";
 
 export { estimateCostUsd } from "./budget/estimate.ts";
 
@@ -143,7 +144,7 @@ function refused(ctx: Ctx, endpoint: Endpoint, e: unknown, startedAt: number, ac
   ctx.services.relayObserver.requestDone({ endpoint, provider: null, outcome, status, latencyMs: performance.now() - startedAt, ttfbMs: null });
 }
 
-/** POST /v1/chat/completions, /v1/responses and /v1/messages. Order: key 401 → body 413/400 → lanes 400 → budget 402. */
+/** POST /v1/chat/completions, /v1/responses and /v1/messages. Order: key 401 → body 413/400 → lanes 400 → budget 402 → limits 429. */
 export async function handleInference(ctx: Ctx, rc: RequestContext, shape: ClientShape): Promise<Response> {
   const startedAt = performance.now();
   const endpoint = ENDPOINT_OF[shape];
@@ -157,6 +158,7 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
     if (key.lanes.length === 0) throw noProviders();
     if (!key.lanes.some((l) => laneServes(l, shape))) throw noLaneServes(shape);
     const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);
+    if (money.rate) rc.headers = rateHeaders(money.rate.limits, money.rate.verdict);
     rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt, access: rc.access });
     rr.clientHeaders = forwardedHeaders(shape, rc.request);
   } catch (e) {

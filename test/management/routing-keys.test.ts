@@ -54,6 +54,7 @@ function expect400(r: { status: number; body: any }, field: string) {
 const ROUTING_KEY_FIELDS = [
   "id", "label", "key_prefix", "mode", "classifier_provider", "classifier_model", "classifier_instructions",
   "classifier_credential_id", "monthly_budget_usd", "budget_excludes_seats", "current_month_spend_usd",
+  "rpm_limit", "tpm_limit", "max_concurrent_requests", // CONTRACT §8 rate limits
   "current_month", "last_used_at", "revoked_at", "created_at", "updated_at", "providers",
 ].sort();
 const LANE_FIELDS = [
@@ -190,6 +191,21 @@ describe(`routing keys: validation rules (${storesLabel})`, () => {
     expect((await create({ monthly_budget_usd: -5 })).body.routing_key.monthly_budget_usd).toBeNull();
     expect((await create({ monthly_budget_usd: 12.5 })).body.routing_key.monthly_budget_usd).toBe(12.5);
     expect400(await create({ monthly_budget_usd: "10" }), "`monthly_budget_usd`");
+  });
+
+  test("rate limits (CONTRACT §8): rpm_limit, tpm_limit and max_concurrent_requests are positive integers or null (none, the default), set on create and PATCH, shown on GET", async () => {
+    const k = (await create({ rpm_limit: 60, tpm_limit: 10_000, max_concurrent_requests: 4 })).body.routing_key;
+    expect([k.rpm_limit, k.tpm_limit, k.max_concurrent_requests]).toEqual([60, 10_000, 4]);
+    const none = (await create({})).body.routing_key;
+    expect([none.rpm_limit, none.tpm_limit, none.max_concurrent_requests]).toEqual([null, null, null]);
+    for (const field of ["rpm_limit", "tpm_limit", "max_concurrent_requests"]) {
+      for (const bad of [0, -1, 1.5, "10", 3e9]) expect400(await create({ [field]: bad }), `\`${field}\``);
+      expect400(await patch(k.id, { [field]: 0 }), `\`${field}\``);
+    }
+    const p = (await patch(k.id, { rpm_limit: null, tpm_limit: 500 })).body.routing_key;
+    expect([p.rpm_limit, p.tpm_limit, p.max_concurrent_requests]).toEqual([null, 500, 4]);
+    const listed = (await gw.call(RK, { token: A.token })).body.routing_keys.find((r: { id: string }) => r.id === k.id);
+    expect([listed.rpm_limit, listed.tpm_limit, listed.max_concurrent_requests]).toEqual([null, 500, 4]);
   });
 
   test("budget_excludes_seats defaults to true and can be set false", async () => {

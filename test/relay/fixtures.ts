@@ -41,6 +41,9 @@ export interface KeyOptions {
   monthlyBudgetUsd?: number | null;
   budgetExcludesSeats?: boolean;
   label?: string;
+  rpmLimit?: number | null;
+  tpmLimit?: number | null;
+  maxConcurrentRequests?: number | null;
 }
 
 export async function addRoutingKey(gw: Gateway, accountId: string, opts: KeyOptions) {
@@ -53,6 +56,9 @@ export async function addRoutingKey(gw: Gateway, accountId: string, opts: KeyOpt
     keyPrefix: raw.slice(0, 10),
     monthlyBudgetUsd: opts.monthlyBudgetUsd ?? null,
     budgetExcludesSeats: opts.budgetExcludesSeats ?? true,
+    rpmLimit: opts.rpmLimit ?? null,
+    tpmLimit: opts.tpmLimit ?? null,
+    maxConcurrentRequests: opts.maxConcurrentRequests ?? null,
     lanes: opts.lanes,
   });
   return { id, raw, hash: sha256Hex(raw) };

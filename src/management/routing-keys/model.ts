@@ -40,6 +40,13 @@ const lanes = z.array(laneInput).max(MAX_LANES);
 const label = text(ROUTING_KEY_LABEL_MAX);
 // Any number; a non-positive one means "no budget" (SPEC), null too.
 const budget = z.number().max(1e9).nullable();
+// Rate limits (CONTRACT §8): a positive integer, or null for none.
+const limit = z.number().int().positive().max(2_147_483_647).nullable();
+const limitFields = {
+  rpm_limit: limit.optional(),
+  tpm_limit: limit.optional(),
+  max_concurrent_requests: limit.optional(),
+};
 
 const classifierFields = {
   classifier_provider: z.enum(API_KEY_PROVIDER_IDS).nullable().optional(),
@@ -53,6 +60,7 @@ export const createRoutingKeyBody = z.strictObject({
   mode: z.enum(MODES).optional(),
   monthly_budget_usd: budget.optional(),
   budget_excludes_seats: z.boolean().optional(),
+  ...limitFields,
   ...classifierFields,
   providers: lanes.optional(),
 });
@@ -66,6 +74,7 @@ export const patchRoutingKeyBody = z.strictObject({
   budget_excludes_seats: z.boolean().optional(),
   revoked: z.boolean().optional(),
   regenerate: z.boolean().optional(),
+  ...limitFields,
   ...classifierFields,
   providers: lanes.optional(),
 });

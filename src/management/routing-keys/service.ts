@@ -76,6 +76,9 @@ export async function presentRoutingKey(ctx: Ctx, row: RoutingKeyRow) {
     classifier_credential_id: row.classifierCredentialId,
     monthly_budget_usd: row.monthlyBudgetUsd,
     budget_excludes_seats: row.budgetExcludesSeats,
+    rpm_limit: row.rpmLimit,
+    tpm_limit: row.tpmLimit,
+    max_concurrent_requests: row.maxConcurrentRequests,
     current_month_spend_usd: Math.round(spend.usd * 1e9) / 1e9,
     current_month: spend.month,
     last_used_at: iso(row.lastUsedAt),
@@ -198,6 +201,9 @@ export async function createRoutingKey(ctx: Ctx, accountId: string, body: Create
     ...c,
     monthlyBudgetUsd: budgetOf(body.monthly_budget_usd),
     budgetExcludesSeats: body.budget_excludes_seats ?? true,
+    rpmLimit: body.rpm_limit ?? null,
+    tpmLimit: body.tpm_limit ?? null,
+    maxConcurrentRequests: body.max_concurrent_requests ?? null,
     lanes,
   }).returning();
   return { row: row!, raw: key.raw };
@@ -226,6 +232,9 @@ export async function patchRoutingKey(ctx: Ctx, accountId: string, id: string, b
   if (body.label !== undefined) set.label = body.label;
   if (body.monthly_budget_usd !== undefined) set.monthlyBudgetUsd = budgetOf(body.monthly_budget_usd);
   if (body.budget_excludes_seats !== undefined) set.budgetExcludesSeats = body.budget_excludes_seats;
+  if (body.rpm_limit !== undefined) set.rpmLimit = body.rpm_limit;
+  if (body.tpm_limit !== undefined) set.tpmLimit = body.tpm_limit;
+  if (body.max_concurrent_requests !== undefined) set.maxConcurrentRequests = body.max_concurrent_requests;
 
   const touched = body.classifier_provider !== undefined || body.classifier_model !== undefined || body.classifier_instructions !== undefined || body.classifier_credential_id !== undefined;
   if (touched || body.mode !== undefined) {

@@ -6,7 +6,8 @@ import { and, eq, gte, lt, or, sql } from "drizzle-orm";
 import type { Base } from "../../context.ts";
 import { monthKey, secondsToMonthEnd } from "../../lib/time.ts";
 import { usageRecords } from "../../store/db/schema/index.ts";
-import type { LedgerEntry } from "../../store/kv/types.ts";
+import type { LimitVerdict } from "../../store/kv/limit-window.ts";
+import type { LedgerEntry, LimitCall } from "../../store/kv/types.ts";
 
 const NANO = 1e9;
 /** Counters outlive their month a little, so late settles still find them. */
@@ -53,32 +54,38 @@ export interface Reservation {
   keyId: string;
   month: string;
   nano: number;
+  /** The rate limits' verdict when the admission carried them; when it refused, nothing was reserved. */
+  limits?: LimitVerdict;
 }
 
 /**
  * Reserves `usd` against the key's monthly budget, atomically across instances; when that does not
  * fit but `minUsd` does, reserves what remains (the reservation says how much). Returns null when
- * not even `minUsd` fits (the caller answers 402 budget_exceeded). A key without a budget reserves
- * nothing (no KV call); its settlement still counts the month's spend.
+ * not even `minUsd` fits (the caller answers 402 budget_exceeded). A key without a budget (or
+ * `usd` null: nothing the request may use counts toward it) reserves nothing and, without limits,
+ * makes no KV call; its settlement still counts the month's spend. `limits` are admitted in the
+ * same call, after the budget: a refusal comes back as `limits.refused` with nothing reserved.
  */
-export async function reserve(ctx: Base, key: BudgetedKey, usd: number, minUsd = usd, entry?: LedgerEntry, onMissing?: () => Promise<void>): Promise<Reservation | null> {
+export async function reserve(ctx: Base, key: BudgetedKey, usd: number | null, minUsd = usd, entry?: LedgerEntry, onMissing?: () => Promise<void>, limits?: LimitCall): Promise<Reservation | null> {
   const month = monthKey();
   const k = counterKey(key.id, month);
-  // Without a budget there is nothing to refuse: no round trip now; the settlement after the
-  // request adds the real cost to the month's counter (seeding it from Postgres if it is missing).
-  if (key.monthlyBudgetUsd === null) return { keyId: key.id, month, nano: 0 };
+  if (key.monthlyBudgetUsd === null || usd === null) {
+    if (!limits) return { keyId: key.id, month, nano: 0 };
+    const r = await ctx.kv.reserve(k, 0, 0, -1, ttl(), entry, limits);
+    return { keyId: key.id, month, nano: 0, limits: r.limits };
+  }
   const nano = Math.max(0, toNano(usd));
-  const min = Math.min(nano, Math.max(0, toNano(minUsd)));
+  const min = Math.min(nano, Math.max(0, toNano(minUsd ?? usd)));
   const limit = toNano(key.monthlyBudgetUsd);
-  let r = await ctx.kv.reserve(k, nano, min, limit, ttl(), entry);
+  let r = await ctx.kv.reserve(k, nano, min, limit, ttl(), entry, limits);
   if (r.missing) {
     // A missing counter may mean Redis lost its state: the ledger re-asserts what is in flight first.
     await onMissing?.();
     await seed(ctx, key, month);
-    r = await ctx.kv.reserve(k, nano, min, limit, ttl(), entry);
+    r = await ctx.kv.reserve(k, nano, min, limit, ttl(), entry, limits);
   }
-  if (!r.ok) return null;
-  return { keyId: key.id, month, nano: r.granted };
+  if (!r.ok && !r.limits?.refused) return null;
+  return { keyId: key.id, month, nano: r.granted, limits: r.limits };
 }
 
 /** Replaces a reservation with the real cost (0 releases it). Safe to call once per reservation. */

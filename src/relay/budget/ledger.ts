@@ -268,6 +268,8 @@ export class Ledger {
   }
 
   private ticks = 0;
+  /** Gateway instances with a recent heartbeat (this one included), as of the last reconcile. */
+  liveInstances = 1;
 
   private async heartbeat(): Promise<void> {
     await this.r.hset(this.k.instances, this.me, Date.now());
@@ -281,6 +283,7 @@ export class Ledger {
     const now = Date.now();
     const beats = await this.r.hgetall(this.k.instances);
     const dead = Object.entries(beats).filter(([id, t]) => id !== this.me && now - Number(t) > deadAfter).map(([id]) => id);
+    this.liveInstances = Math.max(1, Object.keys(beats).length - dead.length);
     // Entries of instances not listed at all (lost with a Redis restart) are checked now and then.
     if (!dead.length && this.ticks % 30 !== 1) return 0;
     const token = randomToken(6);

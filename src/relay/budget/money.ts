@@ -7,7 +7,10 @@
 //   - every attempt becomes exactly one usage record, priced from the catalog, and a model the
 //     catalog does not know is priced at the operator's fallback on keys with a budget (the
 //     record's price_estimated says so);
-//   - the settlement replaces the reservation with the real cost exactly once (settle-batch.ts).
+//   - the settlement replaces the reservation with the real cost exactly once (settle-batch.ts);
+//   - the key's rate limits are admitted in the same store call as the budget (after it: 402
+//     outranks 429), and the settlement gives back unused tokens and the concurrency lease
+//     (relay/limits/rate-limits.ts).
 import type { Ctx } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
 import { monthKey } from "../../lib/time.ts";
@@ -20,6 +23,8 @@ import type { UsageRow } from "../usage-queue.ts";
 import { fromNano, reserve, toNano, type Reservation } from "./counters.ts";
 import { estimateRequest, fallbackPrices, outputLimitFor, type Estimate } from "./estimate.ts";
 import type { Ledger } from "./ledger.ts";
+import { tokenAsk, type RateHold } from "../limits/rate-limits.ts";
+import type { LimitCall } from "../../store/kv/types.ts";
 
 /** One attempt as the money owner records it (the usage record without what it derives). */
 export interface AttemptRecord {
@@ -45,16 +50,21 @@ export const budgetUnavailable = () =>
     code: "budget_unavailable", type: "server_error", headers: { "retry-after": "1" },
   });
 
-/** Reserves, turning a store failure (timeout, connection down) into 503 budget_unavailable. */
-async function reserveOr503(ctx: Ctx, key: KeyContext, usd: number, minUsd: number, ledger: Ledger | null, uid: string, facts: string): Promise<Reservation | null> {
+/**
+ * Admits (budget and limits in one store call), turning a store failure (timeout, connection down)
+ * into 503 budget_unavailable, or into null when only limits were asked (the caller then admits
+ * against this instance's share: rate-limits.ts).
+ */
+async function admitOr503(ctx: Ctx, key: KeyContext, usd: number | null, minUsd: number | null, ledger: Ledger | null, uid: string, facts: string, limits?: LimitCall): Promise<Reservation | null | "unreachable"> {
   try {
     if (ledger?.gate) await ledger.gate;
     const entry = ledger ? ledger.admission(key.id, uid, facts) : undefined;
-    const r = await reserve(ctx, key, usd, minUsd, entry, ledger ? () => ledger.checkEpoch() : undefined);
-    if (r && ledger) ledger.admitted(key, uid, r.month, facts, r.nano);
+    const r = await reserve(ctx, key, usd, minUsd, entry, ledger ? () => ledger.checkEpoch() : undefined, limits);
+    if (r && ledger && !r.limits?.refused) ledger.admitted(key, uid, r.month, facts, r.nano);
     return r;
   } catch (e) {
     ctx.log.warn({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "budget store unavailable");
+    if (usd === null || key.monthlyBudgetUsd === null) return "unreachable";
     throw budgetUnavailable();
   }
 }
@@ -77,8 +87,12 @@ export class MoneyCall {
   countedUsd = 0;
   /** The output limit the request must be sent with (lowered near the end of the budget), or null. */
   outputLimit: number | null = null;
+  /** The call's hold on the key's rate limits, given back at settlement. */
+  rate: RateHold | null = null;
   private settled = false;
   private attempts = 0;
+  /** Tokens the attempts really used (null once an answer came without a usage count). */
+  private tokensUsed: number | null = 0;
   /** The ledger entry's id and the prefix of every record key of this call. */
   readonly uid: string;
 
@@ -99,64 +113,97 @@ export class MoneyCall {
 
   /**
    * Admits one request: reserves its worst case (or what remains, lowering its output limit) on a
-   * key with a budget; throws 402 budget_exceeded when not even the prompt and a useful answer fit.
+   * key with a budget, and takes its requests, tokens and lease on a key with limits; throws 402
+   * budget_exceeded when not even the prompt and a useful answer fit, 429 over a limit.
    */
   static async open(ctx: Ctx, key: KeyContext, opts: OpenOptions, request: Json, bytes?: number): Promise<MoneyCall> {
     const o = { ...opts, model: typeof request.model === "string" ? request.model : null };
-    if (key.monthlyBudgetUsd === null) return MoneyCall.unbudgeted(ctx, key, o);
-    const est = estimateRequest(ctx, key, request, bytes);
-    return MoneyCall.reserveFor(ctx, key, o, est);
+    const ask = key.limits ? { requests: 1, tokens: tokenAsk(key, request, bytes ?? JSON.stringify(request).length, opts.endpoint === "embeddings") } : null;
+    if (key.monthlyBudgetUsd === null) return ask ? MoneyCall.reserveFor(ctx, key, o, null, ask) : MoneyCall.unbudgeted(ctx, key, o);
+    return MoneyCall.reserveFor(ctx, key, o, estimateRequest(ctx, key, request, bytes), ask);
   }
 
-  /** Admits a call whose worst case the caller computed (null: nothing it may use counts toward the budget). */
-  static async reserveFor(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd" | "minUsd"> & Partial<Estimate> | null): Promise<MoneyCall> {
-    if (key.monthlyBudgetUsd === null || est === null) return MoneyCall.unbudgeted(ctx, key, opts);
+  /**
+   * Admits a call whose worst case the caller computed (null: nothing it may use counts toward the
+   * budget) and, on a key with limits, what it asks of them.
+   */
+  static async reserveFor(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd" | "minUsd"> & Partial<Estimate> | null, ask: { requests: number; tokens: number } | null = null): Promise<MoneyCall> {
+    const budgeted = key.monthlyBudgetUsd !== null && est !== null;
+    if (!budgeted && !(ask && key.limits)) return MoneyCall.unbudgeted(ctx, key, opts);
     const ledger = ctx.services.ledger;
+    const limits = ctx.services.rateLimits;
     const uid = newUid(ctx);
+    const lc = ask && key.limits ? limits.call(key, { ...ask, entry: uid }) : undefined;
+    // A key over its request limit with no budget to check first is refused without a round trip.
+    if (lc && !budgeted) limits.checkKnownOver(key);
     const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), opts.requestId) : "";
-    const r = await reserveOr503(ctx, key, est.usd, est.minUsd, ledger, uid, facts);
+    const r = await admitOr503(ctx, key, budgeted ? est.usd : null, budgeted ? est.minUsd : null, ledger, uid, facts, lc);
+    if (r === "unreachable") {
+      const hold = limits.admitLocally(key, lc!);
+      const call = MoneyCall.unbudgeted(ctx, key, opts);
+      call.rate = hold;
+      return call;
+    }
     if (!r) {
       ctx.services.relayObserver.budgetRejected({ endpoint: opts.endpoint });
-      throw budgetExceeded(key.monthlyBudgetUsd, monthKey(), key.id);
+      throw budgetExceeded(key.monthlyBudgetUsd!, monthKey(), key.id);
     }
+    const rate = lc ? limits.admitted(key, lc, r.limits!) : null;
     const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger), uid);
-    if (est.prices) call.outputLimit = outputLimitFor(est as Estimate, fromNano(r.nano));
+    call.rate = rate;
+    if (budgeted && est.prices) call.outputLimit = outputLimitFor(est as Estimate, fromNano(r.nano));
     return call;
   }
 
   /**
    * Admits a batch all or nothing (/blitz): one reservation of every request's worst case, split
-   * into one MoneyCall per request whose shares add up to exactly what was reserved. Returns null
-   * when the batch does not fit (nothing was reserved).
+   * into one MoneyCall per request whose shares add up to exactly what was reserved, and on a key
+   * with limits N requests, their tokens and min(N, cap) leases at once (the batch runs at most
+   * that many prompts at a time; its last prompt gives the leases back). Returns the refused
+   * amount when the batch does not fit the budget (nothing was reserved); throws 429 over a limit.
    */
   static async openBatch(ctx: Ctx, key: KeyContext, requestId: string, endpoint: string, requests: Json[], bytes: number[]): Promise<MoneyCall[] | { refusedUsd: number }> {
     const model = (r: Json) => (typeof r.model === "string" ? r.model : null);
     const ids = (i: number): OpenOptions => ({ requestId: `${requestId}.${i}`, endpoint, model: model(requests[i]!) });
-    if (key.monthlyBudgetUsd === null) return requests.map((_, i) => MoneyCall.unbudgeted(ctx, key, ids(i)));
-    const est = requests.map((r, i) => estimateRequest(ctx, key, r, bytes[i]));
-    if (est.every((e) => e === null)) return requests.map((_, i) => MoneyCall.unbudgeted(ctx, key, ids(i)));
-    const nanos = est.map((e) => toNano(e?.usd ?? 0));
+    const est = key.monthlyBudgetUsd === null ? [] : requests.map((r, i) => estimateRequest(ctx, key, r, bytes[i]));
+    const budgeted = est.some((e) => e !== null);
+    const tokens = key.limits ? requests.map((r, i) => tokenAsk(key, r, bytes[i]!)) : [];
+    if (!budgeted && !key.limits) return requests.map((_, i) => MoneyCall.unbudgeted(ctx, key, ids(i)));
+    const nanos = requests.map((_, i) => toNano(est[i]?.usd ?? 0));
     const total = nanos.reduce((a, n) => a + n, 0);
     const ledger = ctx.services.ledger;
+    const limits = ctx.services.rateLimits;
     const batchUid = newUid(ctx);
+    const lc = key.limits
+      ? limits.call(key, { requests: requests.length, tokens: tokens.reduce((a, t) => a + t, 0), entry: batchUid }, Math.min(requests.length, key.limits.concurrency ?? requests.length))
+      : undefined;
+    if (lc && !budgeted) limits.checkKnownOver(key);
     const facts = ledger ? ledger.facts(key, endpoint, model(requests[0] ?? {}), monthKey(), requestId) : "";
-    const r = await reserveOr503(ctx, key, fromNano(total), fromNano(total), ledger, batchUid, facts);
+    const r = await admitOr503(ctx, key, budgeted ? fromNano(total) : null, budgeted ? fromNano(total) : null, ledger, batchUid, facts, lc);
+    if (r === "unreachable") {
+      const hold = limits.admitLocally(key, lc!);
+      return requests.map((_, i) => MoneyCall.unbudgeted(ctx, key, ids(i))).map(batchShare(hold, tokens));
+    }
     if (!r) {
       ctx.services.relayObserver.budgetRejected({ endpoint });
       return { refusedUsd: fromNano(total) };
     }
+    const hold = lc ? limits.admitted(key, lc, r.limits!) : null;
     const shares = nanos.map((nano) => ({ ...r, nano }));
     const sum = shares.reduce((a, s) => a + s.nano, 0);
     if (shares.length && sum !== r.nano) shares[shares.length - 1]!.nano += r.nano - sum;
-    if (!ledger) return shares.map((s, i) => new MoneyCall(ctx, key, ids(i), s));
-    // The batch's one entry becomes one entry per prompt (its share), in the same turn.
-    const calls = shares.map((s, i) => {
-      const uid = newUid(ctx);
-      ledger.enter(key, uid, s.month, ledger.facts(key, endpoint, ids(i).model ?? null, s.month, ids(i).requestId), s.nano);
-      return new MoneyCall(ctx, key, ids(i), s, true, uid);
-    });
-    ledger.settle(key, batchUid, r.month, r.nano, r.nano);
-    return calls;
+    let calls: MoneyCall[];
+    if (!ledger) calls = shares.map((s, i) => new MoneyCall(ctx, key, ids(i), s));
+    else {
+      // The batch's one entry becomes one entry per prompt (its share), in the same turn.
+      calls = shares.map((s, i) => {
+        const uid = newUid(ctx);
+        ledger.enter(key, uid, s.month, ledger.facts(key, endpoint, ids(i).model ?? null, s.month, ids(i).requestId), s.nano);
+        return new MoneyCall(ctx, key, ids(i), s, true, uid);
+      });
+      ledger.settle(key, batchUid, r.month, r.nano, r.nano);
+    }
+    return hold ? calls.map(batchShare(hold, tokens)) : calls;
   }
 
   /** Records one attempt: prices it, queues its usage record, and counts its cost. Returns the cost. */
@@ -167,6 +214,10 @@ export class MoneyCall {
       ? priceUsd(a.adapter.pricingId ?? a.adapter.id, a.model, a.usage, fallback)
       : { usd: 0, estimated: false };
     if (!(a.adapter.seat && key.budgetExcludesSeats)) this.countedUsd += price.usd;
+    if (this.tokensUsed !== null) {
+      if (a.usage) this.tokensUsed += (a.usage.prompt_tokens ?? 0) + (a.usage.completion_tokens ?? 0);
+      else if (a.outcome === "ok" || a.outcome === "broken") this.tokensUsed = null;
+    }
     const row: UsageRow = {
       requestId: this.opts.requestId,
       attempt: ++this.attempts,
@@ -206,6 +257,7 @@ export class MoneyCall {
     if (this.settled) return;
     this.settled = true;
     const { ctx, key } = this;
+    if (this.rate) ctx.services.rateLimits.release(this.rate, this.tokensUsed);
     if (this.inLedger && this.reservation) {
       ctx.services.ledger!.settle(key, this.uid, this.reservation.month, this.reservation.nano, toNano(this.countedUsd));
       this.reservation = null;
@@ -217,3 +269,16 @@ export class MoneyCall {
     ctx.services.settleBatcher.settle(key, res, this.countedUsd);
   }
 }
+
+/** Gives each prompt of a batch its token share of the batch's hold; the leases stay with the batch. */
+function batchShare(hold: RateHold, tokens: number[]) {
+  const batch = { left: tokens.length, leaseIds: hold.leaseIds };
+  return (call: MoneyCall, i: number) => {
+    call.rate = { ...hold, tokens: tokens[i] ?? 0, leaseIds: [], batch };
+    return call;
+  };
+}
+
+/** How many prompts of an admitted batch may run at once: its leases on a key with a cap. */
+export const batchParallelism = (calls: MoneyCall[], max: number) =>
+  Math.min(max, calls[0]?.rate?.batch?.leaseIds.length || max);

@@ -1,5 +1,6 @@
 // In-process KV for the embedded default: single instance, same semantics as the Redis one.
-import type { KV, ReserveResult } from "./types.ts";
+import { LimitWindow } from "./limit-window.ts";
+import type { KV, LimitCall, LimitKeys, ReserveResult } from "./types.ts";
 
 interface Entry { value: string; expiresAt: number }
 
@@ -7,6 +8,8 @@ export class MemoryKV implements KV {
   readonly kind = "memory" as const;
   private map = new Map<string, Entry>();
   private subs = new Map<string, Set<(m: string) => void>>();
+  /** Rate-limit windows by their log key (one per routing key). */
+  private windows = new Map<string, LimitWindow>();
   private sweeper: ReturnType<typeof setInterval>;
 
   constructor() {
@@ -14,6 +17,7 @@ export class MemoryKV implements KV {
     this.sweeper = setInterval(() => {
       const now = Date.now();
       for (const [k, e] of this.map) if (e.expiresAt <= now) this.map.delete(k);
+      for (const [k, w] of this.windows) if (w.idle(now)) this.windows.delete(k);
     }, 60_000);
     this.sweeper.unref?.();
   }
@@ -39,19 +43,42 @@ export class MemoryKV implements KV {
     if (e) e.value = String(n); else this.put(key, String(n), ttlSeconds);
     return n;
   }
-  async reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number): Promise<ReserveResult> {
-    const e = this.live(key);
-    if (!e) return { ok: false, total: 0, missing: true, granted: 0 };
-    const total = Number(e.value);
-    const room = limit - total;
-    if (amount > room) {
-      if (min > room) return { ok: false, total, missing: false, granted: 0 };
-      amount = room;
+  async reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number, _entry?: unknown, limits?: LimitCall): Promise<ReserveResult> {
+    // Budget first (402 outranks 429), then the limits; nothing is added unless both fit.
+    let total = 0;
+    let e: Entry | undefined;
+    if (limit >= 0) {
+      e = this.live(key);
+      if (!e) return { ok: false, total: 0, missing: true, granted: 0 };
+      total = Number(e.value);
+      const room = limit - total;
+      if (amount > room) {
+        if (min > room) return { ok: false, total, missing: false, granted: 0 };
+        amount = room;
+      }
     }
+    const v = limits ? this.window(limits.keys).admit(limits.limits, limits.ask, limits.now ?? Date.now(), limits.leaseTtlMs) : undefined;
+    if (v?.refused) return { ok: false, total, missing: false, granted: 0, limits: v };
+    if (!e) return { ok: true, total, missing: false, granted: 0, limits: v };
     e.value = String(total + amount);
     if (e.expiresAt === Infinity) e.expiresAt = Date.now() + ttlSeconds * 1000;
-    return { ok: true, total: total + amount, missing: false, granted: amount };
+    return { ok: true, total: total + amount, missing: false, granted: amount, limits: v };
   }
+  private window(keys: LimitKeys): LimitWindow {
+    let w = this.windows.get(keys.log);
+    if (!w) this.windows.set(keys.log, (w = new LimitWindow()));
+    return w;
+  }
+  async releaseLimits(keys: LimitKeys, deltas: string, leaseIds: string) {
+    const w = this.windows.get(keys.log);
+    if (!w) return;
+    for (const line of deltas.split("\n")) {
+      const tab = line.indexOf("\t");
+      if (tab > 0) w.release(line.slice(0, tab), Number(line.slice(tab + 1)), []);
+    }
+    w.release("", 0, leaseIds.split("\n").filter(Boolean));
+  }
+  async renewLeases() {} // in process a lease lives until its request settles (ttl Infinity)
   async adjust(key: string, delta: number, _ttlSeconds: number) {
     const e = this.live(key);
     if (!e) return null;
@@ -75,5 +102,5 @@ export class MemoryKV implements KV {
     set.add(handler);
   }
   async ping() {}
-  async close() { clearInterval(this.sweeper); this.map.clear(); this.subs.clear(); }
+  async close() { clearInterval(this.sweeper); this.map.clear(); this.subs.clear(); this.windows.clear(); }
 }

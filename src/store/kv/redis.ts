@@ -1,36 +1,154 @@
 // Redis KV through ioredis. Budget operations are Lua scripts so check-and-add is atomic across
 // every gateway instance sharing this Redis. Pub/sub uses a second connection, as Redis requires.
 import Redis from "ioredis";
-import type { KV, LedgerEntry, ReserveResult } from "./types.ts";
+import type { KV, LedgerEntry, LimitCall, LimitKeys, ReserveResult } from "./types.ts";
+import { verdict } from "./types.ts";
 
-// ADMISSION: one script call per admitted budgeted request, over keys of ONE routing key only
-// (every key under the hash tag `gw:{k:<id>}:`, so it runs unchanged on Redis Cluster).
+// ADMISSION: one script call per admitted request that is budgeted or rate-limited, over keys of
+// ONE routing key only (every key under the hash tag `gw:{k:<id>}:`, so it runs unchanged on Redis
+// Cluster). Budget first (402 outranks 429: CONTRACT §8), then the limits, and nothing is added
+// unless everything fits.
 //   KEYS[1] the month's budget counter (nano-dollars)     KEYS[2] the key's in-flight ledger (hash)
-//   ARGV[1] amount (worst case)  ARGV[2] min (prompt + a useful answer)  ARGV[3] limit (budget)
+//   KEYS[3] rate window: entry id → admitted at (ms, sorted set)
+//   KEYS[4] rate amounts: entry id → "requests tokens", plus the sums `#n` and `#t` (hash)
+//   KEYS[5] concurrency leases: lease id → expires at (ms, sorted set)
+//   ARGV[1] amount (worst case)  ARGV[2] min (prompt + a useful answer)  ARGV[3] limit (budget; -1: none)
 //   ARGV[4] counter ttl (s)      ARGV[5] request id      ARGV[6] ledger entry (the grant is appended)
-//   → {ok, total, missing, granted}: the whole amount when it fits, else what remains below the
-//     limit when that covers min, else nothing; `missing` when the counter must be seeded first.
-// Idempotent by request id: a resent call (ioredis after a reconnect) finds its ledger entry and
-// returns the grant it already made. Sections that join later (per-key GCRA request/token buckets,
-// concurrency leases) append their KEYS and ARGV after these and refuse before anything is added.
-const RESERVE = `
+//   ARGV[7..] limits, absent when the key has none: rpm, requests asked, tpm, tokens asked, cap,
+//   leases asked, lease ttl (ms), window entry id, now (ms; empty: Redis's own clock). 0 = no limit.
+//   → {ok, total, missing, granted, refused (0 | 1 requests | 2 tokens | 3 concurrency), retry ms
+//      (-1: never fits), remaining requests, reset ms, remaining tokens, reset ms}
+// The budget grants the whole amount when it fits, else what remains below the limit when that
+// covers min, else nothing; `missing` when the counter must be seeded first. Requests and tokens
+// count over a sliding 60 s window of entries (limit-window.ts explains why and holds the
+// same arithmetic in process). Idempotent by request id: a resent call (ioredis after a reconnect)
+// finds its ledger entry and returns the grant it already made.
+const ADMIT = `
 local prev = ARGV[5] ~= '' and redis.call('HGET', KEYS[2], ARGV[5])
 if prev then
-  return {1, tonumber(redis.call('GET', KEYS[1]) or '0'), 0, tonumber(string.match(prev, '([^|]*)$'))}
+  return {1, tonumber(redis.call('GET', KEYS[1]) or '0'), 0, tonumber(string.match(prev, '([^|]*)$')), 0, 0, -1, 0, -1, 0}
 end
-local v = redis.call('GET', KEYS[1])
-if not v then return {0, 0, 1, 0} end
-local total = tonumber(v)
-local amount = tonumber(ARGV[1])
-local room = tonumber(ARGV[3]) - total
-if amount > room then
-  if tonumber(ARGV[2]) > room then return {0, total, 0, 0} end
-  amount = room
+local budgeted = ARGV[3] ~= '-1'
+local total, amount = 0, 0
+if budgeted then
+  local v = redis.call('GET', KEYS[1])
+  if not v then return {0, 0, 1, 0, 0, 0, -1, 0, -1, 0} end
+  total = tonumber(v)
+  amount = tonumber(ARGV[1])
+  local room = tonumber(ARGV[3]) - total
+  if amount > room then
+    if tonumber(ARGV[2]) > room then return {0, total, 0, 0, 0, 0, -1, 0, -1, 0} end
+    amount = room
+  end
 end
-total = redis.call('INCRBY', KEYS[1], amount)
-if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
+local remN, remT, reset = -1, -1, 0
+if ARGV[7] then
+  local W = 60000
+  local now
+  if ARGV[15] ~= '' then now = tonumber(ARGV[15]) else
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local rpm, n, tpm, tok = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  local cap, nl, lttl, id = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[14]
+  local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - W)
+  if #old > 0 then
+    local dn, dt = 0, 0
+    for i = 1, #old do
+      local e = redis.call('HGET', KEYS[4], old[i])
+      if e then
+        local a, b = string.match(e, '^(%d+) (%d+)$')
+        dn = dn + tonumber(a)
+        dt = dt + tonumber(b)
+        redis.call('HDEL', KEYS[4], old[i])
+      end
+    end
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - W)
+    if dn ~= 0 then redis.call('HINCRBY', KEYS[4], '#n', -dn) end
+    if dt ~= 0 then redis.call('HINCRBY', KEYS[4], '#t', -dt) end
+  end
+  local usedN = tonumber(redis.call('HGET', KEYS[4], '#n') or '0')
+  local usedT = tonumber(redis.call('HGET', KEYS[4], '#t') or '0')
+  local function waitFor(over, field)
+    local list = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+    local freed = 0
+    for i = 1, #list, 2 do
+      local e = redis.call('HGET', KEYS[4], list[i])
+      if e then
+        local a, b = string.match(e, '^(%d+) (%d+)$')
+        freed = freed + tonumber(field == 1 and a or b)
+        if freed >= over then return tonumber(list[i + 1]) + W - now end
+      end
+    end
+    return -1
+  end
+  local refused, wait = 0, 0
+  if rpm > 0 and usedN + n > rpm then
+    refused = 1
+    wait = n > rpm and -1 or waitFor(usedN + n - rpm, 1)
+  elseif tpm > 0 and usedT + tok > tpm then
+    refused = 2
+    wait = tok > tpm and -1 or waitFor(usedT + tok - tpm, 2)
+  elseif cap > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+    if redis.call('ZCARD', KEYS[5]) + nl > cap then
+      refused = 3
+      wait = nl > cap and -1 or 1000
+    end
+  end
+  if refused == 0 then
+    if rpm > 0 or tpm > 0 then
+      redis.call('ZADD', KEYS[3], now, id)
+      redis.call('HSET', KEYS[4], id, n .. ' ' .. tok)
+      usedN = redis.call('HINCRBY', KEYS[4], '#n', n)
+      usedT = redis.call('HINCRBY', KEYS[4], '#t', tok)
+      redis.call('PEXPIRE', KEYS[3], W + 1000)
+      redis.call('PEXPIRE', KEYS[4], W + 1000)
+    end
+    if cap > 0 then
+      for i = 1, nl do redis.call('ZADD', KEYS[5], now + lttl, id .. ':' .. i) end
+      redis.call('PEXPIRE', KEYS[5], lttl + 1000)
+    end
+  end
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  if first[2] then reset = math.max(0, tonumber(first[2]) + W - now) end
+  if rpm > 0 then remN = math.max(0, rpm - usedN) end
+  if tpm > 0 then remT = math.max(0, tpm - usedT) end
+  if refused ~= 0 then return {0, total, 0, 0, refused, wait, remN, reset, remT, reset} end
+end
+if budgeted then
+  total = redis.call('INCRBY', KEYS[1], amount)
+  if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
+end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], ARGV[5], ARGV[6] .. '|' .. amount) end
-return {1, total, 0, amount}`;
+return {1, total, 0, amount, 0, 0, remN, reset, remT, reset}`;
+
+// RELEASE (settlements of one routing key in one event-loop turn): lowers window entries' tokens to
+// the real count and gives leases back. KEYS[1] rate amounts  KEYS[2] leases
+//   ARGV[1] "entry\ttoken delta\n…"  ARGV[2] "lease id\n…". An entry already out of the window is skipped.
+const RELEASE = `
+for id, d in string.gmatch(ARGV[1], '([^\\t\\n]+)\\t([^\\n]+)\\n') do
+  local e = redis.call('HGET', KEYS[1], id)
+  if e then
+    local a, b = string.match(e, '^(%d+) (%d+)$')
+    local nb = math.max(0, tonumber(b) + tonumber(d))
+    if nb ~= tonumber(b) then
+      redis.call('HSET', KEYS[1], id, a .. ' ' .. nb)
+      redis.call('HINCRBY', KEYS[1], '#t', nb - tonumber(b))
+    end
+  end
+end
+for id in string.gmatch(ARGV[2], '([^\\n]+)\\n') do redis.call('ZREM', KEYS[2], id) end
+return 0`;
+
+// RENEW: the holder of running requests pushes their leases' expiry out (on Redis's clock).
+//   KEYS[1] leases  ARGV[1] ttl (ms)  ARGV[2..] lease ids (only those still held are renewed).
+const RENEW = `
+local t = redis.call('TIME')
+local until_ = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', until_, ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) + 1000)
+return 0`;
 
 // LEDGER: one call per routing key and month per event-loop turn, carrying every in-flight entry
 // of keys without a budget and every settlement of that turn, each list packed in one argument
@@ -104,7 +222,9 @@ return n`;
 export const COMMAND_TIMEOUT_MS = 500;
 
 export type Cmds = Redis & {
-  gwReserve(counter: string, ledger: string, amount: number, min: number, limit: number, ttl: number, id: string, entry: string): Promise<[number, number, number, number]>;
+  gwAdmit(counter: string, ledger: string, log: string, amounts: string, leases: string, ...args: Array<string | number>): Promise<number[]>;
+  gwRelease(amounts: string, leases: string, deltas: string, leaseIds: string): Promise<number>;
+  gwRenew(leases: string, ttlMs: number, ...ids: string[]): Promise<number>;
   gwLedger(counter: string, ledger: string, settledNow: string, settledPrev: string, ttl: number, entries: string, settles: string): Promise<number>;
   gwReassert(counter: string, ledger: string, ...args: Array<string | number>): Promise<number>;
   gwWriteOff(ledger: string, settled: string, id: string): Promise<number>;
@@ -132,7 +252,9 @@ export class RedisKV implements KV {
       enableAutoPipelining: true,
       lazyConnect: false,
     }) as Cmds;
-    this.r.defineCommand("gwReserve", { numberOfKeys: 2, lua: RESERVE });
+    this.r.defineCommand("gwAdmit", { numberOfKeys: 5, lua: ADMIT });
+    this.r.defineCommand("gwRelease", { numberOfKeys: 2, lua: RELEASE });
+    this.r.defineCommand("gwRenew", { numberOfKeys: 1, lua: RENEW });
     this.r.defineCommand("gwLedger", { numberOfKeys: 4, lua: LEDGER });
     this.r.defineCommand("gwReassert", { numberOfKeys: 2, lua: REASSERT });
     this.r.defineCommand("gwWriteOff", { numberOfKeys: 2, lua: WRITE_OFF });
@@ -148,9 +270,27 @@ export class RedisKV implements KV {
   }
   async del(key: string) { await this.r.del(key); }
   async incrWindow(key: string, ttlSeconds: number) { return Number(await this.r.gwIncrWindow(key, Math.ceil(ttlSeconds))); }
-  async reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number, entry?: LedgerEntry): Promise<ReserveResult> {
-    const [ok, total, missing, granted] = await this.r.gwReserve(key, entry?.ledger ?? `${key}:none`, Math.round(amount), Math.round(min), Math.round(limit), Math.ceil(ttlSeconds), entry?.id ?? "", entry?.value ?? "");
-    return { ok: ok === 1, total: Number(total), missing: missing === 1, granted: Number(granted) };
+  async reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number, entry?: LedgerEntry, limits?: LimitCall): Promise<ReserveResult> {
+    const ledger = entry?.ledger ?? `${key}:none`;
+    const args: Array<string | number> = [Math.round(amount), Math.round(min), limit < 0 ? -1 : Math.round(limit), Math.ceil(ttlSeconds), entry?.id ?? "", entry?.value ?? ""];
+    const lk = limits?.keys;
+    if (limits) {
+      const { limits: l, ask } = limits;
+      args.push(l.rpm ?? 0, ask.requests, l.tpm ?? 0, ask.tokens, l.concurrency ?? 0, ask.leases, limits.leaseTtlMs, ask.entry, limits.now ?? "");
+    }
+    // Without limits the three window keys are never touched; they still name the same slot.
+    const r = await this.r.gwAdmit(key, ledger, lk?.log ?? `${key}:w`, lk?.amounts ?? `${key}:a`, lk?.leases ?? `${key}:l`, ...args);
+    const n = (i: number) => Number(r[i] ?? 0);
+    return {
+      ok: n(0) === 1, total: n(1), missing: n(2) === 1, granted: n(3),
+      limits: limits ? verdict(n(4), n(5), n(6), n(7), n(8), n(9)) : undefined,
+    };
+  }
+  async releaseLimits(keys: LimitKeys, deltas: string, leaseIds: string): Promise<void> {
+    await this.r.gwRelease(keys.amounts, keys.leases, deltas, leaseIds);
+  }
+  async renewLeases(keys: LimitKeys, ttlMs: number, ids: string[]): Promise<void> {
+    if (ids.length) await this.r.gwRenew(keys.leases, ttlMs, ...ids);
   }
   async adjust(key: string, delta: number, ttlSeconds: number) {
     const v = await this.r.gwAdjust(key, Math.round(delta), Math.ceil(ttlSeconds));

@@ -1,6 +1,7 @@
 // The key-value interface that budgets, rate limits and cache invalidation use.
 // Two implementations: Redis (shared by every gateway instance) and in-process (one instance).
 // Budget operations are semantic rather than raw scripts so both backends keep them atomic.
+import type { KeyLimits, LimitAsk, LimitKind, LimitVerdict } from "./limit-window.ts";
 
 export interface ReserveResult {
   /** False when the reservation would pass the limit; nothing was added then. */
@@ -11,9 +12,35 @@ export interface ReserveResult {
   granted: number;
   /** True when the counter did not exist: the caller seeds it from Postgres and calls again. */
   missing: boolean;
+  /** The rate limits' verdict when the call carried limits. */
+  limits?: LimitVerdict;
 }
 
-/** The in-flight ledger entry the reservation writes in the same atomic step (see redis.ts RESERVE). */
+/** The three keys of one routing key's rate limits (all under its hash tag). */
+export interface LimitKeys {
+  log: string;
+  amounts: string;
+  leases: string;
+}
+
+/** Rate limits admitted in the same atomic step as the budget (CONTRACT §8). */
+export interface LimitCall {
+  keys: LimitKeys;
+  limits: KeyLimits;
+  ask: LimitAsk;
+  leaseTtlMs: number;
+  /** The clock (ms) for tests that step it; the store's own clock otherwise. */
+  now?: number;
+}
+
+const KINDS: Array<LimitKind | null> = [null, "requests", "tokens", "concurrency"];
+
+/** The verdict from the admission script's numbers. */
+export function verdict(refused: number, retryMs: number, remainingRequests: number, resetRequestsMs: number, remainingTokens: number, resetTokensMs: number): LimitVerdict {
+  return { refused: KINDS[refused] ?? null, retryMs, remainingRequests, resetRequestsMs, remainingTokens, resetTokensMs };
+}
+
+/** The in-flight ledger entry the reservation writes in the same atomic step (see redis.ts ADMIT). */
 export interface LedgerEntry {
   ledger: string;
   id: string;
@@ -31,9 +58,15 @@ export interface KV {
   /**
    * Atomically: when the counter is missing → {missing}; when total + amount ≤ limit → add amount;
    * else when total + min ≤ limit → add what remains (limit − total); else refuse.
-   * Integers only (the budget module counts nano-dollars).
+   * Integers only (the budget module counts nano-dollars). `limit` -1: no budget (only the limits
+   * and the ledger entry). With `limits`, the rate limits are admitted in the same step, after
+   * the budget, and nothing is added unless both fit.
    */
-  reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number, entry?: LedgerEntry): Promise<ReserveResult>;
+  reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number, entry?: LedgerEntry, limits?: LimitCall): Promise<ReserveResult>;
+  /** Settlements: window entries' token deltas ("entry\tdelta\n…") and leases given back ("id\n…"). */
+  releaseLimits(keys: LimitKeys, deltas: string, leaseIds: string): Promise<void>;
+  /** Pushes out the expiry of leases still held (their requests are running). */
+  renewLeases(keys: LimitKeys, ttlMs: number, ids: string[]): Promise<void>;
   /** Atomically add delta (may be negative) to an existing counter; a missing counter stays missing. */
   adjust(key: string, delta: number, ttlSeconds: number): Promise<number | null>;
   /** Set the counter only if it does not exist (seeding from Postgres after Redis lost it). */

@@ -1,4 +1,4 @@
-import { boolean, doublePrecision, index, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { boolean, doublePrecision, index, integer, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
@@ -30,6 +30,10 @@ export const routingKeys = pgTable("routing_keys", {
   classifierCredentialId: text("classifier_credential_id"),
   monthlyBudgetUsd: doublePrecision("monthly_budget_usd"),
   budgetExcludesSeats: boolean("budget_excludes_seats").notNull().default(true),
+  // Rate limits (CONTRACT §8): null = none.
+  rpmLimit: integer("rpm_limit"),
+  tpmLimit: integer("tpm_limit"),
+  maxConcurrentRequests: integer("max_concurrent_requests"),
   lanes: jsonb("lanes").$type<LaneRow[]>().notNull().default([]),
   lastUsedAt: ts("last_used_at"),
   revokedAt: ts("revoked_at"),
