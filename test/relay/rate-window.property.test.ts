@@ -13,8 +13,8 @@ import { RedisKV } from "../../src/store/kv/redis.ts";
 import { randomToken } from "../../src/lib/crypto.ts";
 
 type Op =
-  | { kind: "admit"; dt: number; requests: number; tokens: number }
-  | { kind: "refund"; which: number; to: number }
+  | { kind: "admit"; dt: number; requests: number; tokens: number; ahead: number }
+  | { kind: "refund"; which: number; to: number; requestsTo: number }
   | { kind: "return"; which: number };
 
 interface Admitted { id: string; at: number; requests: number; tokens: number; leases: number; returned: boolean }
@@ -48,15 +48,15 @@ const limitsArb = fc.record({
   concurrency: fc.option(fc.integer({ min: 1, max: 4 }), { nil: null }),
 });
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant("admit" as const), dt: fc.oneof(fc.integer({ min: 0, max: 3000 }), fc.integer({ min: 20_000, max: 61_000 }), fc.integer({ min: -5000, max: -1 })), requests: fc.integer({ min: 1, max: 3 }), tokens: fc.integer({ min: 0, max: 200 }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant("refund" as const), which: fc.nat(), to: fc.integer({ min: 0, max: 200 }) }) },
+  { weight: 5, arbitrary: fc.record({ kind: fc.constant("admit" as const), dt: fc.oneof(fc.integer({ min: 0, max: 3000 }), fc.integer({ min: 20_000, max: 61_000 }), fc.integer({ min: -5000, max: -1 })), requests: fc.integer({ min: 1, max: 3 }), tokens: fc.integer({ min: 0, max: 200 }), ahead: fc.constantFrom(0, 0, 1000) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("refund" as const), which: fc.nat(), to: fc.integer({ min: 0, max: 200 }), requestsTo: fc.integer({ min: 0, max: 3 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("return" as const), which: fc.nat() }) },
 );
 
 /** Runs ops against one implementation and the reference; every verdict must agree. */
 async function check(limits: KeyLimits, ops: Op[], impl: {
-  admit(now: number, id: string, requests: number, tokens: number, leases: number): Promise<string | null>;
-  release(id: string, tokenDelta: number, leaseIds: string[]): Promise<void>;
+  admit(now: number, id: string, requests: number, tokens: number, leases: number, ahead: number): Promise<string | null>;
+  release(id: string, tokenDelta: number, leaseIds: string[], requestDelta: number): Promise<void>;
 }) {
   const ref = new Reference();
   let now = 1_000_000;
@@ -67,19 +67,25 @@ async function check(limits: KeyLimits, ops: Op[], impl: {
       const leases = limits.concurrency === null ? 0 : 1;
       const id = `e${++seq}`;
       const expected = ref.fits(limits, now, op.requests, op.tokens, leases);
-      const got = await impl.admit(now, id, op.requests, op.tokens, leases);
+      const got = await impl.admit(now, id, op.requests, op.tokens, leases, op.ahead);
       expect(got).toBe(expected);
-      if (got === null) ref.admitted.push({ id, at: now, requests: op.requests, tokens: op.tokens, leases, returned: false });
+      // A slice taken ahead counts from now until `ahead` + 60 s.
+      if (got === null) ref.admitted.push({ id, at: now + op.ahead, requests: op.requests, tokens: op.tokens, leases, returned: false });
     } else if (ref.admitted.length) {
       const a = ref.admitted[op.which % ref.admitted.length]!;
       if (op.kind === "refund") {
-        // Settlement only lowers a reservation (real ≤ reserved); an entry out of the window is left alone.
+        // Settlement only lowers a reservation (real ≤ reserved; a slice's unused requests); an
+        // entry out of the window is left alone.
         const to = Math.min(a.tokens, op.to);
-        await impl.release(a.id, to - a.tokens, []);
-        if (ref.inWindow(a)) a.tokens = to;
+        const requestsTo = Math.min(a.requests, op.requestsTo);
+        await impl.release(a.id, to - a.tokens, [], requestsTo - a.requests);
+        if (ref.inWindow(a)) {
+          a.tokens = to;
+          a.requests = requestsTo;
+        }
       } else if (!a.returned) {
         a.returned = true;
-        await impl.release(a.id, 0, a.leases ? [`${a.id}:1`] : []);
+        await impl.release(a.id, 0, a.leases ? [`${a.id}:1`] : [], 0);
       }
     }
   }
@@ -87,11 +93,11 @@ async function check(limits: KeyLimits, ops: Op[], impl: {
 
 describe("rate-limit window arithmetic (property-based, against a reference model)", () => {
   test("the in-process window agrees with the definition on every admission", async () => {
-    await fc.assert(fc.asyncProperty(limitsArb, fc.array(opArb, { maxLength: 60 }), async (limits, ops) => {
+    await fc.assert(fc.asyncProperty(limitsArb, fc.array(opArb, { minLength: 20, maxLength: 80 }), async (limits, ops) => {
       const w = new LimitWindow();
       await check(limits, ops, {
-        admit: async (now, entry, requests, tokens, leases) => w.admit(limits, { entry, requests, tokens, leases }, now, Number.MAX_SAFE_INTEGER).refused,
-        release: async (id, delta, leaseIds) => w.release(id, delta, leaseIds),
+        admit: async (now, entry, requests, tokens, leases, ahead) => w.admit(limits, { entry, requests, tokens, leases }, now, Number.MAX_SAFE_INTEGER, ahead).refused,
+        release: async (id, delta, leaseIds, requestDelta) => w.release(id, delta, leaseIds, requestDelta),
       });
     }), { numRuns: 300 });
   });
@@ -100,15 +106,15 @@ describe("rate-limit window arithmetic (property-based, against a reference mode
     const kv = new RedisKV(process.env.REDIS_URL!);
     await kv.ping();
     try {
-      await fc.assert(fc.asyncProperty(limitsArb, fc.array(opArb, { maxLength: 40 }), async (limits, ops) => {
+      await fc.assert(fc.asyncProperty(limitsArb, fc.array(opArb, { minLength: 20, maxLength: 60 }), async (limits, ops) => {
         const tag = `gw:{k:prop-${randomToken(6)}}`;
         const keys = { log: `${tag}:rl:w`, amounts: `${tag}:rl:a`, leases: `${tag}:rl:l` };
         await check(limits, ops, {
-          admit: async (now, entry, requests, tokens, leases) => {
-            const r = await kv.reserve(`${tag}:budget`, 0, 0, -1, 60, undefined, { keys, limits, ask: { entry, requests, tokens, leases }, leaseTtlMs: 10 * 60_000, now });
+          admit: async (now, entry, requests, tokens, leases, ahead) => {
+            const r = await kv.reserve(`${tag}:budget`, 0, 0, -1, 60, undefined, { keys, limits, ask: { entry, requests, tokens, leases }, leaseTtlMs: 10 * 60_000, now, aheadMs: ahead });
             return r.limits!.refused;
           },
-          release: (id, delta, leaseIds) => kv.releaseLimits(keys, delta ? `${id}\t${delta}\n` : "", leaseIds.map((l) => `${l}\n`).join("")),
+          release: (id, delta, leaseIds, requestDelta) => kv.releaseLimits(keys, delta || requestDelta ? `${id}\t${requestDelta}\t${delta}\n` : "", leaseIds.map((l) => `${l}\n`).join("")),
         });
       }), { numRuns: 60 });
     } finally {

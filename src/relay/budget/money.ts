@@ -134,10 +134,29 @@ export class MoneyCall {
     const limits = ctx.services.rateLimits;
     const uid = newUid(ctx);
     const lc = ask && key.limits ? limits.call(key, { ...ask, entry: uid }) : undefined;
-    // A key over its request limit with no budget to check first is refused without a round trip.
-    if (lc && !budgeted) limits.checkKnownOver(key);
+    let slice: { requests: number; tokens: number } | undefined;
+    const plain = lc?.ask;
+    if (lc && !budgeted) {
+      // Without a budget to check first: a key over its request limit is refused, and a hot key's
+      // request served from this instance's slice, without a round trip; else a slice may be taken.
+      limits.checkKnownOver(key);
+      const served = limits.fromSlice(key, lc);
+      if (served) {
+        const call = MoneyCall.unbudgeted(ctx, key, opts);
+        call.rate = served;
+        return call;
+      }
+      slice = limits.widen(key, lc);
+    }
     const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), opts.requestId) : "";
-    const r = await admitOr503(ctx, key, budgeted ? est.usd : null, budgeted ? est.minUsd : null, ledger, uid, facts, lc);
+    let r = await admitOr503(ctx, key, budgeted ? est.usd : null, budgeted ? est.minUsd : null, ledger, uid, facts, lc);
+    if (lc && plain && lc.ask !== plain && (r === "unreachable" || r?.limits?.refused)) {
+      // The slice did not fit (or Redis is gone): the request alone.
+      lc.ask = plain;
+      lc.aheadMs = 0;
+      slice = undefined;
+      if (r !== "unreachable") r = await admitOr503(ctx, key, null, null, ledger, uid, facts, lc);
+    }
     if (r === "unreachable") {
       const hold = limits.admitLocally(key, lc!);
       const call = MoneyCall.unbudgeted(ctx, key, opts);
@@ -148,7 +167,7 @@ export class MoneyCall {
       ctx.services.relayObserver.budgetRejected({ endpoint: opts.endpoint });
       throw budgetExceeded(key.monthlyBudgetUsd!, monthKey(), key.id);
     }
-    const rate = lc ? limits.admitted(key, lc, r.limits!) : null;
+    const rate = lc ? limits.admitted(key, lc, r.limits!, false, slice) : null;
     const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger), uid);
     call.rate = rate;
     if (budgeted && est.prices) call.outputLimit = outputLimitFor(est as Estimate, fromNano(r.nano));

@@ -82,7 +82,8 @@ export class LimitWindow {
     return -1;
   }
 
-  admit(limits: KeyLimits, ask: LimitAsk, now: number, leaseTtlMs: number): LimitVerdict {
+  /** `aheadMs`: the entry counts from now until aheadMs + 60 s (a slice used over the next aheadMs). */
+  admit(limits: KeyLimits, ask: LimitAsk, now: number, leaseTtlMs: number, aheadMs = 0): LimitVerdict {
     this.expire(now);
     const { rpm, tpm, concurrency: cap } = limits;
     let refused: LimitKind | null = null;
@@ -102,10 +103,10 @@ export class LimitWindow {
     }
     if (refused === null) {
       if (rpm !== null || tpm !== null) {
-        const e: Entry = { id: ask.entry, at: now, requests: ask.requests, tokens: ask.tokens };
+        const e: Entry = { id: ask.entry, at: now + aheadMs, requests: ask.requests, tokens: ask.tokens };
         // Sorted by time, as Redis's sorted set keeps them (a clock step back inserts earlier).
         let i = this.log.length;
-        while (i > 0 && this.log[i - 1]!.at > now) i--;
+        while (i > 0 && this.log[i - 1]!.at > e.at) i--;
         this.log.splice(i, 0, e);
         this.byId.set(e.id, e);
         this.usedRequests += ask.requests;
@@ -124,13 +125,18 @@ export class LimitWindow {
     };
   }
 
-  /** Settlement: the entry's tokens change by `delta` (never below 0); the leases are given back. */
-  release(entry: string, tokenDelta: number, leaseIds: readonly string[]): void {
+  /** Settlement: the entry's requests and tokens change by the deltas (never below 0); the leases are given back. */
+  release(entry: string, tokenDelta: number, leaseIds: readonly string[], requestDelta = 0): void {
     const e = this.byId.get(entry);
     if (e && tokenDelta !== 0) {
       const next = Math.max(0, e.tokens + tokenDelta);
       this.usedTokens += next - e.tokens;
       e.tokens = next;
+    }
+    if (e && requestDelta !== 0) {
+      const next = Math.max(0, e.requests + requestDelta);
+      this.usedRequests += next - e.requests;
+      e.requests = next;
     }
     for (const id of leaseIds) this.leases.delete(id);
   }

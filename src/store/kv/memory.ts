@@ -57,7 +57,7 @@ export class MemoryKV implements KV {
         amount = room;
       }
     }
-    const v = limits ? this.window(limits.keys).admit(limits.limits, limits.ask, limits.now ?? Date.now(), limits.leaseTtlMs) : undefined;
+    const v = limits ? this.window(limits.keys).admit(limits.limits, limits.ask, limits.now ?? Date.now(), limits.leaseTtlMs, limits.aheadMs) : undefined;
     if (v?.refused) return { ok: false, total, missing: false, granted: 0, limits: v };
     if (!e) return { ok: true, total, missing: false, granted: 0, limits: v };
     e.value = String(total + amount);
@@ -73,8 +73,8 @@ export class MemoryKV implements KV {
     const w = this.windows.get(keys.log);
     if (!w) return;
     for (const line of deltas.split("\n")) {
-      const tab = line.indexOf("\t");
-      if (tab > 0) w.release(line.slice(0, tab), Number(line.slice(tab + 1)), []);
+      const [entry, requests, tokens] = line.split("\t");
+      if (entry && tokens !== undefined) w.release(entry, Number(tokens), [], Number(requests));
     }
     w.release("", 0, leaseIds.split("\n").filter(Boolean));
   }

@@ -15,7 +15,8 @@ import { verdict } from "./types.ts";
 //   ARGV[1] amount (worst case)  ARGV[2] min (prompt + a useful answer)  ARGV[3] limit (budget; -1: none)
 //   ARGV[4] counter ttl (s)      ARGV[5] request id      ARGV[6] ledger entry (the grant is appended)
 //   ARGV[7..] limits, absent when the key has none: rpm, requests asked, tpm, tokens asked, cap,
-//   leases asked, lease ttl (ms), window entry id, now (ms; empty: Redis's own clock). 0 = no limit.
+//   leases asked, lease ttl (ms), window entry id, now (ms; empty: Redis's own clock), ahead (ms: the
+//   entry counts from now until `ahead` + 60 s, for a slice used over the next `ahead` ms). 0 = no limit.
 //   → {ok, total, missing, granted, refused (0 | 1 requests | 2 tokens | 3 concurrency), retry ms
 //      (-1: never fits), remaining requests, reset ms, remaining tokens, reset ms}
 // The budget grants the whole amount when it fits, else what remains below the limit when that
@@ -98,12 +99,12 @@ if ARGV[7] then
   end
   if refused == 0 then
     if rpm > 0 or tpm > 0 then
-      redis.call('ZADD', KEYS[3], now, id)
+      redis.call('ZADD', KEYS[3], now + tonumber(ARGV[16] or '0'), id)
       redis.call('HSET', KEYS[4], id, n .. ' ' .. tok)
       usedN = redis.call('HINCRBY', KEYS[4], '#n', n)
       usedT = redis.call('HINCRBY', KEYS[4], '#t', tok)
-      redis.call('PEXPIRE', KEYS[3], W + 1000)
-      redis.call('PEXPIRE', KEYS[4], W + 1000)
+      redis.call('PEXPIRE', KEYS[3], W + 61000)
+      redis.call('PEXPIRE', KEYS[4], W + 61000)
     end
     if cap > 0 then
       for i = 1, nl do redis.call('ZADD', KEYS[5], now + lttl, id .. ':' .. i) end
@@ -123,18 +124,21 @@ end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], ARGV[5], ARGV[6] .. '|' .. amount) end
 return {1, total, 0, amount, 0, 0, remN, reset, remT, reset}`;
 
-// RELEASE (settlements of one routing key in one event-loop turn): lowers window entries' tokens to
-// the real count and gives leases back. KEYS[1] rate amounts  KEYS[2] leases
-//   ARGV[1] "entry\ttoken delta\n…"  ARGV[2] "lease id\n…". An entry already out of the window is skipped.
+// RELEASE (settlements of one routing key in one event-loop turn): lowers window entries' requests
+// and tokens (token refunds to the real count; a slice's unused part) and gives leases back.
+//   KEYS[1] rate amounts  KEYS[2] leases
+//   ARGV[1] "entry\\trequest delta\\ttoken delta\\n…"  ARGV[2] "lease id\\n…". An entry already out of the window is skipped.
 const RELEASE = `
-for id, d in string.gmatch(ARGV[1], '([^\\t\\n]+)\\t([^\\n]+)\\n') do
+for id, dn, dt in string.gmatch(ARGV[1], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\n]+)\\n') do
   local e = redis.call('HGET', KEYS[1], id)
   if e then
     local a, b = string.match(e, '^(%d+) (%d+)$')
-    local nb = math.max(0, tonumber(b) + tonumber(d))
-    if nb ~= tonumber(b) then
-      redis.call('HSET', KEYS[1], id, a .. ' ' .. nb)
-      redis.call('HINCRBY', KEYS[1], '#t', nb - tonumber(b))
+    local na = math.max(0, tonumber(a) + tonumber(dn))
+    local nb = math.max(0, tonumber(b) + tonumber(dt))
+    if na ~= tonumber(a) or nb ~= tonumber(b) then
+      redis.call('HSET', KEYS[1], id, na .. ' ' .. nb)
+      if na ~= tonumber(a) then redis.call('HINCRBY', KEYS[1], '#n', na - tonumber(a)) end
+      if nb ~= tonumber(b) then redis.call('HINCRBY', KEYS[1], '#t', nb - tonumber(b)) end
     end
   end
 end
@@ -276,7 +280,7 @@ export class RedisKV implements KV {
     const lk = limits?.keys;
     if (limits) {
       const { limits: l, ask } = limits;
-      args.push(l.rpm ?? 0, ask.requests, l.tpm ?? 0, ask.tokens, l.concurrency ?? 0, ask.leases, limits.leaseTtlMs, ask.entry, limits.now ?? "");
+      args.push(l.rpm ?? 0, ask.requests, l.tpm ?? 0, ask.tokens, l.concurrency ?? 0, ask.leases, limits.leaseTtlMs, ask.entry, limits.now ?? "", limits.aheadMs ?? 0);
     }
     // Without limits the three window keys are never touched; they still name the same slot.
     const r = await this.r.gwAdmit(key, ledger, lk?.log ?? `${key}:w`, lk?.amounts ?? `${key}:a`, lk?.leases ?? `${key}:l`, ...args);

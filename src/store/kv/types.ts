@@ -31,6 +31,8 @@ export interface LimitCall {
   leaseTtlMs: number;
   /** The clock (ms) for tests that step it; the store's own clock otherwise. */
   now?: number;
+  /** A slice used over the next `aheadMs`: its entry counts from now until aheadMs + 60 s. */
+  aheadMs?: number;
 }
 
 const KINDS: Array<LimitKind | null> = [null, "requests", "tokens", "concurrency"];
