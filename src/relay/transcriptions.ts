@@ -16,6 +16,7 @@ import { getAdapter } from "../providers/registry.ts";
 import { subFetch, subUrl } from "../providers/sub/client.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import { MIN_ESTIMATE_USD } from "./budget/estimate.ts";
+import { rateHeaders } from "./limits/headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { resolveRoutingKey, type KeyContext } from "./auth.ts";
 
@@ -49,7 +50,8 @@ function capped(body: ReadableStream<Uint8Array>, max: number): ReadableStream<U
 }
 
 function transcriptionsHandler(ctx: Ctx): Handler {
-  return async ({ request, requestId }) => {
+  return async (rc) => {
+    const { request, requestId } = rc;
     const key = await resolveRoutingKey(ctx, request);
     const contentType = request.headers.get("content-type") ?? "";
     if (!/^multipart\/form-data;\s*boundary=/i.test(contentType) || !request.body) {
@@ -65,8 +67,10 @@ function transcriptionsHandler(ctx: Ctx): Handler {
       throw unsupportedFeature(`Audio transcription is served through a connected subscription sign-in, and ${why}. Connect one with POST /v1/organizations/sub-session and add a sub lane to the key.`);
     }
     // Seat traffic counts toward the budget only when the key says so; then an exhausted budget refuses.
+    // A transcription is one request toward rpm_limit and holds a concurrency lease; its tokens are unknown up front.
     const money = await MoneyCall.reserveFor(ctx, key, { requestId, endpoint: "transcriptions" },
-      key.budgetExcludesSeats ? null : { usd: MIN_ESTIMATE_USD, minUsd: MIN_ESTIMATE_USD });
+      key.budgetExcludesSeats ? null : { usd: MIN_ESTIMATE_USD, minUsd: MIN_ESTIMATE_USD }, key.limits ? { requests: 1, tokens: 0 } : null);
+    if (money.rate) rc.headers = rateHeaders(money.rate.limits, money.rate.verdict);
 
     // The body is streamed once; a copy is kept only for the single retry after a token refresh.
     const body = capped(request.body, MAX_AUDIO_BYTES);

@@ -63,6 +63,20 @@ describe(`POST /v1/audio/transcriptions (${storesLabel})`, () => {
     expect(audioCalls().at(-1)!.headers.authorization).toBe(`Bearer ${w.auth.latest(subAccountId)!.access_token}`);
   });
 
+  test("a transcription counts toward rpm_limit (CONTRACT §8): OpenAI's rate-limit headers, then 429 rate_limit_exceeded", async () => {
+    const { sessionId } = await connectSub(w);
+    const { rawKey } = await createKey(w.gw, w.account.token, { rpm_limit: 1, providers: [{ provider: "sub", sub_session_id: sessionId }] });
+    const first = await transcribe(rawKey, audioForm());
+    expect(first.status).toBe(200);
+    await first.text();
+    expect(first.headers.get("x-ratelimit-limit-requests")).toBe("1");
+    expect(first.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+    const second = await transcribe(rawKey, audioForm());
+    expect(second.status).toBe(429);
+    expect(((await second.json()) as any).error).toMatchObject({ type: "requests", code: "rate_limit_exceeded" });
+    expect(Number(second.headers.get("retry-after-ms"))).toBeGreaterThan(0);
+  });
+
   test("400 unsupported_feature when the key has no connected sub lane", async () => {
     const { rawKey } = await createKey(w.gw, w.account.token, { providers: [{ provider: "openai", credential_id: w.openaiCred }] });
     const res = await transcribe(rawKey, audioForm());
