@@ -17,7 +17,7 @@ import { z } from "zod";
 import { BLITZ, mount, type RequestContext } from "../http/route.ts";
 import { monthKey } from "../lib/time.ts";
 import { batchParallelism, MoneyCall } from "./budget/money.ts";
-import { rateHeaders } from "./limits/headers.ts";
+import { RATE_LIMITED_DOC, rateHeaders } from "./limits/headers.ts";
 import type { Json } from "../protocols/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { BLITZ_PER_REQUEST, runBounded } from "./blitz/pool.ts";
@@ -42,7 +42,7 @@ export function blitzRoutes(ctx: Ctx, app: Elysia): void {
     POST: {
       summary: "Up to 50 prompts in one request", tag: "Inference", auth: "routing-key", body: blitzBodyDoc,
       description: "Each prompt runs as its own chat completion through the key's lanes, all at once; one failing prompt is one error entry.",
-      responses: { "200": { description: "`blitz.result`: one entry per prompt, in order, and the summed usage." } },
+      responses: { "200": { description: "`blitz.result`: one entry per prompt, in order, and the summed usage." }, ...RATE_LIMITED_DOC },
     },
   });
 }

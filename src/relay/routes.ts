@@ -8,6 +8,7 @@ import { handleCountTokens } from "./count-tokens.ts";
 import { handleInference } from "./pipeline.ts";
 import { chatCompletionsBodyDoc, countTokensBodyDoc, embeddingsBodyDoc, messagesBodyDoc, responsesBodyDoc } from "./request-body.ts";
 import { transcriptionRoutes } from "./transcriptions.ts";
+import { RATE_LIMITED_DOC } from "./limits/headers.ts";
 
 /** The inference endpoints: the hot path. */
 export function relayRoutes(ctx: Ctx, app: Elysia): void {
@@ -19,27 +20,28 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
       responses: {
         "200": { description: "The completion (JSON), or with `stream: true` server-sent events." },
         "402": { description: "budget_exceeded: the key's monthly budget does not fit this request." },
+        ...RATE_LIMITED_DOC,
       },
     },
   });
   mount(ctx, app, "/v1/responses", { POST: (rc) => handleInference(ctx, rc, "responses") }, INFERENCE, {
     POST: {
       summary: "Response (OpenAI Responses API)", tag: "Inference", auth: "routing-key", body: responsesBodyDoc,
-      responses: { "200": { description: "The response (JSON), or with `stream: true` server-sent events." } },
+      responses: { "200": { description: "The response (JSON), or with `stream: true` server-sent events." }, ...RATE_LIMITED_DOC },
     },
   });
   mount(ctx, app, "/v1/messages", { POST: (rc) => handleInference(ctx, rc, "anthropic") }, ANTHROPIC, {
     POST: {
       summary: "Message (Anthropic Messages API)", tag: "Inference", auth: "routing-key", body: messagesBodyDoc,
       description: "For Anthropic SDKs: the routing key goes in `x-api-key` or `Authorization`. Passed through on Anthropic lanes, translated elsewhere.",
-      responses: { "200": { description: "The message (JSON), or with `stream: true` Anthropic server-sent events." } },
+      responses: { "200": { description: "The message (JSON), or with `stream: true` Anthropic server-sent events." }, ...RATE_LIMITED_DOC },
     },
   });
   mount(ctx, app, "/v1/embeddings", { POST: (rc) => handleInference(ctx, rc, "embeddings") }, INFERENCE, {
     POST: {
       summary: "Embeddings (OpenAI-compatible)", tag: "Inference", auth: "routing-key", body: embeddingsBodyDoc,
       description: "Passed through on OpenAI-protocol lanes that embed, translated to batchEmbedContents on Gemini lanes; other lanes fail over.",
-      responses: { "200": { description: "An OpenAI embedding list (float or base64 vectors) with usage." } },
+      responses: { "200": { description: "An OpenAI embedding list (float or base64 vectors) with usage." }, ...RATE_LIMITED_DOC },
     },
   });
   mount(ctx, app, "/v1/messages/count_tokens", { POST: (rc) => handleCountTokens(ctx, rc) }, ANTHROPIC, {

@@ -16,7 +16,7 @@ import { getAdapter } from "../providers/registry.ts";
 import { subFetch, subUrl } from "../providers/sub/client.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import { MIN_ESTIMATE_USD } from "./budget/estimate.ts";
-import { rateHeaders } from "./limits/headers.ts";
+import { RATE_LIMITED_DOC, rateHeaders } from "./limits/headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { resolveRoutingKey, type KeyContext } from "./auth.ts";
 
@@ -140,7 +140,7 @@ export function transcriptionRoutes(ctx: Ctx, app: Elysia): void {
     POST: {
       summary: "Transcribe audio (through the subscription lane)", tag: "Inference", auth: "routing-key",
       rawBody: { contentType: "multipart/form-data", schema: { type: "object", required: ["file"], properties: { file: { type: "string", contentMediaType: "application/octet-stream" }, model: { type: "string" } } } },
-      responses: { "200": { description: "The transcription, as the upstream answered it." } },
+      responses: { "200": { description: "The transcription, as the upstream answered it." }, ...RATE_LIMITED_DOC },
     },
   });
 }

@@ -209,6 +209,15 @@ describe(`rate limits (${storesLabel})`, () => {
     expect(peak).toBe(2);
   });
 
+  test("the OpenAPI document names the three limits on routing keys and the 429 on every inference route", async () => {
+    const doc = (await (await fetch(gw.url + "/openapi.json")).json()) as any;
+    const schemaText = JSON.stringify(doc.paths["/v1/organizations/routing-keys"]);
+    for (const f of ["rpm_limit", "tpm_limit", "max_concurrent_requests"]) expect(schemaText).toContain(f);
+    for (const path of ["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings", "/blitz"]) {
+      expect(doc.paths[path].post.responses["429"].description).toContain("rate_limit_exceeded");
+    }
+  });
+
   test("a key without limits carries no x-ratelimit headers", async () => {
     const k = await key({});
     const res = await post(k.raw, chat());

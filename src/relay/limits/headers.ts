@@ -61,3 +61,8 @@ export function rateLimited(keyId: string, limits: KeyLimits, v: LimitVerdict): 
   }
   return new GatewayError(429, message, { code: "rate_limit_exceeded", type: v.refused === "tokens" ? "tokens" : "requests", headers });
 }
+
+/** The 429 of every inference route, for the API reference. */
+export const RATE_LIMITED_DOC = {
+  "429": { description: "rate_limit_exceeded: over the key's rpm_limit, tpm_limit or max_concurrent_requests; `Retry-After` and `retry-after-ms` say when the request fits. Every answer carries OpenAI's `x-ratelimit-*` headers for the limits the key has." },
+};
