@@ -46,7 +46,7 @@ export function codeFromOutbox(dataDir: string, email: string): string | null {
     const raw = readFileSync(join(dir, f), "utf8").replace(/=\r?\n/g, "");
     if (!raw.toLowerCase().includes(email.toLowerCase())) continue;
     const body = raw.slice(raw.search(/\r?\n\r?\n/));
-    const m = /(?<![\d-])(\d{6})(?![\d-])/.exec(body);
+    const m = /(?<![\w.-])(\d{6})(?![\w@.-])/.exec(body);
     if (m) return m[1]!;
   }
   return null;
