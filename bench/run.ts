@@ -28,6 +28,10 @@ import { prepareStores } from "./lib/stores.ts";
 const ROOT = resolve(import.meta.dir, "..");
 const RESULTS = join(ROOT, "bench", "results");
 const opts = parseArgs(process.argv.slice(2));
+// Both Bun processes run with the allocator setting the Dockerfile and `npm start` ship
+// (MIMALLOC_PURGE_DELAY=-1, see PROFILE.md); it changes nothing measurable for the bare proxy.
+// MIMALLOC_PURGE_DELAY=10 npm run bench measures Bun's default.
+const ALLOCATOR_ENV = { MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY ?? "-1" };
 
 // The load generator runs in this process. Re-run it pinned to core 1, and with Bun's fetch allowed
 // enough simultaneous connections for the soak's 500 streams (its default is 256).
@@ -57,6 +61,7 @@ function machineFacts(stores: string): MachineFacts {
     stores,
     logLevel: opts.logLevel,
     upstreamClient: process.env.UPSTREAM_HTTP_CLIENT ?? "the gateway's default",
+    allocatorPurgeDelay: ALLOCATOR_ENV.MIMALLOC_PURGE_DELAY,
   };
 }
 
@@ -103,6 +108,7 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
     // JavaScriptCore switches for tail studies, e.g. BUN_JSC_logGC=1 (every collection and its pause, in the gateway's log).
     ...Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith("BUN_JSC_") && v !== undefined)) as Record<string, string>,
     ...storeEnv,
+    ...ALLOCATOR_ENV,
   };
   const profiler = opts.profile ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${join(RESULTS, "tmp-profile")}`] : [];
   const gateway = Bun.spawn([...pinned(0), process.execPath, ...profiler, join(ROOT, "src", "main.ts")], { cwd: ROOT, env, stdout: fd, stderr: fd });
@@ -126,7 +132,7 @@ async function startBare(mockBase: string): Promise<{ proc: Subprocess; base: st
   const fd = logFile(logPath);
   const origin = new URL(mockBase).origin;
   const proc = Bun.spawn([...pinned(0), process.execPath, join(ROOT, "bench", "bare-proxy.ts"), "--upstream", origin, "--port", "0"], {
-    cwd: ROOT, stdout: "pipe", stderr: fd, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NODE_ENV: "production" },
+    cwd: ROOT, stdout: "pipe", stderr: fd, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NODE_ENV: "production", ...ALLOCATOR_ENV },
   });
   const base = await firstLine(proc, 20_000);
   log(`bare Bun proxy at ${base} (pid ${proc.pid})`);
