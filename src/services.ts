@@ -26,6 +26,7 @@ export async function buildServices(base: Base): Promise<Services> {
   const usageQueue = startUsageQueue(base);
   // After the queue: shutdown runs in reverse, so settlements go out before the last usage flush.
   const settleBatcher = startSettleBatcher(base);
+  usageQueue.setBeforeWrite(() => settleBatcher.flush());
   // Last of the three so its shutdown runs first: the ledger's last writes and the usage stream's
   // last entries reach the queue before the queue's own drain.
   const ledger = await startLedger(base, usageQueue);

@@ -126,6 +126,11 @@ export interface UsageQueue {
   flushQueued(): Promise<void>;
   /** Records that reach the queue from elsewhere (Redis mode: the usage stream); flush() pulls them first. */
   setSource(pull: () => Promise<void>): void;
+  /**
+   * Runs before every write (the pending budget settlements): a counter rebuilt from Postgres
+   * must never already hold a record whose settlement has yet to add it.
+   */
+  setBeforeWrite(fn: () => Promise<void>): void;
   depth(): number;
   /** Holds timed flushes (tests that count queries around one request; shutdown ordering). */
   pause(): void;
@@ -141,6 +146,7 @@ export function createUsageQueue(ctx: Base): UsageQueue {
   let flushing: Promise<void> | null = null;
   let sizeFlushScheduled = false;
   let source: (() => Promise<void>) | null = null;
+  let beforeWrite: (() => Promise<void>) | null = null;
 
   const insert = (part: UsageRow[]) => ctx.db.execute(sql`${INSERT_HEAD}${JSON.stringify(part)}${INSERT_TAIL}`);
 
@@ -196,7 +202,7 @@ export function createUsageQueue(ctx: Base): UsageQueue {
     // One writer at a time; whoever comes while one runs waits for it, then writes what is left.
     while (flushing) await flushing;
     if (rows.length === 0 && touched.size === 0) return;
-    flushing = writeOnce().finally(() => { flushing = null; });
+    flushing = (beforeWrite ? beforeWrite().catch(() => {}).then(writeOnce) : writeOnce()).finally(() => { flushing = null; });
     await flushing;
   }
 
@@ -225,6 +231,7 @@ export function createUsageQueue(ctx: Base): UsageQueue {
     flush: flushAll,
     flushQueued: flush,
     setSource(pull) { source = pull; },
+    setBeforeWrite(fn) { beforeWrite = fn; },
     depth: () => rows.length,
     pause() { paused = true; },
     resume() { paused = false; },

@@ -38,7 +38,7 @@ describe(`metrics through the relay (${storesLabel})`, () => {
       return r.body.credential.id as string;
     };
     [openaiCred, groqCred] = await Promise.all([cred("openai"), cred("groq")]);
-  });
+  }, 30_000); // an embedded gateway's first start (PGlite migrations) outlasts 5 s on a loaded machine
   afterEach(() => {
     A.setDefault({});
     (gw.ctx.services.usageQueue as UsageQueue).resume();
