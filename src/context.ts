@@ -20,6 +20,7 @@ import type { RelayObserver } from "./relay/observer.ts";
 import type { Classifier } from "./relay/routing/plan.ts";
 import type { Semaphore } from "./relay/blitz/pool.ts";
 import type { SubState } from "./providers/sub/state.ts";
+import type { BridgeModelState } from "./providers/bridge/models.ts";
 
 /** The stores and settings every service is built from (src/services.ts builds the services from these). */
 export interface Base {
@@ -64,6 +65,8 @@ export interface Services {
   classifier: Classifier;
   /** Sign-in, refresh and catalog caches of the sub lanes (providers/sub/state.ts). */
   subLanes: SubState;
+  /** What each bridge lists at GET /v1/models, cached briefly (providers/bridge/models.ts). */
+  bridgeModels: BridgeModelState;
   /** The instance-wide blitz prompt semaphore (relay/blitz.ts). */
   blitzSlots: Semaphore;
   /** Token id → when this gateway last wrote its last_used_at (management/guard.ts). */

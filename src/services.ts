@@ -19,6 +19,7 @@ import { RateLimits } from "./relay/limits/rate-limits.ts";
 import { classifyLanes } from "./relay/routing/classifier.ts";
 import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
 import { createSubState } from "./providers/sub/state.ts";
+import { createBridgeModelState } from "./providers/bridge/models.ts";
 import { createStripeClient } from "./signup/stripe-checkout.ts";
 
 export async function buildServices(base: Base): Promise<Services> {
@@ -49,6 +50,7 @@ export async function buildServices(base: Base): Promise<Services> {
     relayObserver: metrics.observer,
     classifier: classifyLanes,
     subLanes: createSubState(),
+    bridgeModels: createBridgeModelState(),
     blitzSlots: new Semaphore(BLITZ_INSTANCE_CAP),
     accountTokenTouches: new LRUCache({ max: 10_000 }),
     mailer,

@@ -12,3 +12,20 @@ export function secondsToMonthEnd(d: Date = new Date()): number {
 export function iso(d: Date | null | undefined): string | null {
   return d ? d.toISOString() : null;
 }
+
+/** `p`'s value, or null when it fails or takes longer than `ms` (whatever runs behind `p` goes on). */
+export function within<T>(p: Promise<T>, ms: number): Promise<T | null> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms, null);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(null);
+      },
+    );
+  });
+}

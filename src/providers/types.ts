@@ -51,7 +51,11 @@ export interface ProviderAdapter {
   readonly pricingId?: string;
   /** Per-lane settings a lane of this provider accepts (applied by applySettings); none when absent. */
   readonly settings?: readonly LaneSetting[];
-  /** Models the lane serves for `GET /v1/models` when the lane names none (default: the catalog's models for pricingId). */
+  /**
+   * The model ids the lane can really be called with, for `GET /v1/models` with a key (CONTRACT §4,
+   * §8): aliases that resolve included, [] when the lane cannot serve or its source cannot be
+   * reached (never throws for that). Default: the lane's model, or else the catalog's models for pricingId.
+   */
   models?(ctx: Ctx, lane: ResolvedLane, signal: AbortSignal): Promise<string[]>;
   /** Whether the lane can serve now; a reason string makes the lane fail over with that reason. */
   unavailable(lane: ResolvedLane): string | null;

@@ -1,10 +1,12 @@
 // GET /v1/models: without a key, the general catalog (every model the pricing catalog lists for
-// the API-key providers, plus the lane aliases); with a routing key, what that key's lanes
-// serve. Object-list shape as OpenAI's.
+// the API-key providers, plus the lane aliases); with a routing key, what that key's lanes can
+// really be called with, live sub catalogs and bridge lists included (CONTRACT §4, §8; see
+// laneModels). GET /v1/models/{id} answers from the same list. Object-list shape as OpenAI's.
 import type { Ctx } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { bearer } from "../http/request.ts";
 import { allAdapters, getAdapter } from "../providers/registry.ts";
+import type { ResolvedLane } from "../providers/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { catalogProvider } from "./pricing.ts";
 
@@ -76,29 +78,33 @@ export async function retrieveModel(ctx: Ctx, request: Request, created: number)
   throw new GatewayError(404, `The model \`${id.slice(0, 200)}\` does not exist or you do not have access to it.`, { code: "model_not_found", type: "invalid_request_error", param: "model" });
 }
 
+/**
+ * What one lane can really be called with, as [id, owner] pairs (CONTRACT §4, §8): the adapter's
+ * own list when it has one (sub: live catalog and the tier aliases it resolves; bridge: what the
+ * bridge lists), else the lane's model, or else the provider's catalog models.
+ */
+async function laneModels(ctx: Ctx, lane: ResolvedLane, signal: AbortSignal): Promise<[string, string][]> {
+  const a = getAdapter(lane.provider);
+  if (!a) return [];
+  let ids: string[];
+  if (a.models) {
+    try {
+      ids = await a.models(ctx, lane, signal);
+    } catch (e) {
+      // Adapters answer [] for what they cannot reach; a throw is a bug, and still no 500 here.
+      ctx.log.warn({ provider: lane.provider, err: e instanceof Error ? e.message : String(e) }, "lane model list unavailable");
+      ids = [];
+    }
+  } else {
+    ids = lane.model ? [lane.model] : catalogModels(a.pricingId ?? a.id);
+  }
+  return ids.map((id) => [id, lane.provider]);
+}
+
 export async function listModels(ctx: Ctx, request: Request, created: number): Promise<object> {
   if (bearer(request) === null) return { object: "list", data: generalCatalog(created) };
   const key = await resolveRoutingKey(ctx, request);
-  const pairs: [string, string][] = [];
-  const kinds = new Set<string>();
-  for (const lane of key.lanes) {
-    const a = getAdapter(lane.provider);
-    if (!a) continue;
-    kinds.add(a.kind);
-    if (lane.model) {
-      pairs.push([lane.model, lane.provider]);
-      continue;
-    }
-    let ids: string[] | null = null;
-    if (a.models) {
-      try {
-        ids = await a.models(ctx, lane, request.signal);
-      } catch (e) {
-        ctx.log.warn({ provider: lane.provider, err: e instanceof Error ? e.message : String(e) }, "lane model list unavailable; using the catalog");
-      }
-    }
-    for (const id of ids ?? catalogModels(a.pricingId ?? a.id)) pairs.push([id, lane.provider]);
-  }
-  for (const kind of kinds) for (const id of KIND_ALIASES[kind] ?? []) pairs.push([id, kind]);
-  return { object: "list", data: entries(pairs, created) };
+  // Lanes are asked at once; the list keeps the key's lane order.
+  const perLane = await Promise.all(key.lanes.map((lane) => laneModels(ctx, lane, request.signal)));
+  return { object: "list", data: entries(perLane.flat(), created) };
 }

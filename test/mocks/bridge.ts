@@ -1,6 +1,7 @@
 // A mock self-hosted coding-agent bridge: a real Bun HTTP server on loopback speaking what a
-// bridge serves (CONTRACT §5): `GET /health` (2xx = healthy, togglable) and OpenAI-compatible
-// `POST /v1/chat/completions` behind `Authorization: Bearer <bridge token>`, JSON or SSE. Sent
+// bridge serves (CONTRACT §5): `GET /health` (2xx = healthy, togglable), `GET /v1/models` (the
+// OpenAI list of what it serves, settable) and OpenAI-compatible `POST /v1/chat/completions`, both
+// behind `Authorization: Bearer <bridge token>`, JSON or SSE. Sent
 // tools, it calls the first one (arguments {"path":"src/main.ts"}) until a tool result comes back.
 // It records every request's headers so tests can prove the gateway sent only the bridge token.
 
@@ -24,6 +25,8 @@ export interface MockBridge {
   /** Chat calls answer `302 Location: <url>` (null = off). */
   setRedirect(location: string | null): void;
   setReply(text: string | null): void;
+  /** What GET /v1/models lists (default ["coding-agent"]); a number makes it answer that status instead. */
+  setModels(list: string[] | number): void;
   stop(): Promise<void>;
 }
 
@@ -36,6 +39,7 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
   let fail: number | null = null;
   let redirect: string | null = null;
   let reply: string | null = null;
+  let models: string[] | number = ["coding-agent"];
   let healthChecks = 0;
   let seq = 0;
 
@@ -54,6 +58,13 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
       if (req.method === "GET" && url.pathname === "/health") {
         healthChecks++;
         return healthy ? json({ status: "ok" }) : json({ status: "down" }, 503);
+      }
+      if (req.method === "GET" && url.pathname === "/v1/models") {
+        if (headers.authorization !== `Bearer ${token}`) {
+          return json({ error: { message: "Invalid bridge token.", type: "authentication_error", code: "invalid_api_key" } }, 401);
+        }
+        if (typeof models === "number") return json({ error: { message: `Mock bridge failing with ${models}.`, type: "server_error", code: null } }, models);
+        return json({ object: "list", data: models.map((id) => ({ id, object: "model", created: 1700000000, owned_by: "bridge" })) });
       }
       if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") {
         return json({ error: { message: `No mock route for ${req.method} ${url.pathname}.`, type: "invalid_request_error", code: null } }, 404);
@@ -120,6 +131,7 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
     setFail(status) { fail = status; },
     setRedirect(location) { redirect = location; },
     setReply(text) { reply = text; },
+    setModels(list) { models = list; },
     async stop() { await server.stop(true); },
   };
 }

@@ -6,6 +6,12 @@ import { createAccount, startTestGateway, storesLabel, type TestGateway } from "
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 import { isRealModelId } from "../../src/relay/models.ts";
+import { newId } from "../../src/lib/ids.ts";
+import { bridges } from "../../src/store/db/schema/index.ts";
+import { startMockSubBackend, type MockSubBackend, type SubModel } from "../mocks/sub-backend.ts";
+import { startMockSubAuth, type MockSubAuth } from "../mocks/sub-auth.ts";
+import { startMockBridge, type MockBridge } from "../mocks/bridge.ts";
+import { connectSub, createKey, registerBridge } from "../lanes/helpers.ts";
 
 describe(`models and key introspection (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -61,10 +67,11 @@ describe(`models and key introspection (${storesLabel})`, () => {
     expect(got).not.toContain("sub/flagship");
     expect(got).not.toContain("bridge/coding-agent");
 
+    // A bridge lane whose bridge is not registered cannot be called: nothing of it is listed.
     const withBridge = await addRoutingKey(gw, acct.id, { lanes: [lane("bridge", null, { bridge_instance_id: "brg_notregistered0000" })] });
     const b = await gw.call("/v1/models", { token: withBridge.raw });
-    expect(ids(b.body)).toContain("bridge/coding-agent");
-    expect(ids(b.body)).not.toContain("sub/mini");
+    expect(b.status).toBe(200);
+    expect(ids(b.body)).toEqual([]);
 
     const bad = await gw.call("/v1/models", { token: "gw_unknownkey00000000000000000000" });
     expect(bad.status).toBe(401);
@@ -101,4 +108,129 @@ describe(`models and key introspection (${storesLabel})`, () => {
     expect(n.body.budget).toMatchObject({ monthly_budget_usd: null, remaining_usd: null, exhausted: false, current_month_spend_usd: 0 });
     expect((await gw.call("/v1/key")).body.error.code).toBe("signup_required");
   });
+});
+
+// CONTRACT §4, §8: with a key, the list is what that key can really call. Sub lanes list their live
+// catalog (also when the lane names a model) and the tier aliases it lets resolve, bare ones
+// included; bridge lanes list what the bridge answers at its GET /v1/models, asked through the
+// same SSRF-pinned path as its inference, and `bridge/coding-agent` when it resolves there.
+describe(`GET /v1/models with a key: sub tiers and bridge lists (${storesLabel})`, () => {
+  let gw: TestGateway;
+  let backend: MockSubBackend;
+  let auth: MockSubAuth;
+  let bridge: MockBridge, broken: MockBridge;
+
+  beforeAll(async () => {
+    backend = await startMockSubBackend({ strict: true });
+    auth = await startMockSubAuth({ backend });
+    [bridge, broken] = await Promise.all([startMockBridge(), startMockBridge()]);
+    gw = await startTestGateway({ SUB_API_BASE_URL: backend.url, SUB_AUTH_BASE_URL: auth.url });
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.stop();
+    await Promise.all([backend?.stop(), auth?.stop(), bridge?.stop(), broken?.stop()]);
+  }, 60_000);
+
+  const ids = (body: any) => (body.data as Array<{ id: string }>).map((m) => m.id);
+
+  /** A fresh account with its own sign-in (so its own catalog), connected while the backend lists `models`. */
+  async function subKey(models: Array<string | SubModel>, laneModel: string | null = null) {
+    backend.setModels(models);
+    const account = await createAccount(gw);
+    const { sessionId } = await connectSub({ gw, backend, auth, account });
+    const { rawKey } = await createKey(gw, account.token, { providers: [{ provider: "sub", sub_session_id: sessionId, ...(laneModel ? { model: laneModel } : {}) }] });
+    return rawKey;
+  }
+
+  test("a sub lane that names a model still lists the live catalog, and the bare flagship and mini aliases resolve and are served", async () => {
+    const raw = await subKey(["gpt-5.1-codex", "gpt-5.1-codex-mini", "live-only-model-9"], "gpt-5");
+    const r = await gw.call("/v1/models", { token: raw });
+    expect(r.status).toBe(200);
+    expect(ids(r.body).sort()).toEqual(["flagship", "gpt-5", "gpt-5.1-codex", "gpt-5.1-codex-mini", "live-only-model-9", "mini", "sub/flagship", "sub/mini"]);
+    for (const m of r.body.data) expect(m.owned_by).toBe("sub");
+    // GET /v1/models/{id} answers from the same list.
+    const one = await gw.call("/v1/models/flagship", { token: raw });
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject({ id: "flagship", object: "model", owned_by: "sub" });
+    expect((await gw.call(`/v1/models/${encodeURIComponent("sub/mini")}`, { token: raw })).status).toBe(200);
+    // Listed means callable: the aliases resolve against the catalog at request time.
+    for (const [alias, served] of [["flagship", "gpt-5.1-codex"], ["mini", "gpt-5.1-codex-mini"]]) {
+      const c = await gw.call("/v1/chat/completions", { token: raw, body: { model: alias, messages: [{ role: "user", content: "hi" }] } });
+      expect(c.status).toBe(200);
+      expect(backend.received.filter((x) => x.path === "/responses").at(-1)!.body.model).toBe(served);
+    }
+  });
+
+  test("a tier the catalog cannot resolve is not listed (nor retrievable), and a tagged entry wins", async () => {
+    const raw = await subKey(["gpt-5", "gpt-5-pro"]);
+    const r = await gw.call("/v1/models", { token: raw });
+    expect(ids(r.body).sort()).toEqual(["flagship", "gpt-5", "gpt-5-pro", "sub/flagship"]);
+    const mini = await gw.call("/v1/models/mini", { token: raw });
+    expect(mini.status).toBe(404);
+    expect(mini.body.error.code).toBe("model_not_found");
+    // An entry tagged with its tier resolves it, whatever its id says.
+    const tagged = await subKey(["gpt-5", { id: "small-one", tier: "mini" }]);
+    expect(ids((await gw.call("/v1/models", { token: tagged })).body).sort()).toEqual(["flagship", "gpt-5", "mini", "small-one", "sub/flagship", "sub/mini"]);
+  });
+
+  test("a bridge lane lists what the bridge serves (asked with the bridge's token only) and bridge/coding-agent, which resolves there", async () => {
+    bridge.setModels(["agent-large", "coding-agent"]);
+    const account = await createAccount(gw);
+    const bridgeId = await registerBridge(gw, account.token, bridge.url, bridge.token);
+    const { rawKey } = await createKey(gw, account.token, { providers: [{ provider: "bridge", bridge_instance_id: bridgeId }] });
+    const r = await gw.call("/v1/models", { token: rawKey });
+    expect(r.status).toBe(200);
+    expect(ids(r.body)).toEqual(["agent-large", "coding-agent", "bridge/coding-agent"]);
+    for (const m of r.body.data) expect(m.owned_by).toBe("bridge");
+    const asked = bridge.received.filter((x) => x.path === "/v1/models");
+    expect(asked.length).toBe(1);
+    expect(asked[0]!.headers.authorization).toBe(`Bearer ${bridge.token}`);
+    expect(JSON.stringify(asked[0]!.headers)).not.toContain(rawKey);
+    // Retrieve answers from the same list; the list is cached briefly, not asked again.
+    expect((await gw.call(`/v1/models/${encodeURIComponent("bridge/coding-agent")}`, { token: rawKey })).status).toBe(200);
+    expect((await gw.call("/v1/models/agent-large", { token: rawKey })).body.id).toBe("agent-large");
+    expect(bridge.received.filter((x) => x.path === "/v1/models").length).toBe(1);
+    // The alias is called as the bridge's own model.
+    const c = await gw.call("/v1/chat/completions", { token: rawKey, body: { model: "bridge/coding-agent", messages: [{ role: "user", content: "hi" }] } });
+    expect(c.status).toBe(200);
+    expect(bridge.completions.at(-1)!.body.model).toBe("coding-agent");
+  });
+
+  test("a bridge that fails its model list or cannot be reached drops its models, never the answer", async () => {
+    broken.setModels(503);
+    const account = await createAccount(gw);
+    const failing = await registerBridge(gw, account.token, broken.url, broken.token);
+    const { rawKey } = await createKey(gw, account.token, { providers: [{ provider: "bridge", bridge_instance_id: failing, model: "agent-x" }] });
+    const r = await gw.call("/v1/models", { token: rawKey });
+    expect(r.status).toBe(200);
+    expect(ids(r.body)).toEqual(["agent-x"]);
+    expect((await gw.call(`/v1/models/${encodeURIComponent("bridge/coding-agent")}`, { token: rawKey })).status).toBe(404);
+
+    const gone = await startMockBridge();
+    const goneId = await registerBridge(gw, account.token, gone.url, gone.token);
+    await gone.stop();
+    const k2 = await createKey(gw, account.token, { providers: [{ provider: "bridge", bridge_instance_id: goneId }] });
+    const r2 = await gw.call("/v1/models", { token: k2.rawKey });
+    expect(r2.status).toBe(200);
+    expect(ids(r2.body)).toEqual([]);
+  });
+
+  test("ALLOW_PRIVATE_UPSTREAMS=false: a bridge whose host resolves to loopback is not asked for its models", async () => {
+    const strict = await startTestGateway({ ALLOW_PRIVATE_UPSTREAMS: "false" });
+    try {
+      const account = await createAccount(strict);
+      // Stored directly: registration would refuse the loopback address, so this stands for a
+      // name that resolved publicly then and resolves to loopback now.
+      const id = newId("brg");
+      await strict.ctx.db.insert(bridges).values({ id, accountId: account.id, label: "b", baseUrl: bridge.url, tokenCiphertext: strict.ctx.secrets.seal(bridge.token, `bridges:${id}`), tokenFingerprint: bridge.token.slice(-4) });
+      const key = await addRoutingKey(strict, account.id, { lanes: [lane("bridge", null, { bridge_instance_id: id })] });
+      const before = bridge.received.length;
+      const r = await strict.call("/v1/models", { token: key.raw });
+      expect(r.status).toBe(200);
+      expect(ids(r.body)).toEqual([]);
+      expect(bridge.received.length).toBe(before);
+    } finally {
+      await strict.stop();
+    }
+  }, 60_000);
 });

@@ -1,11 +1,13 @@
 // The `bridge` lane: a registered self-hosted coding-agent bridge serving OpenAI-compatible
-// `POST {base_url}/v1/chat/completions` (CONTRACT §5). The call carries ONLY the bridge's own
+// `POST {base_url}/v1/chat/completions` (CONTRACT §5); `bridge/coding-agent` resolves to a model
+// its `GET /v1/models` lists (models.ts). The call carries ONLY the bridge's own
 // bearer token (decrypted with aad `bridges:<id>`): the headers are built from scratch, so the
 // caller's routing key, provider keys and any client header never reach the bridge. An
 // `unhealthy` (or revoked) bridge is skipped by fallback.
 import type { Json, WireProtocol } from "../../protocols/types.ts";
 import type { ProviderAdapter, ResolvedLane, UpstreamCall } from "../types.ts";
 import { bridgeFailure, bridgeFetch } from "./connect.ts";
+import { BRIDGE_ALIAS, bridgeModels, resolveBridgeModel } from "./models.ts";
 
 export function bridgeUnavailable(lane: ResolvedLane): string | null {
   const b = lane.bridge;
@@ -22,11 +24,24 @@ export const bridgeAdapter: ProviderAdapter = {
 
   unavailable: bridgeUnavailable,
 
+  /**
+   * GET /v1/models: the lane's model, what the bridge lists at its own GET /v1/models (the same
+   * pinned path and token as inference) and `bridge/coding-agent` when it resolves to one of them.
+   * Nothing while the bridge cannot serve; a bridge that cannot be asked drops its listed models.
+   */
+  async models(ctx, lane) {
+    if (bridgeUnavailable(lane) !== null) return [];
+    const ids = lane.model ? [lane.model] : [];
+    const listed = await bridgeModels(ctx, lane);
+    if (listed && listed.length > 0) ids.push(...listed, BRIDGE_ALIAS);
+    return ids;
+  },
+
   applySettings(_body: Json, _lane: ResolvedLane, _protocol: WireProtocol) {
     // Bridges take no per-lane settings.
   },
 
-  prepare({ ctx, lane, body, model }): UpstreamCall {
+  async prepare({ ctx, lane, body, model }): Promise<UpstreamCall> {
     const b = lane.bridge!;
     let token: string;
     try {
@@ -34,7 +49,8 @@ export const bridgeAdapter: ProviderAdapter = {
     } catch {
       throw bridgeFailure("The bridge's stored token could not be decrypted; register the bridge again.");
     }
-    body.model = model;
+    // `bridge/coding-agent` is the model the bridge serves (its GET /v1/models).
+    body.model = await resolveBridgeModel(ctx, lane, model);
     return {
       url: `${b.baseUrl.replace(/\/+$/, "")}/v1/chat/completions`,
       headers: {

@@ -5,10 +5,12 @@
 // Seat traffic: priced, excluded from a key's budget while budget_excludes_seats.
 import type { Json, WireProtocol } from "../../protocols/types.ts";
 import type { ProviderAdapter, ResolvedLane, UpstreamCall } from "../types.ts";
-import { resolveSubModel, subCatalog } from "./catalog.ts";
+import { within } from "../../lib/time.ts";
+import { liveCatalog, pickTier, resolveSubModel } from "./catalog.ts";
 import { subFetch, subUrl } from "./client.ts";
 import { laneFailure } from "./failure.ts";
 import { applySubSettings } from "./settings.ts";
+import { CATALOG_LIST_WAIT_MS } from "./state.ts";
 
 /** Why the lane's session cannot serve now, or null. */
 export function subUnavailable(lane: ResolvedLane, now = Date.now()): string | null {
@@ -38,10 +40,21 @@ export const subAdapter: ProviderAdapter = {
 
   unavailable: (lane) => subUnavailable(lane),
 
-  /** GET /v1/models: the session's live catalog (ids); none while the session cannot serve or the backend is down. */
+  /**
+   * GET /v1/models: the lane's model, the session's live catalog (the request's model goes first on
+   * every lane, so a lane that names a model still serves the catalog) and the tier aliases
+   * `flagship`, `mini`, `sub/flagship`, `sub/mini` the catalog lets resolve (CONTRACT §8
+   * Subscription tiers). Nothing while the session cannot serve; only the lane's model while the
+   * catalog cannot be read within CATALOG_LIST_WAIT_MS (its fetch goes on and fills the cache).
+   */
   async models(ctx, lane) {
     if (subUnavailable(lane) !== null) return [];
-    return (await subCatalog(ctx, lane)).map((e) => e.id);
+    const ids = lane.model ? [lane.model] : [];
+    const entries = await within(liveCatalog(ctx, lane.subSession!.id), CATALOG_LIST_WAIT_MS);
+    if (!entries) return ids;
+    for (const e of entries) ids.push(e.id);
+    for (const tier of ["flagship", "mini"] as const) if (pickTier(entries, tier) !== null) ids.push(tier, `sub/${tier}`);
+    return ids;
   },
 
   applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol) {

@@ -4,7 +4,6 @@
 // first listed id without "mini" and mini the first id containing it. Catalogs are cached per
 // session for CATALOG_CACHE_MS, and concurrent fetches for one session share one call.
 import type { Ctx } from "../../context.ts";
-import type { ResolvedLane } from "../types.ts";
 import { subJson } from "./client.ts";
 import { laneFailure } from "./failure.ts";
 import { CATALOG_CACHE_MS } from "./state.ts";
@@ -16,14 +15,6 @@ export interface CatalogEntry {
   created: number;
   owned_by: string;
   tier?: Tier;
-}
-
-/** An entry of GET /v1/models (SPEC "Model entry"). */
-export interface ModelEntry {
-  id: string;
-  object: "model";
-  created: number;
-  owned_by: string;
 }
 
 const TIER_ALIASES: Record<string, Tier> = {
@@ -94,20 +85,4 @@ export async function resolveSubModel(ctx: Ctx, sessionId: string, model: string
   const id = pickTier(await liveCatalog(ctx, sessionId), tier);
   if (!id) throw laneFailure(`The subscription's live catalog lists no ${tier} model, so \`${model}\` cannot be resolved.`);
   return id;
-}
-
-/**
- * The live catalog of a `sub` lane as GET /v1/models entries. Empty when the lane has no
- * connected session or the backend cannot be reached (the model list must not fail for that).
- */
-export async function subCatalog(ctx: Ctx, lane: ResolvedLane): Promise<ModelEntry[]> {
-  const s = lane.subSession;
-  if (!s || s.status !== "connected") return [];
-  try {
-    const entries = await liveCatalog(ctx, s.id);
-    return entries.map((e) => ({ id: e.id, object: "model" as const, created: e.created, owned_by: e.owned_by }));
-  } catch (e) {
-    ctx.log.warn({ sessionId: s.id, err: e instanceof Error ? e.message : String(e) }, "sub catalog unavailable for model list");
-    return [];
-  }
 }

@@ -23,6 +23,8 @@ export interface SubState {
 export const AUTH_CACHE_MS = 15_000;
 /** How long a live catalog is reused (tier aliases resolve against it). */
 export const CATALOG_CACHE_MS = 60_000;
+/** How long GET /v1/models waits for a live catalog before listing the lane without it. */
+export const CATALOG_LIST_WAIT_MS = 3_000;
 /** How long a refused refresh is remembered. */
 export const REFRESH_REFUSED_MS = 30_000;
 
