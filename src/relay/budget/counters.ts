@@ -35,18 +35,26 @@ function monthRange(month: string): [Date, Date] {
 }
 
 /** Spend recorded in Postgres for the key's month, counting seat traffic only when the key does. */
-export async function recordedSpendUsd(ctx: Base, key: BudgetedKey, month: string): Promise<number> {
+/**
+ * Spend recorded in Postgres for the key's month, counting seat traffic only when the key does.
+ * `exceptCalls`: money-call uids whose records are left out (record keys are `<uid>.<attempt>`):
+ * a settlement about to add their cost to a rebuilt counter must not find it there already.
+ */
+export async function recordedSpendUsd(ctx: Base, key: BudgetedKey, month: string, exceptCalls: string[] = []): Promise<number> {
   const [from, to] = monthRange(month);
   const seatFilter = key.budgetExcludesSeats ? eq(usageRecords.seat, false) : or(eq(usageRecords.seat, false), eq(usageRecords.seat, true));
+  const except = exceptCalls.length
+    ? sql`(${usageRecords.recordKey} is null or regexp_replace(${usageRecords.recordKey}, '[.][^.]*$', '') not in (${sql.join(exceptCalls.map((u) => sql`${u}`), sql`, `)}))`
+    : undefined;
   const rows = await ctx.db
     .select({ total: sql<string>`coalesce(sum(${usageRecords.costUsd}), 0)` })
     .from(usageRecords)
-    .where(and(eq(usageRecords.routingKeyId, key.id), gte(usageRecords.createdAt, from), lt(usageRecords.createdAt, to), seatFilter));
+    .where(and(eq(usageRecords.routingKeyId, key.id), gte(usageRecords.createdAt, from), lt(usageRecords.createdAt, to), seatFilter, except));
   return Number(rows[0]?.total ?? 0);
 }
 
-export async function seed(ctx: Base, key: BudgetedKey, month: string): Promise<void> {
-  const usd = await recordedSpendUsd(ctx, key, month);
+export async function seed(ctx: Base, key: BudgetedKey, month: string, exceptCalls?: string[]): Promise<void> {
+  const usd = await recordedSpendUsd(ctx, key, month, exceptCalls);
   await ctx.kv.seed(counterKey(key.id, month), toNano(usd), ttl());
 }
 

@@ -197,7 +197,9 @@ export class Ledger {
         .then(async (full) => {
           if (full <= 0) return;
           // The counter was missing (first use this month, or Redis lost it): rebuild, then add.
-          await seed(this.ctx, g.key, g.month);
+          // The rebuild leaves out this group's own records, which the usage stream may have
+          // written to Postgres meanwhile, so they are not counted twice.
+          await seed(this.ctx, g.key, g.month, settledCalls(g.settles));
           await this.r.incrby(counterKey(id, g.month), full);
         })
         .catch((e) => {
@@ -362,6 +364,16 @@ export class Ledger {
     await this.drain().catch((e) => this.ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "usage stream drain at shutdown failed"));
     await this.r.hdel(this.k.instances, this.me).catch(() => {});
   }
+}
+
+/** The money-call uids of a group's packed settlements ("uid\tactual\treserved\n…"). */
+function settledCalls(settles: string): string[] {
+  const out: string[] = [];
+  for (const line of settles.split("\n")) {
+    const tab = line.indexOf("\t");
+    if (tab > 0) out.push(line.slice(0, tab));
+  }
+  return out;
 }
 
 function interruptedRow(keyId: string, uid: string, f: EntryFacts, nano: number, now: number): UsageRow {
