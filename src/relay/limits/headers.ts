@@ -55,7 +55,10 @@ export function rateLimited(keyId: string, limits: KeyLimits, v: LimitVerdict): 
   }
   if (never) headers["x-should-retry"] = "false";
   else {
-    const ms = Math.max(1, Math.ceil(v.retryMs));
+    // The official SDKs honour retry-after-ms only below 60 s and otherwise back off on their own
+    // (sooner). A wait can pass 60 s only behind a slice taken ahead (≤ 61 s): say just under 60 s,
+    // and the retry then learns the last moment exactly.
+    const ms = Math.min(59_999, Math.max(1, Math.ceil(v.retryMs)));
     headers["retry-after"] = String(Math.ceil(ms / 1000));
     headers["retry-after-ms"] = String(ms);
   }
