@@ -23,9 +23,6 @@ COPY --chown=bun:bun src ./src
 RUN mkdir -p /app/data && chown bun:bun /app/data
 USER bun
 EXPOSE 8080
-# Bun's allocator (mimalloc) keeps the memory a request freed for the next one instead of returning
-# it to the OS 10 ms later and faulting it back in: ~20 % less CPU per request (bench/PROFILE.md).
-ENV MIMALLOC_PURGE_DELAY=-1
 # DATA_DIR holds the embedded database when DATABASE_URL is unset, and the mail outbox.
 VOLUME ["/app/data"]
 # The image has no curl; Bun's fetch asks the liveness endpoint.

@@ -28,10 +28,9 @@ import { prepareStores } from "./lib/stores.ts";
 const ROOT = resolve(import.meta.dir, "..");
 const RESULTS = join(ROOT, "bench", "results");
 const opts = parseArgs(process.argv.slice(2));
-// Both Bun processes run with the allocator setting the Dockerfile and `npm start` ship
-// (MIMALLOC_PURGE_DELAY=-1, see PROFILE.md); it changes nothing measurable for the bare proxy.
-// MIMALLOC_PURGE_DELAY=10 npm run bench measures Bun's default.
-const ALLOCATOR_ENV = { MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY ?? "-1" };
+// Allocator studies (PROFILE.md, lever 2): MIMALLOC_PURGE_DELAY=-1 npm run bench runs the gateway and
+// the bare proxy with that mimalloc setting; unset, both run with Bun's default, as shipped.
+const ALLOCATOR_ENV: Record<string, string> = process.env.MIMALLOC_PURGE_DELAY ? { MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY } : {};
 
 // The load generator runs in this process. Re-run it pinned to core 1, and with Bun's fetch allowed
 // enough simultaneous connections for the soak's 500 streams (its default is 256).
@@ -61,7 +60,7 @@ function machineFacts(stores: string): MachineFacts {
     stores,
     logLevel: opts.logLevel,
     upstreamClient: process.env.UPSTREAM_HTTP_CLIENT ?? "the gateway's default",
-    allocatorPurgeDelay: ALLOCATOR_ENV.MIMALLOC_PURGE_DELAY,
+    allocatorPurgeDelay: ALLOCATOR_ENV.MIMALLOC_PURGE_DELAY ?? "Bun's default",
   };
 }
 
