@@ -1,5 +1,6 @@
-// Server-sent events for the translation path: bytes → text → lines → events, and back.
-// The pass-through hot path never comes here; only a stream whose protocol is translated does.
+// Server-sent events for the translation path: bytes → text → lines → events, and back. The one
+// SSE decoder in production (the translating tap, relay/stream/translate.ts, feeds it); the
+// pass-through hot path never comes here, its tap only finds event boundaries (sse-tap.ts).
 //
 // Layers, as in openai-node: a streaming TextDecoder turns bytes into text (a chunk that ends
 // inside a multi-byte UTF-8 character keeps its tail for the next chunk), eventsource-parser
@@ -55,28 +56,6 @@ export function createSseDecoder(): SseDecoder {
       return take();
     },
   };
-}
-
-/** TransformStream of upstream bytes into SSE events. */
-export function sseEventStream(): TransformStream<Uint8Array | string, SseEvent> {
-  const dec = createSseDecoder();
-  return new TransformStream({
-    transform(chunk, controller) {
-      for (const ev of dec.push(chunk)) controller.enqueue(ev);
-    },
-    flush(controller) {
-      for (const ev of dec.end()) controller.enqueue(ev);
-    },
-  });
-}
-
-/** Reads a whole SSE body into events (tests and small bodies). */
-export async function readSseEvents(body: ReadableStream<Uint8Array>): Promise<SseEvent[]> {
-  const dec = createSseDecoder();
-  const events: SseEvent[] = [];
-  for await (const chunk of body) events.push(...dec.push(chunk));
-  events.push(...dec.end());
-  return events;
 }
 
 const LINE_BREAK = /[\r\n]/;

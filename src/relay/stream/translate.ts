@@ -1,7 +1,7 @@
 // The translating relay: upstream SSE in the lane's protocol → chat chunks (upstream codec's
 // decoder) → the client's SSE (client codec's encoder). Used only when the client's shape is not
 // a protocol the lane speaks; the same-protocol case never comes here (see sse-tap.ts).
-import { createParser, type EventSourceParser } from "eventsource-parser";
+import { createSseDecoder, type SseDecoder } from "../../protocols/sse.ts";
 import type { ChunkDecoder, ChunkEncoder, SseEvent, Usage } from "../../protocols/types.ts";
 
 const enc = new TextEncoder();
@@ -9,20 +9,10 @@ const enc = new TextEncoder();
 export class TranslateTap {
   delivered = false;
   forwarded = 0;
-  private text = new TextDecoder("utf-8");
-  private parser: EventSourceParser;
-  private pending: SseEvent[] = [];
+  /** The one SSE decoder (protocols/sse.ts): bytes split anywhere, CRLF, UTF-8 across chunks. */
+  private sse: SseDecoder = createSseDecoder();
 
-  constructor(private decoder: ChunkDecoder, private encoder: ChunkEncoder) {
-    this.parser = createParser({
-      onEvent: (ev) => {
-        const e: SseEvent = { data: ev.data };
-        if (ev.event !== undefined) e.event = ev.event;
-        if (ev.id !== undefined) e.id = ev.id;
-        this.pending.push(e);
-      },
-    });
-  }
+  constructor(private decoder: ChunkDecoder, private encoder: ChunkEncoder) {}
 
   get usage(): Usage | null {
     return this.decoder.usage();
@@ -33,15 +23,15 @@ export class TranslateTap {
    * upstream error event, or FailedAfterOutput when content from the same read came before it.
    */
   push(chunk: Uint8Array): Uint8Array | null {
-    this.parser.feed(this.text.decode(chunk, { stream: true }));
-    return this.drain(false);
+    return this.drain(this.sse.push(chunk), false);
   }
 
-  /** End of upstream: the decoder's last chunks and the encoder's normal ending. */
+  /**
+   * End of upstream: the decoder's last chunks and the encoder's normal ending. An event whose
+   * last line was cut off mid-way is dropped (a truncated stream), as the decoder does everywhere.
+   */
   end(): Uint8Array | null {
-    this.parser.feed(this.text.decode());
-    this.parser.feed("\n\n");
-    const body = this.drain(true) ?? new Uint8Array(0);
+    const body = this.drain(this.sse.end(), true) ?? new Uint8Array(0);
     const tail = enc.encode(this.encoder.end(this.decoder.usage()));
     const out = new Uint8Array(body.length + tail.length);
     out.set(body, 0);
@@ -57,10 +47,8 @@ export class TranslateTap {
     return enc.encode(this.encoder.error(message));
   }
 
-  private drain(final: boolean): Uint8Array | null {
+  private drain(events: SseEvent[], final: boolean): Uint8Array | null {
     let s = "";
-    const events = this.pending;
-    this.pending = [];
     try {
       for (const ev of events) for (const c of this.decoder.push(ev)) s += this.encoder.push(c);
       if (final) for (const c of this.decoder.end()) s += this.encoder.push(c);
