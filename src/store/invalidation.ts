@@ -10,8 +10,9 @@
 // - Redis pub/sub (with REDIS_URL), best effort.
 // PGlite is one process per data directory: the local channel is all there is.
 import { sql } from "drizzle-orm";
-import type { Base, Ctx } from "../context.ts";
-import type { Db } from "./db/client.ts";
+import type { Db, DbHandle } from "./db/client.ts";
+import type { KV } from "./kv/types.ts";
+import type { Logger } from "../logger.ts";
 import { loggableError } from "../errors.ts";
 
 const CHANNEL = "gw:invalidate";
@@ -28,6 +29,19 @@ export type Invalidation =
 
 type Handler = (m: Invalidation) => void;
 
+/** What listening needs: the stores and a log (the gateway's context has them). */
+interface Listening {
+  db: Db;
+  dbh: DbHandle;
+  kv: KV;
+  log: Logger;
+}
+
+/** Publishing also drops the entry from this instance's key cache at once. */
+interface Publishing extends Listening {
+  services: { keyCache: { invalidate(msg: Invalidation): void } };
+}
+
 /** Anything with drizzle's execute: the database or a transaction. */
 type Executor = Pick<Db, "execute">;
 
@@ -35,7 +49,7 @@ type Executor = Pick<Db, "execute">;
 export const notifyStatement = (msg: Invalidation) => sql`select pg_notify(${PG_CHANNEL}, ${JSON.stringify(msg)})`;
 
 /** Sends the Postgres NOTIFY for `msg` through `tx`: delivered when (and only if) tx commits. */
-export async function notifyInTransaction(ctx: Ctx, tx: Executor, msg: Invalidation): Promise<void> {
+export async function notifyInTransaction(ctx: Pick<Listening, "dbh">, tx: Executor, msg: Invalidation): Promise<void> {
   if (ctx.dbh.kind !== "postgres") return;
   await tx.execute(notifyStatement(msg));
 }
@@ -45,7 +59,7 @@ export async function notifyInTransaction(ctx: Ctx, tx: Executor, msg: Invalidat
  * channel that fails is logged. `notified: true` when the caller already sent the NOTIFY inside
  * its transaction.
  */
-export async function publishInvalidation(ctx: Ctx, msg: Invalidation, opts: { notified?: boolean } = {}): Promise<void> {
+export async function publishInvalidation(ctx: Publishing, msg: Invalidation, opts: { notified?: boolean } = {}): Promise<void> {
   ctx.services.keyCache.invalidate(msg);
   const raw = JSON.stringify(msg);
   await Promise.all([
@@ -59,7 +73,7 @@ export async function publishInvalidation(ctx: Ctx, msg: Invalidation, opts: { n
 }
 
 /** Subscribes `handler` to other instances' invalidations (this instance's own reach its key cache directly). */
-export async function onInvalidation(ctx: Base, handler: Handler): Promise<void> {
+export async function onInvalidation(ctx: Listening, handler: Handler): Promise<void> {
   const receive = (raw: string) => {
     try {
       handler(JSON.parse(raw) as Invalidation);

@@ -5,7 +5,7 @@ import { createAccount, startTestGateway, type TestGateway } from "../helpers/ga
 import { startMockSubBackend, type MockSubBackend, type MockSubBackendOptions } from "../mocks/sub-backend.ts";
 import { makeAccessToken, makeAuthJson, startMockSubAuth, type MockSubAuth } from "../mocks/sub-auth.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { loadSubAuth, saveSubAuth } from "../../src/management/sub-session/store.ts";
+import { loadSubAuth, saveSubAuth } from "../../src/providers/sub/sign-in-store.ts";
 import { forgetAuth } from "../../src/providers/sub/credentials.ts";
 import { subSessions } from "../../src/store/db/schema/index.ts";
 

@@ -2,7 +2,7 @@
 // expiry and on 401, one refresh for many concurrent requests, refreshed tokens stored sealed,
 // refused refreshes failing the lane with a reason.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { loadSubAuth } from "../../src/management/sub-session/store.ts";
+import { loadSubAuth } from "../../src/providers/sub/sign-in-store.ts";
 import { subFetch, subUrl } from "../../src/providers/sub/client.ts";
 import { SUB_OAUTH_CLIENT_ID } from "../../src/providers/sub/credentials.ts";
 import { REAL_STORES, startTestGateway, storesLabel } from "../helpers/gateway.ts";

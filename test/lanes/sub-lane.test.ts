@@ -3,7 +3,7 @@
 // expired token with one refresh for concurrent requests, fail-over when the session cannot
 // serve, seat accounting.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { loadSubAuth } from "../../src/management/sub-session/store.ts";
+import { loadSubAuth } from "../../src/providers/sub/sign-in-store.ts";
 import { storesLabel } from "../helpers/gateway.ts";
 import { chat, connectSub, createKey, expireStoredToken, startSubWorldWithOpenAI, usageOf, type SubOpenAIWorld } from "./helpers.ts";
 

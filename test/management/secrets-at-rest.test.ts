@@ -7,7 +7,7 @@ import { sql } from "drizzle-orm";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startMockSubBackend, type MockSubBackend } from "../mocks/sub-backend.ts";
 import { startMockBridge, type MockBridge } from "../mocks/bridge.ts";
-import { loadSubAuth, saveSubAuth } from "../../src/management/sub-session/store.ts";
+import { loadSubAuth, saveSubAuth } from "../../src/providers/sub/sign-in-store.ts";
 import { checkBridges } from "../../src/jobs/bridge-health.ts";
 import { authJson, fakeProviderKey } from "./helpers.ts";
 

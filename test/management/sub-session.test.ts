@@ -7,7 +7,7 @@ import { addToken, createAccount, startTestGateway, storesLabel, type TestGatewa
 import { startMockSubBackend, type MockSubBackend } from "../mocks/sub-backend.ts";
 import { makeAuthJson, startMockSubAuth, type MockSubAuth } from "../mocks/sub-auth.ts";
 import { subSessions } from "../../src/store/db/schema/index.ts";
-import { loadSubAuth, saveSubAuth } from "../../src/management/sub-session/store.ts";
+import { loadSubAuth, saveSubAuth } from "../../src/providers/sub/sign-in-store.ts";
 import type { SecretBox } from "../../src/secrets.ts";
 import { authJson, connectSub, invalidationRecorder } from "./helpers.ts";
 

@@ -9,7 +9,7 @@ import { badRequest, isDatabaseError, loggableError } from "../../errors.ts";
 import { randomToken, sha256Hex } from "../../lib/crypto.ts";
 import { newId } from "../../lib/ids.ts";
 import { iso, monthKey } from "../../lib/time.ts";
-import { monthSpendUsd, recordedSpendUsd } from "../../relay/budget/counters.ts";
+import { monthSpendUsd, recordedSpendUsd } from "../../store/spend-counters.ts";
 import { notifyInTransaction, publishInvalidation } from "../../store/invalidation.ts";
 import { listCredentials, type CredentialRow } from "../credentials/service.ts";
 import { listBridges } from "../bridges/service.ts";

@@ -1,7 +1,7 @@
 // Sub sessions (the subscription sign-in) in Postgres. The auth_json is sealed with AES-256-GCM
 // bound to `sub_sessions:<id>` and cleared on revoke. An account has at most one live session
 // (revoked_at null); connecting again replaces its sign-in and keeps its id, only a disconnect ends it.
-// loadSubAuth / saveSubAuth are what the sub lane uses to read the tokens and store refreshed ones.
+// The sub lane reads and re-seals the sign-in itself (providers/sub/sign-in-store.ts).
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import type { Db } from "../../store/db/client.ts";
@@ -9,12 +9,10 @@ import { subSessions } from "../../store/db/schema/index.ts";
 import { newId } from "../../lib/ids.ts";
 import { iso } from "../../lib/time.ts";
 import { publishInvalidation } from "../../store/invalidation.ts";
-import type { AuthJson } from "./model.ts";
-
-export type { AuthJson } from "./model.ts";
+import type { AuthJson } from "../../providers/sub/auth-file.ts";
 export type SubSessionRow = typeof subSessions.$inferSelect;
 
-export const subSessionAad = (id: string) => `sub_sessions:${id}`;
+export { subSessionAad } from "../../providers/sub/sign-in-store.ts";
 
 /** The status a reader sees: a connected session past its `expires_at` reads as `expired`. */
 export function subSessionStatus(row: SubSessionRow, now = Date.now()): string {
@@ -136,28 +134,4 @@ export async function revokeSubSessions(ctx: Ctx, accountId: string): Promise<nu
     .returning({ id: subSessions.id });
   await publishInvalidation(ctx, { kind: "account", accountId });
   return rows.length;
-}
-
-/**
- * The decrypted sign-in of a live session, or null when the session is unknown, revoked or has
- * no stored sign-in. Callers that serve traffic also check subSessionStatus() for `expired`.
- */
-export async function loadSubAuth(ctx: Ctx, sessionId: string): Promise<AuthJson | null> {
-  const rows = await ctx.db.select({ c: subSessions.authCiphertext }).from(subSessions)
-    .where(and(eq(subSessions.id, sessionId), isNull(subSessions.revokedAt))).limit(1);
-  const c = rows[0]?.c;
-  if (!c) return null;
-  return JSON.parse(ctx.secrets.open(c, subSessionAad(sessionId))) as AuthJson;
-}
-
-/**
- * Re-seals a session's sign-in after a token refresh. A session revoked meanwhile stays revoked
- * and empty (returns false): a refresh racing a disconnect never brings the sign-in back.
- */
-export async function saveSubAuth(ctx: Ctx, sessionId: string, authJson: AuthJson): Promise<boolean> {
-  const rows = await ctx.db.update(subSessions)
-    .set({ authCiphertext: ctx.secrets.seal(JSON.stringify(authJson), subSessionAad(sessionId)), updatedAt: new Date() })
-    .where(and(eq(subSessions.id, sessionId), isNull(subSessions.revokedAt)))
-    .returning({ id: subSessions.id });
-  return rows.length > 0;
 }

@@ -1,5 +1,19 @@
-// The subscription CLI's sign-in file (CONTRACT §4) and what the sub lane reads from it: the
-// access token, the account id and when the token expires. Pure: no I/O.
+// The subscription CLI's sign-in file (CONTRACT §4): its schema, and what the sub lane reads from
+// it: the access token, the account id and when the token expires. Pure: no I/O.
+import { z } from "zod";
+
+/** The sign-in file as uploaded. Only the two tokens are required; the rest is kept as sent. */
+export const authJsonSchema = z.looseObject({
+  tokens: z.looseObject({
+    access_token: z.string().min(1),
+    refresh_token: z.string().min(1),
+    id_token: z.string().nullable().optional(),
+    account_id: z.string().nullable().optional(),
+  }),
+  last_refresh: z.string().nullable().optional(),
+  OPENAI_API_KEY: z.string().nullable().optional(),
+});
+export type AuthJson = z.output<typeof authJsonSchema>;
 
 export interface SubTokens {
   access_token: string;

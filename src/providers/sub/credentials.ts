@@ -11,8 +11,8 @@
 // The request matches the subscription CLI's own refresh: POST {SUB_AUTH_BASE_URL}/oauth/token,
 // JSON body {client_id, grant_type: "refresh_token", refresh_token, scope: "openid profile email"}.
 import type { Ctx } from "../../context.ts";
-import { loadSubAuth, saveSubAuth, type AuthJson } from "../../management/sub-session/store.ts";
-import { accessTokenExpired, withRefreshedTokens, type SubAuthFile } from "./auth-file.ts";
+import { accessTokenExpired, withRefreshedTokens, type AuthJson, type SubAuthFile } from "./auth-file.ts";
+import { loadSubAuth, saveSubAuth } from "./sign-in-store.ts";
 import { laneFailure } from "./failure.ts";
 import { AUTH_CACHE_MS, REFRESH_REFUSED_MS } from "./state.ts";
 
