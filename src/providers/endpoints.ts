@@ -30,3 +30,14 @@ export const baseUrlEnvName = (id: ApiKeyProviderId) => `PROVIDER_${id.toUpperCa
 /** The subscription backend and its sign-in server (SUB_API_BASE_URL, SUB_AUTH_BASE_URL override them). */
 export const DEFAULT_SUB_API_BASE_URL = "https://chatgpt.com/backend-api/codex";
 export const DEFAULT_SUB_AUTH_BASE_URL = "https://auth.openai.com";
+
+/**
+ * What vendors' secrets look like, for scrubbing upstream text before a client sees it: key
+ * prefixes followed by `-` or `_` (OpenAI and Anthropic `sk-`, Groq `gsk_`, Cerebras `csk-`, xAI
+ * `xai-`, Stripe-style `rk_`/`pk_`, the gateway's own `gw_`, session tokens), and Google's `AIza…`.
+ */
+export const VENDOR_SECRET_PATTERNS: readonly RegExp[] = [
+  /\b(?:sk|rk|gw|pk|gsk|csk|xai|sess|key)[-_][A-Za-z0-9*._-]{6,}/gi,
+  /\bAIza[0-9A-Za-z_-]{10,}/g,
+];
+

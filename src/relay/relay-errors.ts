@@ -2,19 +2,15 @@
 // shown to clients passes through scrub() first: provider keys, bearer tokens and long opaque
 // strings never leave in a message.
 import { GatewayError } from "../errors.ts";
+import { VENDOR_SECRET_PATTERNS } from "../providers/endpoints.ts";
 
-const KEYISH = /\b(?:sk|rk|gw|pk|gsk|csk|xai|sess|key)[-_][A-Za-z0-9*._-]{6,}/gi;
 const BEARER = /\bBearer\s+[^\s"',;]+/gi;
-const GOOGLE_KEY = /\bAIza[0-9A-Za-z_-]{10,}/g;
 const OPAQUE = /\b[A-Za-z0-9_-]{40,}\b/g;
 
 export function scrub(message: string): string {
-  return message
-    .replace(BEARER, "Bearer [redacted]")
-    .replace(KEYISH, "[redacted]")
-    .replace(GOOGLE_KEY, "[redacted]")
-    .replace(OPAQUE, "[redacted]")
-    .slice(0, 600);
+  let out = message.replace(BEARER, "Bearer [redacted]");
+  for (const p of VENDOR_SECRET_PATTERNS) out = out.replace(p, "[redacted]");
+  return out.replace(OPAQUE, "[redacted]").slice(0, 600);
 }
 
 export const noProviders = () =>
