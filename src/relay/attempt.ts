@@ -15,7 +15,7 @@ import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
 
-export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz";
+export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "classifier";
 
 /** One inference request as the relay carries it from lane to lane. */
 export interface RelayRequest {
@@ -78,7 +78,8 @@ export class Attempt {
     const cost = rr.money.record({
       adapter: this.adapter,
       provider: this.lane.provider,
-      laneIndex: this.lane.index,
+      // The classifier's lane is not one of the key's (index -1): its records carry no lane.
+      laneIndex: this.lane.index < 0 ? null : this.lane.index,
       model: this.model,
       status,
       outcome,

@@ -21,14 +21,15 @@
 // punctuation; an answer that names no listed key, or a classifier that fails or times out,
 // leaves the chain order as it is. No call is made when fewer than two categories exist.
 //
-// The call is metered like any other attempt: one usage record with endpoint "classifier", its
-// cost priced from the pricing catalog and counted against the key's budget.
+// The call goes through the same lane attempt as every relayed request (relay/attempt.ts) and is
+// metered like one: one usage record with endpoint "classifier", its cost priced from the pricing
+// catalog and counted against the key's budget.
 import type { Ctx } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
-import { upstreamCodecs } from "../../protocols/index.ts";
-import type { ChatRequest, Json, Usage } from "../../protocols/types.ts";
+import type { ChatRequest, Json } from "../../protocols/types.ts";
 import { getAdapter } from "../../providers/registry.ts";
-import type { ProviderAdapter, ResolvedLane } from "../../providers/types.ts";
+import type { ResolvedLane } from "../../providers/types.ts";
+import { tryLane, type RelayRequest } from "../attempt.ts";
 import { MoneyCall } from "../budget/money.ts";
 import type { KeyContext } from "../key-context.ts";
 import type { Classifier } from "./plan.ts";
@@ -112,41 +113,36 @@ function classifierLane(key: KeyContext): ResolvedLane {
 
 interface Outcome {
   status: number;
-  outcome: "ok" | "error" | "aborted";
-  errorCode: string | null;
-  usage: Usage | null;
+  code: string | null;
   answer: string | null;
 }
 
-async function ask(ctx: Ctx, adapter: ProviderAdapter, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal): Promise<Outcome> {
-  const protocol = adapter.protocols.find((p) => upstreamCodecs[p]) ?? null;
-  const codec = protocol ? upstreamCodecs[protocol] : undefined;
-  if (!protocol || !codec) return { status: 0, outcome: "error", errorCode: "no_codec", usage: null, answer: null };
-  const body = codec.encodeRequest({ model, messages }, { model, stream: false });
-  const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: false });
-  const res = await adapter.send(ctx, lane, call, signal);
-  const text = await res.text();
-  if (!res.ok) {
-    const info = codec.errorOf(res.status, text);
-    return { status: res.status, outcome: "error", errorCode: info.code ?? "upstream_error", usage: null, answer: null };
-  }
-  let parsed: Json;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return { status: res.status, outcome: "error", errorCode: "bad_response", usage: null, answer: null };
-  }
-  const { completion, usage } = codec.decodeResponse(parsed, { model });
-  const content = completion?.choices?.[0]?.message?.content;
-  const answer = typeof content === "string" ? content : Array.isArray(content) ? content.map((p: Json) => p?.text ?? "").join("") : null;
-  return { status: res.status, outcome: "ok", errorCode: null, usage, answer };
-}
-
-/** Records the classifier call through the money owner: one usage record, its cost added to the key's month spend. */
-function meter(ctx: Ctx, key: KeyContext, adapter: ProviderAdapter, model: string, o: Outcome, latencyMs: number): void {
+/**
+ * Asks the classifier model through the same lane attempt as every relayed request (tryLane:
+ * the adapter's prepare and send, the codec, timeouts, one usage record through the money owner),
+ * on a lane made of the classifier's provider, model and credential.
+ */
+async function ask(ctx: Ctx, key: KeyContext, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal): Promise<Outcome> {
   const money = new MoneyCall(ctx, key, { requestId: null, endpoint: "classifier" }, null);
-  money.record({ adapter, provider: adapter.id, laneIndex: null, model, status: o.status, outcome: o.outcome, errorCode: o.errorCode, usage: o.usage, latencyMs, ttfbMs: null });
-  money.settle();
+  const body: Json = { model, messages };
+  const rr: RelayRequest = {
+    ctx, key, endpoint: "classifier", shape: "chat", body, bytes: JSON.stringify(body).length, stream: false,
+    model, requestId: "classifier", signal, startedAt: performance.now(), money,
+  };
+  try {
+    const r = await tryLane(rr, lane);
+    if (r.kind === "json") {
+      const content = r.parsed?.choices?.[0]?.message?.content;
+      const answer = typeof content === "string" ? content : Array.isArray(content) ? content.map((p: Json) => p?.text ?? "").join("") : null;
+      return { status: r.status, code: null, answer };
+    }
+    if (r.kind === "failed") return { status: r.failure.status, code: r.failure.code, answer: null };
+    if (r.kind === "client") return { status: r.error.status, code: r.error.code ?? null, answer: null };
+    return { status: 0, code: r.kind === "aborted" ? "client_closed" : "unexpected_stream", answer: null };
+  } finally {
+    // Metering never holds up the request (the settlement is sent in the background).
+    money.settle();
+  }
 }
 
 export const classifyLanes: Classifier = async (ctx, key, req, signal) => {
@@ -163,19 +159,15 @@ export const classifyLanes: Classifier = async (ctx, key, req, signal) => {
     return lanes;
   }
   const messages = classifierMessages(key.classifierInstructions, categories, lastUserText(req));
-  const started = Date.now();
   const callSignal = AbortSignal.any([signal, AbortSignal.timeout(TIMEOUT_MS)]);
   let o: Outcome;
   try {
-    o = await ask(ctx, adapter, classifierLane(key), model, messages, callSignal);
+    o = await ask(ctx, key, classifierLane(key), model, messages, callSignal);
   } catch (e) {
-    const aborted = signal.aborted;
-    o = { status: 0, outcome: aborted ? "aborted" : "error", errorCode: e instanceof GatewayError ? e.code ?? "upstream_error" : aborted ? "client_closed" : "connection_error", usage: null, answer: null };
+    o = { status: 0, code: e instanceof GatewayError ? e.code ?? "upstream_error" : signal.aborted ? "client_closed" : "connection_error", answer: null };
   }
-  // Metering never holds up the request (the settlement is sent in the background).
-  meter(ctx, key, adapter, model, o, Date.now() - started);
-  if (o.outcome !== "ok" || o.answer === null) {
-    ctx.log.warn({ keyId: key.id, provider: adapter.id, status: o.status, code: o.errorCode }, "classifier failed; chain order kept");
+  if (o.answer === null) {
+    ctx.log.warn({ keyId: key.id, provider: adapter.id, status: o.status, code: o.code }, "classifier failed; chain order kept");
     return lanes;
   }
   const chosen = matchCategory(o.answer, categories.map((c) => c.key));
