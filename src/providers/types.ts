@@ -49,6 +49,11 @@ export interface ProviderAdapter {
   readonly seat: boolean;
   /** Provider id in the pricing catalog (@pydantic/genai-prices) when it differs from `id`. */
   readonly pricingId?: string;
+  /**
+   * Lane aliases the general catalog (`GET /v1/models` without a key) lists for this provider, owned
+   * by its kind (SPEC Model entry): `sub/flagship`, `bridge/coding-agent`… None when absent.
+   */
+  readonly catalogAliases?: readonly string[];
   /** Per-lane settings a lane of this provider accepts (applied by applySettings); none when absent. */
   readonly settings?: readonly LaneSetting[];
   /**

@@ -17,9 +17,6 @@ interface ModelEntry {
   owned_by: string;
 }
 
-/** Lane aliases by lane kind (SPEC Model entry). */
-const KIND_ALIASES: Record<string, string[]> = { sub: ["sub/flagship", "sub/mini"], bridge: ["bridge/coding-agent"] };
-
 /**
  * True for a model id a client can send. The pricing catalog also holds patterns and fragments
  * (`ft:gpt-3.5-turbo-`, `gpt-4o-mini-2024-07-18.ft-`, `gpt-4o:extended`) that match families of
@@ -55,7 +52,8 @@ function generalCatalog(created: number): ModelEntry[] {
   for (const a of allAdapters()) {
     if (a.kind === "api_key") for (const id of catalogModels(a.pricingId ?? a.id)) pairs.push([id, a.id]);
   }
-  for (const [kind, ids] of Object.entries(KIND_ALIASES)) for (const id of ids) pairs.push([id, kind]);
+  // Lane aliases come after every provider's models, owned by the lane kind (SPEC Model entry).
+  for (const a of allAdapters()) for (const id of a.catalogAliases ?? []) pairs.push([id, a.kind]);
   general = { created, data: entries(pairs, created) };
   return general.data;
 }

@@ -21,6 +21,7 @@ export const bridgeAdapter: ProviderAdapter = {
   kind: "bridge",
   protocols: ["chat"] as const,
   seat: false,
+  catalogAliases: [BRIDGE_ALIAS],
 
   unavailable: bridgeUnavailable,
 

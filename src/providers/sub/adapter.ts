@@ -6,7 +6,7 @@
 import type { Json, WireProtocol } from "../../protocols/types.ts";
 import type { ProviderAdapter, ResolvedLane, UpstreamCall } from "../types.ts";
 import { within } from "../../lib/time.ts";
-import { liveCatalog, pickTier, resolveSubModel } from "./catalog.ts";
+import { liveCatalog, pickTier, resolveSubModel, SUB_CATALOG_ALIASES } from "./catalog.ts";
 import { subFetch, subUrl } from "./client.ts";
 import { laneFailure } from "./failure.ts";
 import { applySubSettings } from "./settings.ts";
@@ -36,6 +36,7 @@ export const subAdapter: ProviderAdapter = {
   seat: true,
   // The subscription serves OpenAI's models: seat traffic is priced from their catalog entries.
   pricingId: "openai",
+  catalogAliases: SUB_CATALOG_ALIASES,
   settings: ["reasoning_effort", "verbosity", "service_tier"],
 
   unavailable: (lane) => subUnavailable(lane),

@@ -24,6 +24,9 @@ const TIER_ALIASES: Record<string, Tier> = {
   "sub/mini": "mini",
 };
 
+/** The lane-prefixed tier aliases, listed in the general catalog (SPEC Model entry). */
+export const SUB_CATALOG_ALIASES = Object.keys(TIER_ALIASES).filter((k) => k.startsWith("sub/"));
+
 /** The tier a model name asks for, or null when it names a model. */
 export function tierOf(model: string): Tier | null {
   // Own properties only: a model named `constructor` or `toString` is a model, not a tier.
