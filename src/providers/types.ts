@@ -40,6 +40,14 @@ export interface AdapterRequestArgs {
   clientHeaders?: Record<string, string>;
 }
 
+/** A transcription as the relay hands it to the adapter (see ProviderAdapter.transcribe). */
+export interface TranscriptionCall {
+  contentType: string;
+  accept: string;
+  body: () => ReadableStream<Uint8Array>;
+  signal: AbortSignal;
+}
+
 export interface ProviderAdapter {
   readonly id: string;
   readonly kind: "api_key" | "sub" | "bridge";
@@ -62,6 +70,13 @@ export interface ProviderAdapter {
    * reached (never throws for that). Default: the lane's model, or else the catalog's models for pricingId.
    */
   models?(ctx: Ctx, lane: ResolvedLane, signal: AbortSignal): Promise<string[]>;
+  /**
+   * Speech-to-text (POST /v1/audio/transcriptions, CONTRACT §4): sends the multipart body to the
+   * vendor's transcription endpoint with the lane's credentials and returns the answer as it is.
+   * `body` is called once a send (a retry after a token refresh asks again). Absent: the lane
+   * cannot transcribe.
+   */
+  transcribe?(ctx: Ctx, lane: ResolvedLane, call: TranscriptionCall): Promise<Response>;
   /** Whether the lane can serve now; a reason string makes the lane fail over with that reason. */
   unavailable(lane: ResolvedLane): string | null;
   /** Applies per-lane settings (reasoning_effort…) to the upstream body, in place. */

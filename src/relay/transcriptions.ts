@@ -1,7 +1,7 @@
 // POST /v1/audio/transcriptions (CONTRACT §4): speech-to-text through the key's connected
-// subscription sign-in. The multipart body is streamed, not parsed, to
-// `{SUB_API_BASE_URL}/audio/transcriptions` with the sign-in's auth headers, and the answer is
-// relayed. A key without a connected `sub` lane answers 400 unsupported_feature.
+// subscription sign-in. The multipart body is streamed, not parsed, to the lane adapter's
+// transcribe() (the sub provider's `/audio/transcriptions` with the sign-in's auth headers), and
+// the answer is relayed. A key without a connected `sub` lane answers 400 unsupported_feature.
 //
 // Order of checks as on every inference path: 405 → key 401 → validation 400 (multipart body,
 // a connected sub lane) → budget 402. The call is seat traffic (one usage record, endpoint
@@ -13,8 +13,7 @@ import { INFERENCE, mount, type Handler } from "../http/route.ts";
 import { tooLarge } from "../http/request.ts";
 import { chatErrorOf } from "../protocols/chat/errors.ts";
 import { getAdapter } from "../providers/registry.ts";
-import { subFetch, subUrl } from "../providers/sub/client.ts";
-import type { ResolvedLane } from "../providers/types.ts";
+import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import { MIN_ESTIMATE_USD } from "./budget/estimate.ts";
 import { RATE_LIMITED_DOC, rateHeaders } from "./limits/headers.ts";
 import { MoneyCall } from "./budget/money.ts";
@@ -28,11 +27,11 @@ export const MAX_AUDIO_BYTES = 25 * 1024 * 1024;
 
 const invalid = (message: string) => new GatewayError(400, message, { type: "invalid_request_error" });
 
-/** The key's first `sub` lane that can serve now, or null. */
-export function connectedSubLane(key: KeyContext): ResolvedLane | null {
+/** The key's first lane whose provider transcribes (the `sub` lane) and that can serve now, or null. */
+export function connectedSubLane(key: KeyContext): { lane: ResolvedLane; adapter: ProviderAdapter & Required<Pick<ProviderAdapter, "transcribe">> } | null {
   for (const lane of key.lanes) {
     const adapter = getAdapter(lane.provider);
-    if (adapter?.kind === "sub" && adapter.unavailable(lane) === null) return lane;
+    if (adapter?.transcribe && adapter.unavailable(lane) === null) return { lane, adapter: adapter as ProviderAdapter & Required<Pick<ProviderAdapter, "transcribe">> };
   }
   return null;
 }
@@ -59,8 +58,8 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     }
     const declared = request.headers.get("content-length");
     if (declared !== null && Number(declared) > MAX_AUDIO_BYTES) throw tooLarge(MAX_AUDIO_BYTES);
-    const lane = connectedSubLane(key);
-    if (!lane) {
+    const found = connectedSubLane(key);
+    if (!found) {
       const why = key.lanes.some((l) => l.provider === "sub")
         ? "this key's sub lane has no connected subscription sign-in"
         : "this key has no sub lane";
@@ -71,6 +70,7 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     const money = await MoneyCall.reserveFor(ctx, key, { requestId, endpoint: "transcriptions" },
       key.budgetExcludesSeats ? null : { usd: MIN_ESTIMATE_USD, minUsd: MIN_ESTIMATE_USD }, key.limits ? { requests: 1, tokens: 0 } : null);
     if (money.rate) rc.headers = rateHeaders(money.rate.limits, money.rate.verdict);
+    const { lane, adapter } = found;
 
     // The body is streamed once; a copy is kept only for the single retry after a token refresh.
     const body = capped(request.body, MAX_AUDIO_BYTES);
@@ -88,7 +88,6 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     };
 
     const started = Date.now();
-    const sessionId = lane.subSession!.id;
     const record = (status: number, outcome: "ok" | "error" | "aborted", errorCode: string | null) => {
       const latencyMs = Date.now() - started;
       money.record({ adapter: SEAT, provider: "sub", laneIndex: lane.index, model: null, status, outcome, errorCode, usage: null, latencyMs, ttfbMs: latencyMs });
@@ -99,10 +98,9 @@ function transcriptionsHandler(ctx: Ctx): Handler {
 
     let res: Response;
     try {
-      res = await subFetch(ctx, sessionId, {
-        method: "POST",
-        url: subUrl(ctx, "/audio/transcriptions"),
-        headers: { "content-type": contentType, accept: request.headers.get("accept") ?? "application/json" },
+      res = await adapter.transcribe(ctx, lane, {
+        contentType,
+        accept: request.headers.get("accept") ?? "application/json",
         body: nextBody,
         signal: request.signal,
       });

@@ -9,9 +9,9 @@ import type { RouteDocs } from "../../http/openapi.ts";
 import { authenticate } from "../guard.ts";
 import { parseWith, readBody, readQuery } from "../zod-input.ts";
 import { authJsonSchema, connectBody, getQuery, noQuery, type AuthJson } from "./model.ts";
-import { liveCatalog, pickTier } from "../../providers/sub/catalog.ts";
+import { tieredCatalog } from "../../providers/sub/catalog.ts";
 import { forgetAuth } from "../../providers/sub/credentials.ts";
-import { PROVISIONING_UNFINISHED, provisionSubHost } from "./provision.ts";
+import { PROVISIONING_UNFINISHED, provisionSubHost } from "../../providers/sub/provision.ts";
 import { connectSubSession, latestSubSession, NO_SUB_SESSION, presentSubSession, recordProvisioning, revokeSubSessions, subSessionAad } from "./store.ts";
 
 const authJsonField = z.object({ auth_json: authJsonSchema });
@@ -48,10 +48,7 @@ function sealAuth(ctx: Ctx, id: string, auth: AuthJson): string {
 async function catalogView(ctx: Ctx, sessionId: string | null): Promise<{ models: Array<{ id: string; tier: string | null }>; models_error: string | null }> {
   if (!sessionId) return { models: [], models_error: null };
   try {
-    const entries = await liveCatalog(ctx, sessionId);
-    const flagship = pickTier(entries, "flagship");
-    const mini = pickTier(entries, "mini");
-    return { models: entries.map((e) => ({ id: e.id, tier: e.id === flagship ? "flagship" : e.id === mini ? "mini" : null })), models_error: null };
+    return { models: await tieredCatalog(ctx, sessionId), models_error: null };
   } catch (e) {
     ctx.log.warn({ sessionId, err: e instanceof Error ? e.message : String(e) }, "sub catalog unavailable for the session view");
     return { models: [], models_error: "The subscription backend's model list could not be read just now; requests on the sub lane may fail over until it answers." };

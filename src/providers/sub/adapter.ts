@@ -83,4 +83,15 @@ export const subAdapter: ProviderAdapter = {
     }
     return res;
   },
+
+  /** POST /v1/audio/transcriptions: the multipart body streamed to the backend's own endpoint (CONTRACT §4). */
+  transcribe(ctx, lane, call) {
+    return subFetch(ctx, lane.subSession!.id, {
+      method: "POST",
+      url: subUrl(ctx, "/audio/transcriptions"),
+      headers: { "content-type": call.contentType, accept: call.accept },
+      body: call.body,
+      signal: call.signal,
+    });
+  },
 };

@@ -89,3 +89,14 @@ export async function resolveSubModel(ctx: Ctx, sessionId: string, model: string
   if (!id) throw laneFailure(`The subscription's live catalog lists no ${tier} model, so \`${model}\` cannot be resolved.`);
   return id;
 }
+
+/**
+ * The session's live catalog, each model with the tier alias it answers to (or null), for the
+ * sub-session view (CONTRACT §4). Throws as liveCatalog does when the backend cannot be read.
+ */
+export async function tieredCatalog(ctx: Ctx, sessionId: string): Promise<Array<{ id: string; tier: Tier | null }>> {
+  const entries = await liveCatalog(ctx, sessionId);
+  const flagship = pickTier(entries, "flagship");
+  const mini = pickTier(entries, "mini");
+  return entries.map((e) => ({ id: e.id, tier: e.id === flagship ? "flagship" : e.id === mini ? "mini" : null }));
+}

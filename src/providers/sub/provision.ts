@@ -8,9 +8,9 @@
 // says why and what to do.
 import type { Ctx } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
-import { accessTokenExpired, subAuthHeaders, type SubAuthFile } from "../../providers/sub/auth-file.ts";
-import { subUrl } from "../../providers/sub/client.ts";
-import { currentAuth, refreshAuth } from "../../providers/sub/credentials.ts";
+import { accessTokenExpired, subAuthHeaders, type SubAuthFile } from "./auth-file.ts";
+import { subUrl } from "./client.ts";
+import { currentAuth, refreshAuth } from "./credentials.ts";
 
 export interface Provisioning {
   provisioned: boolean;
