@@ -12,6 +12,7 @@
 // Anthropic frames them: `event: <type>\ndata: <json>\n\n`), or a generated answer.
 import { frameEvents } from "../fixtures/index.ts";
 import { headersOf, isObject, lastUserText, resolveEvents, resolveJson, sseBody, type Received, type VendorReply } from "../fixtures/replay.ts";
+import { serveLoopback } from "./scaffold.ts";
 
 export interface MockAnthropic {
   /** Base URL (what PROVIDER_ANTHROPIC_BASE_URL takes), e.g. http://127.0.0.1:40123 */
@@ -190,9 +191,7 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
     return { json, events };
   }
 
-  const server = Bun.serve({
-    port: 0,
-    hostname: "127.0.0.1",
+  const server = serveLoopback({
     idleTimeout: 60,
     async fetch(req) {
       const url = new URL(req.url);
@@ -239,12 +238,12 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
   });
 
   return {
-    url: `http://127.0.0.1:${server.port}`,
+    url: server.origin,
     apiKey,
     received,
     get served() { return received.filter((r) => r.rejected === null); },
     enqueue(...replies) { queue.push(...replies); },
-    async stop() { await server.stop(true); },
+    stop: server.stop,
   };
 }
 

@@ -4,6 +4,7 @@
 // behind `Authorization: Bearer <bridge token>`, JSON or SSE. Sent
 // tools, it calls the first one (arguments {"path":"src/main.ts"}) until a tool result comes back.
 // It records every request's headers so tests can prove the gateway sent only the bridge token.
+import { headersOf, json, serveLoopback } from "./scaffold.ts";
 
 export interface BridgeReceived {
   method: string;
@@ -43,16 +44,11 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
   let healthChecks = 0;
   let seq = 0;
 
-  const json = (obj: unknown, status = 200, headers: Record<string, string> = {}) =>
-    new Response(JSON.stringify(obj), { status, headers: { "content-type": "application/json", ...headers } });
-
-  const server = Bun.serve({
-    port: 0,
+  const server = serveLoopback({
     hostname: opts.hostname ?? "127.0.0.1",
     async fetch(req) {
       const url = new URL(req.url);
-      const headers: Record<string, string> = {};
-      req.headers.forEach((v, k) => { headers[k] = v; });
+      const headers = headersOf(req);
       const rec: BridgeReceived = { method: req.method, path: url.pathname, headers, body: null };
       received.push(rec);
       if (req.method === "GET" && url.pathname === "/health") {
@@ -122,7 +118,7 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
   });
 
   return {
-    url: `http://${opts.hostname ?? "127.0.0.1"}:${server.port}`,
+    url: server.origin,
     token,
     received,
     get completions() { return received.filter((r) => r.path === "/v1/chat/completions"); },
@@ -132,6 +128,6 @@ export async function startMockBridge(opts: { token?: string; hostname?: string 
     setRedirect(location) { redirect = location; },
     setReply(text) { reply = text; },
     setModels(list) { models = list; },
-    async stop() { await server.stop(true); },
+    stop: server.stop,
   };
 }

@@ -15,6 +15,7 @@
 // Gemini frames them: `data: <json>\r\n\r\n`), or a generated answer.
 import { frameEvents } from "../fixtures/index.ts";
 import { headersOf, isObject, lastUserText, resolveEvents, resolveJson, sseBody, type Received, type VendorReply } from "../fixtures/replay.ts";
+import { serveLoopback } from "./scaffold.ts";
 
 export interface MockGemini {
   /** Base URL including /v1beta (what PROVIDER_GOOGLE_BASE_URL takes). */
@@ -216,9 +217,7 @@ export async function startMockGemini(opts: { apiKey?: string } = {}): Promise<M
     return { json, events };
   }
 
-  const server = Bun.serve({
-    port: 0,
-    hostname: "127.0.0.1",
+  const server = serveLoopback({
     idleTimeout: 60,
     async fetch(req) {
       const url = new URL(req.url);
@@ -269,11 +268,11 @@ export async function startMockGemini(opts: { apiKey?: string } = {}): Promise<M
   });
 
   return {
-    url: `http://127.0.0.1:${server.port}/v1beta`,
+    url: `${server.origin}/v1beta`,
     apiKey,
     received,
     get served() { return received.filter((r) => r.rejected === null); },
     enqueue(...replies) { queue.push(...replies); },
-    async stop() { await server.stop(true); },
+    stop: server.stop,
   };
 }

@@ -6,6 +6,7 @@
 // untouched, so one request works direct and through the gateway), overriding the server default
 // set with setDefault(). A client that rewrites the body (another gateway in the benchmark) can
 // send the same object as JSON in the `x-mock` header instead. Standalone: `npx bun test/mocks/openai-upstream.ts --port 9100`.
+import { json, serveLoopback, sleep } from "./scaffold.ts";
 
 export interface MockBehavior {
   /** Answer with this HTTP status (non-2xx → an OpenAI-style error body). */
@@ -68,7 +69,6 @@ export interface MockUpstream {
 }
 
 const enc = new TextEncoder();
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 function unknownModel(b: MockBehavior, model: string): boolean {
   const u = b.unknown_model;
@@ -331,12 +331,8 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
     return out;
   }
 
-  const json = (obj: unknown, status = 200) =>
-    new Response(JSON.stringify(obj), { status, headers: { "content-type": "application/json" } });
-
-  const server = Bun.serve({
+  const server = serveLoopback({
     port: opts.port ?? 0,
-    hostname: "127.0.0.1",
     idleTimeout: 255,
     async fetch(req) {
       const url = new URL(req.url);
@@ -380,8 +376,8 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
   });
 
   return {
-    url: `http://127.0.0.1:${server.port}/v1`,
-    port: server.port!,
+    url: `${server.origin}/v1`,
+    port: server.port,
     received,
     get aborted() { return aborted; },
     setDefault(behavior) { defaults = { ...behavior }; },
@@ -392,7 +388,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
         abortWaiters.push({ n, resolve: () => { clearTimeout(t); resolve(); } });
       });
     },
-    async stop() { await server.stop(true); },
+    stop: server.stop,
   };
 }
 

@@ -8,6 +8,7 @@
 // guards against). New access tokens are JWT-shaped with an `exp` and are allowed on the mock
 // backend passed in.
 import type { MockSubBackend } from "./sub-backend.ts";
+import { headersOf, json, serveLoopback, sleep } from "./scaffold.ts";
 
 export interface TokenRequestRecord {
   headers: Record<string, string>;
@@ -33,7 +34,6 @@ export interface MockSubAuth {
   stop(): Promise<void>;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString("base64url");
 let seq = 0;
 
@@ -81,17 +81,11 @@ export async function startMockSubAuth(opts: { backend?: MockSubBackend } = {}):
   let fail: number | null = null;
   let ttl = 3600;
 
-  const json = (obj: unknown, status = 200) =>
-    new Response(JSON.stringify(obj), { status, headers: { "content-type": "application/json" } });
-
-  const server = Bun.serve({
-    port: 0,
-    hostname: "127.0.0.1",
+  const server = serveLoopback({
     async fetch(req) {
       const url = new URL(req.url);
       if (req.method !== "POST" || url.pathname !== "/oauth/token") return json({ error: "not_found" }, 404);
-      const headers: Record<string, string> = {};
-      req.headers.forEach((v, k) => { headers[k] = v; });
+      const headers = headersOf(req);
       let body: any = null;
       try { body = await req.json(); } catch {}
       requests.push({ headers, body });
@@ -121,7 +115,7 @@ export async function startMockSubAuth(opts: { backend?: MockSubBackend } = {}):
   });
 
   return {
-    url: `http://127.0.0.1:${server.port}`,
+    url: server.origin,
     get refreshes() { return refreshes; },
     requests,
     register(refreshToken, accountId) { refreshTokens.set(refreshToken, accountId); },
@@ -129,6 +123,6 @@ export async function startMockSubAuth(opts: { backend?: MockSubBackend } = {}):
     setFail(status) { fail = status; },
     setTtl(seconds) { ttl = seconds; },
     latest(accountId) { return latestByAccount.get(accountId); },
-    async stop() { await server.stop(true); },
+    stop: server.stop,
   };
 }

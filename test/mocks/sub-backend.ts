@@ -8,6 +8,7 @@
 // what drives the gateway's token refresh). With `strict: true` only tokens given to allow() are
 // accepted (any other gets 401); the mock auth server (sub-auth.ts) allows every token it issues.
 // A token given to allow() must come with its own account id (403 otherwise).
+import { headersOf, json, serveLoopback, sleep } from "./scaffold.ts";
 
 export interface SubModel {
   id: string;
@@ -43,7 +44,6 @@ export interface MockSubBackend {
 }
 
 const enc = new TextEncoder();
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const DEFAULT_MODELS: SubModel[] = [
   { id: "gpt-5.1-codex" },
@@ -74,9 +74,6 @@ function lastUserText(input: unknown): string {
   }
   return "";
 }
-
-const json = (obj: unknown, status = 200) =>
-  new Response(JSON.stringify(obj), { status, headers: { "content-type": "application/json" } });
 
 const errorJson = (status: number, message: string, code: string | null, type = "invalid_request_error") =>
   json({ error: { message, type, param: null, code } }, status);
@@ -175,15 +172,12 @@ export async function startMockSubBackend(opts: MockSubBackendOptions = {}): Pro
     return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
   }
 
-  const server = Bun.serve({
-    port: 0,
-    hostname: "127.0.0.1",
+  const server = serveLoopback({
     idleTimeout: 60,
     async fetch(req) {
       const url = new URL(req.url);
       const path = url.pathname;
-      const headers: Record<string, string> = {};
-      req.headers.forEach((v, k) => { headers[k] = v; });
+      const headers = headersOf(req);
       const rec: SubReceived = { method: req.method, path, headers, body: null };
       received.push(rec);
       if (fail !== null) return errorJson(fail, `Mock subscription backend failing with ${fail}.`, null, fail >= 500 ? "server_error" : "invalid_request_error");
@@ -235,7 +229,7 @@ export async function startMockSubBackend(opts: MockSubBackendOptions = {}): Pro
   });
 
   return {
-    url: `http://127.0.0.1:${server.port}`,
+    url: server.origin,
     received,
     setModels(list) { models = list.map(toModel); },
     setFail(status) { fail = status; },
@@ -243,6 +237,6 @@ export async function startMockSubBackend(opts: MockSubBackendOptions = {}): Pro
     revoke(accessToken) { tokens.delete(accessToken); revoked.add(accessToken); },
     setReply(text) { reply = text; },
     setLatency(ms) { latency = ms; },
-    async stop() { await server.stop(true); },
+    stop: server.stop,
   };
 }
