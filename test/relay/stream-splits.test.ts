@@ -1,0 +1,97 @@
+// The committed client stream (relay/stream/relay-stream.ts streamResponse) with an upstream
+// whose bytes arrive split awkwardly: CRLF across chunks, a UTF-8 character across chunks, one
+// event over 1-byte chunks, several events in one chunk, no blank line after the last event.
+// The client gets the upstream's bytes unchanged and the usage the upstream reported is recorded
+// (the pass-through tap finds events and usage whatever the split). Gateway → loopback upstream.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { serveLoopback, type LoopbackServer } from "../mocks/scaffold.ts";
+import { usageRecords } from "../../src/store/db/schema/index.ts";
+import type { UsageQueue } from "../../src/relay/usage-queue.ts";
+import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+
+const enc = new TextEncoder();
+const chunk = (delta: object, finish: string | null = null) =>
+  JSON.stringify({ id: "chatcmpl-split", object: "chat.completion.chunk", created: 1700000000, model: "gpt-4o-mini", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+const USAGE = { prompt_tokens: 17, completion_tokens: 5, total_tokens: 22 };
+const events = [
+  chunk({ role: "assistant", content: "" }),
+  chunk({ content: "héllo ✓ 😀" }),
+  chunk({}, "stop"),
+  JSON.stringify({ id: "chatcmpl-split", object: "chat.completion.chunk", created: 1700000000, model: "gpt-4o-mini", choices: [], usage: USAGE }),
+  "[DONE]",
+];
+const lf = events.map((e) => `data: ${e}\n\n`).join("");
+const crlf = events.map((e) => `data: ${e}\r\n\r\n`).join("");
+
+/** Byte plans: the upstream body as the chunks it is written in. */
+function splitAt(bytes: Uint8Array, cuts: number[]): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let at = 0;
+  for (const c of [...cuts, bytes.length]) { out.push(bytes.slice(at, c)); at = c; }
+  return out.filter((b) => b.length > 0);
+}
+const crlfBytes = enc.encode(crlf);
+const lfBytes = enc.encode(lf);
+const PLANS: Record<string, Uint8Array[]> = {
+  // Every cut falls between a \r and its \n.
+  crlf: splitAt(crlfBytes, [...crlf.matchAll(/\r\n/g)].map((m) => enc.encode(crlf.slice(0, m.index! + 1)).length)),
+  // Cuts inside the two- and four-byte characters.
+  utf8: splitAt(lfBytes, [enc.encode(lf.slice(0, lf.indexOf("é"))).length + 1, enc.encode(lf.slice(0, lf.indexOf("😀"))).length + 2]),
+  bytes1: splitAt(lfBytes, Array.from({ length: lfBytes.length - 1 }, (_, i) => i + 1)),
+  one: [lfBytes],
+  // The last event's line ends, but no blank line follows.
+  noTrailingBlank: [enc.encode(lf.slice(0, -1))],
+};
+
+describe(`client stream over awkward upstream splits (${storesLabel})`, () => {
+  let gw: TestGateway;
+  let upstream: LoopbackServer;
+  let key: { raw: string };
+
+  beforeAll(async () => {
+    upstream = serveLoopback({
+      async fetch(req) {
+        const body = (await req.json()) as { mock?: { plan?: string } };
+        const parts = PLANS[body.mock?.plan ?? ""];
+        if (!parts) return new Response("unknown plan", { status: 400 });
+        let i = 0;
+        const stream = new ReadableStream<Uint8Array>({
+          async pull(c) {
+            if (i >= parts.length) return c.close();
+            c.enqueue(parts[i++]!);
+            // Separate writes: a yield between chunks keeps them apart on the wire.
+            await Bun.sleep(0);
+          },
+        });
+        return new Response(stream, { headers: { "content-type": "text/event-stream" } });
+      },
+    });
+    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: `${upstream.origin}/v1` });
+    const acct = await createAccount(gw);
+    const a = await addCredential(gw, acct.id, "openai");
+    key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", a.id)] });
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    await upstream?.stop();
+  });
+
+  for (const [plan, parts] of Object.entries(PLANS)) {
+    test(`${plan}: the client gets the upstream's bytes unchanged and its usage is recorded`, async () => {
+      const body = chatBody({ stream: true, stream_options: { include_usage: true }, mock: { plan } });
+      const res = await gw.req("/v1/chat/completions", { token: key.raw, body });
+      expect(res.status).toBe(200);
+      const got = new Uint8Array(await res.arrayBuffer());
+      const sent = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+      let at = 0;
+      for (const p of parts) { sent.set(p, at); at += p.length; }
+      expect(new TextDecoder().decode(got)).toBe(new TextDecoder().decode(sent));
+      await (gw.ctx.services.usageQueue as UsageQueue).flush();
+      const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, res.headers.get("x-request-id")!));
+      expect(rows.length).toBe(1);
+      expect(rows[0]).toMatchObject({ outcome: "ok", status: 200, promptTokens: 17, completionTokens: 5 });
+    });
+  }
+});
