@@ -95,3 +95,74 @@ describe(`client stream over awkward upstream splits (${storesLabel})`, () => {
     });
   }
 });
+
+// The same splits on a translated stream: an Anthropic upstream, a chat client (TranslateTap).
+const A_EVENTS = [
+  { type: "message_start", message: { id: "msg_split", type: "message", role: "assistant", model: "claude-3-5-haiku-latest", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 17, output_tokens: 1 } } },
+  { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+  { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "héllo ✓ 😀" } },
+  { type: "content_block_stop", index: 0 },
+  { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 5 } },
+  { type: "message_stop" },
+];
+const aText = (eol: string) => A_EVENTS.map((e) => `event: ${e.type}${eol}data: ${JSON.stringify(e)}${eol}${eol}`).join("");
+const aCrlf = aText("\r\n");
+const aLf = aText("\n");
+const aCrlfBytes = enc.encode(aCrlf);
+const aLfBytes = enc.encode(aLf);
+const A_PLANS: Record<string, Uint8Array[]> = {
+  crlf: splitAt(aCrlfBytes, [...aCrlf.matchAll(/\r\n/g)].map((m) => enc.encode(aCrlf.slice(0, m.index! + 1)).length)),
+  utf8: splitAt(aLfBytes, [enc.encode(aLf.slice(0, aLf.indexOf("é"))).length + 1, enc.encode(aLf.slice(0, aLf.indexOf("😀"))).length + 2]),
+  bytes1: splitAt(aLfBytes, Array.from({ length: aLfBytes.length - 1 }, (_, i) => i + 1)),
+  one: [aLfBytes],
+  noTrailingBlank: [enc.encode(aLf.slice(0, -1))],
+};
+
+describe(`translated client stream over awkward upstream splits (${storesLabel})`, () => {
+  let gw: TestGateway;
+  let upstream: LoopbackServer;
+  let key: { raw: string };
+
+  beforeAll(async () => {
+    upstream = serveLoopback({
+      async fetch(req) {
+        const body = (await req.json()) as { metadata?: { user_id?: string } };
+        const parts = A_PLANS[body.metadata?.user_id ?? ""];
+        if (!parts) return new Response("unknown plan", { status: 400 });
+        let i = 0;
+        return new Response(new ReadableStream<Uint8Array>({
+          async pull(c) {
+            if (i >= parts.length) return c.close();
+            c.enqueue(parts[i++]!);
+            await Bun.sleep(0);
+          },
+        }), { headers: { "content-type": "text/event-stream" } });
+      },
+    });
+    gw = await startTestGateway({ PROVIDER_ANTHROPIC_BASE_URL: upstream.origin });
+    const acct = await createAccount(gw);
+    const a = await addCredential(gw, acct.id, "anthropic");
+    key = await addRoutingKey(gw, acct.id, { lanes: [lane("anthropic", a.id, { model: "claude-3-5-haiku-latest" })] });
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    await upstream?.stop();
+  });
+
+  for (const plan of Object.keys(A_PLANS)) {
+    test(`${plan}: the chat client gets the whole text, a normal end and the upstream's usage`, async () => {
+      const body = chatBody({ stream: true, stream_options: { include_usage: true }, user: plan });
+      const res = await gw.req("/v1/chat/completions", { token: key.raw, body });
+      expect(res.status).toBe(200);
+      const data = (await res.text()).split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6));
+      expect(data.at(-1)).toBe("[DONE]");
+      const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+      expect(chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("")).toBe("héllo ✓ 😀");
+      expect(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0].finish_reason).toBe("stop");
+      expect(chunks.at(-1).usage).toMatchObject({ prompt_tokens: 17, completion_tokens: 5 });
+      await (gw.ctx.services.usageQueue as UsageQueue).flush();
+      const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, res.headers.get("x-request-id")!));
+      expect(rows[0]).toMatchObject({ outcome: "ok", status: 200, promptTokens: 17, completionTokens: 5 });
+    });
+  }
+});
