@@ -48,14 +48,36 @@ async function waitReady(url: string): Promise<void> {
   throw new Error(`redis-server at ${url} did not start`);
 }
 
-export async function startPrivateRedis(): Promise<PrivateRedis> {
+async function claimAllSlots(url: string): Promise<void> {
+  const c = new Redis(url, { maxRetriesPerRequest: 0 });
+  try {
+    await c.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
+    for (let i = 0; i < 100; i++) {
+      if (String(await c.call("CLUSTER", "INFO")).includes("cluster_state:ok")) return;
+      await Bun.sleep(50);
+    }
+    throw new Error(`redis-server at ${url} did not reach cluster_state:ok`);
+  } finally {
+    c.disconnect();
+  }
+}
+
+export interface PrivateRedisOptions {
+  /** Cluster mode: one node owning all 16,384 slots, so any multi-key command or script whose
+   *  keys hash to different slots fails with CROSSSLOT, exactly as on a real Redis Cluster. */
+  cluster?: boolean;
+}
+
+export async function startPrivateRedis(opts: PrivateRedisOptions = {}): Promise<PrivateRedis> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "gw-redis-"));
   const url = `redis://127.0.0.1:${port}`;
   let proc: ReturnType<typeof Bun.spawn> | null = null;
   const start = async () => {
-    proc = Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir], { stdout: "ignore", stderr: "ignore" });
+    const cluster = opts.cluster ? ["--cluster-enabled", "yes", "--cluster-config-file", join(dir, `nodes-${Date.now()}.conf`)] : [];
+    proc = Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...cluster], { stdout: "ignore", stderr: "ignore" });
     await waitReady(url);
+    if (opts.cluster) await claimAllSlots(url);
   };
   const kill = async () => {
     const p = proc;

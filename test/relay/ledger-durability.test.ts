@@ -5,6 +5,7 @@
 // and a Redis restart with requests in flight does not let spend pass the budget.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
+import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
@@ -132,6 +133,53 @@ describe.if(REAL_STORES)(name, () => {
     await ledger.flush();
     expect(await spend()).toBeCloseTo(0.55, 9);
   });
+
+  test("CONTRACT §7 durability: Redis restarted empty with records still in the usage stream → the instance that sent them writes them from its copy, once each, and counter = Σ records", async () => {
+    const budgeted = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
+    const free = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+    const queue = gw.ctx.services.usageQueue as UsageQueue;
+    const ledger = gw.ctx.services.ledger as Ledger;
+    const streamed = async () => {
+      const c = new Redis(redis.url);
+      try {
+        const entries = (await c.xrange(ledger.k.stream, "-", "+")) as Array<[string, string[]]>;
+        return entries.reduce((n, [, f]) => n + (JSON.parse(f[1]!) as unknown[]).length, 0);
+      } finally {
+        c.disconnect();
+      }
+    };
+    // No drain runs while the queue is paused: the records wait in the stream, in Redis only.
+    queue.pause();
+    try {
+      for (let i = 0; i < 4; i++) {
+        expect((await post(gw.url, budgeted.raw, chatBody()))!.status).toBe(200);
+        expect((await post(gw.url, free.raw, chatBody()))!.status).toBe(200);
+      }
+      await until("8 records in the stream", async () => ((await streamed()) >= 8 ? true : null));
+      expect((await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [budgeted.id, free.id]))).length).toBe(0);
+      await redis.restart(); // empty: the stream and its 8 records are gone from Redis
+    } finally {
+      queue.resume();
+    }
+    const rows = await until("the 8 records in Postgres", async () => {
+      const r = await recordsOf([budgeted.id, free.id]);
+      return r.length >= 8 ? r : null;
+    });
+    await Bun.sleep(1500); // a second heartbeat must not write them again
+    const again = await recordsOf([budgeted.id, free.id]);
+    expect(again.length).toBe(8);
+    expect(new Set(again.map((r) => r.recordKey)).size).toBe(8);
+    expect(rows.every((r) => r.outcome === "ok")).toBe(true);
+    // Their settlement went to the counter Redis lost; the rebuilt counter holds each once.
+    for (const k of [budgeted, free]) {
+      const spent = again.filter((r) => r.routingKeyId === k.id).reduce((a, r) => a + r.costUsd, 0);
+      expect(spent).toBeGreaterThan(0);
+      expect((await monthSpendUsd(gw.ctx, await keyCtx(k.raw))).usd).toBeCloseTo(spent, 9);
+    }
+    // Once a drain has committed what this instance streams, its copies go (memory stays flat).
+    for (let i = 0; i < 3; i++) expect((await post(gw.url, free.raw, chatBody()))!.status).toBe(200);
+    await until("the copies dropped after the drain", async () => (ledger.unackedRecords === 0 ? true : null), 10_000);
+  }, 60_000);
 
   for (const capped of [true, false]) {
     test(`CONTRACT §7 durability: Redis restarted empty with requests in flight → spend ≤ budget (${capped ? "with" : "without"} output limits)`, async () => {

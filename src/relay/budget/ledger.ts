@@ -10,7 +10,9 @@
 //               request id (markers kept two minutes), a settlement whose entry is gone adds its
 //               full cost;
 //   draining    any instance reads `gw:usage` with XREADGROUP, inserts into Postgres (a unique
-//               index on request id + attempt makes a redelivery a no-op), then XACKs;
+//               index on request id + attempt makes a redelivery a no-op), then XACKs; the
+//               instance that sent a batch keeps a copy until the stream's acknowledged watermark
+//               passes it (unacked.ts), so a Redis restart without persistence loses no record;
 //   heartbeat   `gw:instances[<instance>] = now` every second;
 //   reconciler  one instance at a time (lock `gw:reconcile:lock`) turns the entries of an
 //               instance silent for INSTANCE_DEAD_AFTER_SECONDS into `interrupted` records at their
@@ -26,8 +28,11 @@ import { resolve } from "node:path";
 import { randomToken, sha256Hex } from "../../lib/crypto.ts";
 import type { Cmds } from "../../store/kv/redis.ts";
 import type { LedgerEntry } from "../../store/kv/types.ts";
+import { inArray } from "drizzle-orm";
+import { usageRecords } from "../../store/db/schema/index.ts";
 import type { UsageQueue, UsageRow } from "../usage-queue.ts";
 import { counterKey, fromNano, inflightKey, seed, settledKey, ttl, type BudgetedKey } from "./counters.ts";
+import { callOfRecord, drainedUpTo, settlesOf, UnackedRecords, type SentSettles } from "./unacked.ts";
 
 const GROUP = "gw-usage";
 const HEARTBEAT_MS = 1000;
@@ -76,6 +81,14 @@ export class Ledger {
   private epoch: string | null = null;
   /** Set while re-asserting after a Redis restart: admissions wait for it. */
   gate: Promise<void> | null = null;
+  /** Copies of the records this instance streamed that no drain has committed yet. */
+  private unacked = new UnackedRecords((rows) => this.ctx.log.error({ rows }, "usage stream not drained for long: dropped this instance's oldest copies of streamed records"));
+  /** Rows this instance streamed that no drain has committed yet (its copies). */
+  get unackedRecords(): number {
+    return this.unacked.size;
+  }
+  /** Copies taken when Redis lost the stream, until they are written (retried every heartbeat). */
+  private lost: { records: UsageRow[]; settles: SentSettles[] } | null = null;
   readonly jobs: Job[];
   /**
    * The ledger's shared keys, named per deployment (the Postgres the records go to): gateways that
@@ -183,7 +196,11 @@ export class Ledger {
     const log = (what: string) => (e: unknown) => this.ctx.log.warn({ err: e instanceof Error ? e.message : String(e) }, what);
     const jobs: Promise<unknown>[] = [];
     if (records.length) {
-      jobs.push(this.r.xadd(this.k.stream, "*", "r", JSON.stringify(records)).catch((e) => {
+      const settles: SentSettles[] = [];
+      for (const g of groups.values()) if (g.settles) settles.push({ key: g.key, month: g.month, settles: g.settles });
+      jobs.push(this.r.xadd(this.k.stream, "*", "r", JSON.stringify(records)).then((id) => {
+        if (id) this.unacked.keep(id, records, settles);
+      }, (e) => {
         // Redis cannot take them: the records go straight to the Postgres queue (a later
         // redelivery of the same records is a no-op there).
         log("usage stream unavailable; records queued for Postgres directly")(e);
@@ -246,6 +263,9 @@ export class Ledger {
   }
 
   private async recover(): Promise<void> {
+    // Taken before anything awaits: no prune may judge these copies by the new stream's watermark.
+    const taken = this.unacked.take();
+    if (taken.records.length) this.lost = this.lost ? { records: this.lost.records.concat(taken.records), settles: this.lost.settles.concat(taken.settles) } : taken;
     this.ctx.log.warn({}, "Redis lost its state: re-asserting this instance's requests in flight");
     await this.r.set(this.k.epoch, randomToken(8), "NX");
     this.epoch = await this.r.get(this.k.epoch);
@@ -267,6 +287,45 @@ export class Ledger {
       for (const [id, l] of list) args.push(id, l.value, l.nano);
       await this.r.gwReassert(counterKey(key.id, month), inflightKey(key.id), ttl(), ...args);
     }
+    // Postgres unreachable: the copies stay in `lost` and the heartbeat tries again.
+    await this.rewriteLost().catch((e) => this.ctx.log.warn({ err: e instanceof Error ? e.message : String(e) }, "rewriting lost usage records failed; retrying"));
+  }
+
+  /**
+   * Writes the streamed records Redis lost before any drain committed them: those no Postgres row
+   * holds yet are settled again first (their settlement went to the counter Redis lost; the new
+   * counter, rebuilt from Postgres, cannot hold them yet), then written.
+   */
+  private async rewriteLost(): Promise<void> {
+    const lost = this.lost;
+    if (!lost) return;
+    const have = new Set<string>();
+    const keys = lost.records.map((r) => r.recordKey).filter((k): k is string => !!k);
+    for (let i = 0; i < keys.length; i += 1000) {
+      const rows = await this.ctx.db.select({ k: usageRecords.recordKey }).from(usageRecords).where(inArray(usageRecords.recordKey, keys.slice(i, i + 1000)));
+      for (const r of rows) if (r.k) have.add(r.k);
+    }
+    this.lost = null;
+    const missing = lost.records.filter((r) => !r.recordKey || !have.has(r.recordKey));
+    if (!missing.length) return;
+    const calls = new Set(missing.map((r) => callOfRecord(r.recordKey ?? "")));
+    for (const s of lost.settles) {
+      const lines = settlesOf(s.settles, calls);
+      if (lines) this.group(s.key, s.month).settles += lines;
+    }
+    await this.flush();
+    for (const r of missing) this.queue.push(r);
+    await this.queue.flushQueued();
+    this.ctx.log.warn({ records: missing.length }, "Redis lost usage records no instance had drained: written from this instance's copies");
+  }
+
+  /** Drops the copies of batches the drain has committed (read before the epoch: see recover()). */
+  private async pruneUnacked(): Promise<void> {
+    if (this.unacked.size === 0) return;
+    const epoch = this.epoch;
+    const w = await drainedUpTo(this.r, this.k.stream, GROUP);
+    if (w === null || this.gate || this.epoch !== epoch || (await this.r.get(this.k.epoch)) !== epoch) return;
+    this.unacked.prune(w);
   }
 
   private ticks = 0;
@@ -276,6 +335,8 @@ export class Ledger {
   private async heartbeat(): Promise<void> {
     await this.r.hset(this.k.instances, this.me, Date.now());
     await this.checkEpoch();
+    if (this.lost) await this.rewriteLost();
+    await this.pruneUnacked();
     if (this.ticks++ % 2 === 0) await this.reconcile();
   }
 
