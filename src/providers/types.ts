@@ -82,6 +82,12 @@ export interface ProviderAdapter {
   /** Applies per-lane settings (reasoning_effort…) to the upstream body, in place. */
   applySettings(body: Json, lane: ResolvedLane, protocol: WireProtocol): void;
   /**
+   * Adjusts, in place, a body the gateway translated from another client protocol (never the
+   * client's own body, which passes through as sent) to what this vendor accepts for `model`.
+   * Runs before applySettings, so a lane setting still wins.
+   */
+  fitTranslated?(body: Json, protocol: WireProtocol, model: string): void;
+  /**
    * Builds the upstream HTTP call (URL, auth headers, serialized body). prepare and send may throw a
    * GatewayError: `retryable: true` fails this lane over, otherwise it goes back to the client.
    */

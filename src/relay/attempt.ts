@@ -200,6 +200,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   }
   if (typeof plan === "string") return failed(lane, 0, "unsupported_shape", plan);
   const { codec, protocol, client, direct, body } = plan;
+  if (client) adapter.fitTranslated?.(body, protocol, model);
   adapter.applySettings(body, lane, protocol);
   const attempt = new Attempt(rr, lane, adapter, model);
 

@@ -58,7 +58,7 @@ describe(`/v1/messages on the wire (${storesLabel})`, () => {
     expect(msg.type).toBe("message");
     const chat = w.openai.served.filter((r) => r.path === "/v1/chat/completions").at(-1)!.body;
     expect(chat.model).toBe("gpt-4.1");
-    expect(chat.max_tokens).toBe(32000);
+    expect(chat.max_completion_tokens).toBe(32000); // OpenAI's field for every chat model
     expect(chat.user).toBe(agentRequest.metadata.user_id);
     expect(chat.tool_choice).toBe("auto");
     expect(chat.messages[0]).toEqual({ role: "system", content: agentRequest.system.map((b: any) => ({ type: "text", text: b.text })) });

@@ -6,6 +6,7 @@
 // untouched, so one request works direct and through the gateway), overriding the server default
 // set with setDefault(). A client that rewrites the body (another gateway in the benchmark) can
 // send the same object as JSON in the `x-mock` header instead. Standalone: `npx bun test/mocks/openai-upstream.ts --port 9100`.
+import { unsupportedChatParameter } from "./openai-model-rules.ts";
 import { json, serveLoopback, sleep } from "./scaffold.ts";
 
 export interface MockBehavior {
@@ -369,6 +370,8 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
       const status = b.status ?? 200;
       if (status < 200 || status > 299) { state.done = true; return json(errorBody(status, b, model), status); }
       const chat = path === "/v1/chat/completions";
+      const refused = chat ? unsupportedChatParameter(body, model) : null;
+      if (refused) { state.done = true; return json({ error: { message: refused.message, type: "invalid_request_error", param: refused.param, code: "unsupported_parameter" } }, 400); }
       if (body?.stream === true) return chat ? streamChat(body, b, state, model) : streamResponses(body, b, state, model);
       state.done = true;
       return json(chat ? completeChat(body, b, model) : completeResponses(body, b, model));

@@ -139,14 +139,16 @@ describe(`lane fallback (${storesLabel})`, () => {
   });
 
   test("per-lane settings: reasoning_effort is applied on openai lanes", async () => {
+    // A model that reasons: OpenAI (and its mock) refuse reasoning_effort on gpt-4o and gpt-4.1.
+    const model = "o4-mini";
     const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id, { reasoning_effort: "high" })] });
-    expect((await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody({ reasoning_effort: "low" }) })).status).toBe(200);
+    expect((await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody({ model, reasoning_effort: "low" }) })).status).toBe(200);
     expect(A.received.at(-1)!.body.reasoning_effort).toBe("high");
     const max = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id, { reasoning_effort: "max" })] });
-    expect((await gw.call("/v1/chat/completions", { token: max.raw, body: chatBody() })).status).toBe(200);
+    expect((await gw.call("/v1/chat/completions", { token: max.raw, body: chatBody({ model }) })).status).toBe(200);
     expect(A.received.at(-1)!.body.reasoning_effort).toBe("xhigh");
     const none = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)] });
-    expect((await gw.call("/v1/chat/completions", { token: none.raw, body: chatBody({ reasoning_effort: "low" }) })).status).toBe(200);
+    expect((await gw.call("/v1/chat/completions", { token: none.raw, body: chatBody({ model, reasoning_effort: "low" }) })).status).toBe(200);
     expect(A.received.at(-1)!.body.reasoning_effort).toBe("low");
   });
 

@@ -10,6 +10,7 @@
 // text answer. Chat streams send the usage-only chunk only when stream_options.include_usage
 // asks for it, as OpenAI does.
 import { frameEvents } from "../fixtures/index.ts";
+import { unsupportedChatParameter } from "../mocks/openai-model-rules.ts";
 import { headersOf, isObject, resolveEvents, resolveJson, sseBody, type Received, type VendorReply } from "../fixtures/replay.ts";
 
 export interface MockOpenAIProtocol {
@@ -187,7 +188,11 @@ export async function startMockOpenAIProtocol(): Promise<MockOpenAIProtocol> {
         return error(400, "We could not parse the JSON body of your request.");
       }
       try {
-        if (kind === "chat") validateChat(rec.body);
+        if (kind === "chat") {
+          validateChat(rec.body);
+          const refused = unsupportedChatParameter(rec.body, String(rec.body.model));
+          if (refused) throw new Invalid(refused.message, 400, "unsupported_parameter", refused.param);
+        }
         else validateResponses(rec.body);
       } catch (e) {
         if (!(e instanceof Invalid)) throw e;

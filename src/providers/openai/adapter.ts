@@ -3,6 +3,7 @@
 import type { Json, WireProtocol } from "../../protocols/types.ts";
 import type { ProviderAdapter, ResolvedLane } from "../types.ts";
 import { apiKeyOf, bearerCall, postJson } from "./http.ts";
+import { fitChatBody } from "./chat-fit.ts";
 
 /** Lane values → OpenAI's. `max` is the gateway's name for the top setting; OpenAI calls it `xhigh`. */
 const EFFORT: Record<string, string> = { none: "none", low: "low", medium: "medium", high: "high", xhigh: "xhigh", max: "xhigh" };
@@ -22,6 +23,9 @@ export const openaiAdapter: ProviderAdapter = {
     // The key owner's lane setting wins over what the client sent.
     if (protocol === "responses") body.reasoning = { ...(body.reasoning ?? {}), effort };
     else body.reasoning_effort = effort;
+  },
+  fitTranslated(body: Json, protocol: WireProtocol, model: string) {
+    if (protocol === "chat") fitChatBody(body, model);
   },
   prepare({ ctx, lane, protocol, body, stream }) {
     const base = ctx.config.providerBaseUrls.openai;
