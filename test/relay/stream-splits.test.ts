@@ -32,18 +32,22 @@ function splitAt(bytes: Uint8Array, cuts: number[]): Uint8Array[] {
   for (const c of [...cuts, bytes.length]) { out.push(bytes.slice(at, c)); at = c; }
   return out.filter((b) => b.length > 0);
 }
-const crlfBytes = enc.encode(crlf);
-const lfBytes = enc.encode(lf);
-const PLANS: Record<string, Uint8Array[]> = {
-  // Every cut falls between a \r and its \n.
-  crlf: splitAt(crlfBytes, [...crlf.matchAll(/\r\n/g)].map((m) => enc.encode(crlf.slice(0, m.index! + 1)).length)),
-  // Cuts inside the two- and four-byte characters.
-  utf8: splitAt(lfBytes, [enc.encode(lf.slice(0, lf.indexOf("é"))).length + 1, enc.encode(lf.slice(0, lf.indexOf("😀"))).length + 2]),
-  bytes1: splitAt(lfBytes, Array.from({ length: lfBytes.length - 1 }, (_, i) => i + 1)),
-  one: [lfBytes],
-  // The last event's line ends, but no blank line follows.
-  noTrailingBlank: [enc.encode(lf.slice(0, -1))],
-};
+/**
+ * The awkward splits of one SSE body, written once with `\n` and once with `\r\n` line ends: every
+ * cut between a \r and its \n; cuts inside the two- and four-byte characters; 1-byte chunks; all
+ * in one chunk; the last event's line ended but no blank line after it.
+ */
+function plansFor(lf: string, crlf: string): Record<string, Uint8Array[]> {
+  const lfBytes = enc.encode(lf);
+  return {
+    crlf: splitAt(enc.encode(crlf), [...crlf.matchAll(/\r\n/g)].map((m) => enc.encode(crlf.slice(0, m.index! + 1)).length)),
+    utf8: splitAt(lfBytes, [enc.encode(lf.slice(0, lf.indexOf("é"))).length + 1, enc.encode(lf.slice(0, lf.indexOf("😀"))).length + 2]),
+    bytes1: splitAt(lfBytes, Array.from({ length: lfBytes.length - 1 }, (_, i) => i + 1)),
+    one: [lfBytes],
+    noTrailingBlank: [enc.encode(lf.slice(0, -1))],
+  };
+}
+const PLANS = plansFor(lf, crlf);
 
 describe(`client stream over awkward upstream splits (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -106,17 +110,7 @@ const A_EVENTS = [
   { type: "message_stop" },
 ];
 const aText = (eol: string) => A_EVENTS.map((e) => `event: ${e.type}${eol}data: ${JSON.stringify(e)}${eol}${eol}`).join("");
-const aCrlf = aText("\r\n");
-const aLf = aText("\n");
-const aCrlfBytes = enc.encode(aCrlf);
-const aLfBytes = enc.encode(aLf);
-const A_PLANS: Record<string, Uint8Array[]> = {
-  crlf: splitAt(aCrlfBytes, [...aCrlf.matchAll(/\r\n/g)].map((m) => enc.encode(aCrlf.slice(0, m.index! + 1)).length)),
-  utf8: splitAt(aLfBytes, [enc.encode(aLf.slice(0, aLf.indexOf("é"))).length + 1, enc.encode(aLf.slice(0, aLf.indexOf("😀"))).length + 2]),
-  bytes1: splitAt(aLfBytes, Array.from({ length: aLfBytes.length - 1 }, (_, i) => i + 1)),
-  one: [aLfBytes],
-  noTrailingBlank: [enc.encode(aLf.slice(0, -1))],
-};
+const A_PLANS = plansFor(aText("\n"), aText("\r\n"));
 
 describe(`translated client stream over awkward upstream splits (${storesLabel})`, () => {
   let gw: TestGateway;
