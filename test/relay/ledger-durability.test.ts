@@ -181,6 +181,38 @@ describe.if(REAL_STORES)(name, () => {
     await until("the copies dropped after the drain", async () => (ledger.unackedRecords === 0 ? true : null), 10_000);
   }, 60_000);
 
+  test("CONTRACT §7 durability: records written straight to Postgres while Redis was down are counted once, even when the counter is rebuilt before their settlement comes back", async () => {
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+    const queue = gw.ctx.services.usageQueue as UsageQueue;
+    expect((await post(gw.url, k.raw, chatBody()))!.status).toBe(200); // warm: key cached, counter made
+    await until("the first record drained", async () => ((await recordsOf([k.id])).length === 1 ? true : null));
+    await redis.kill();
+    try {
+      // Served without a budget: the usage stream is away, so the records go straight to Postgres
+      // and their settlements wait in this instance for Redis.
+      for (let i = 0; i < 3; i++) expect((await post(gw.url, k.raw, chatBody()))!.status).toBe(200);
+      await until("the 3 records written straight to Postgres", async () => {
+        await queue.flushQueued();
+        return (await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [k.id]))).length === 4 ? true : null;
+      });
+    } finally {
+      await redis.restart(); // empty
+    }
+    // A reader rebuilds the counter from Postgres as soon as the gateway's connection is back,
+    // before the settlements' retry timer fires.
+    for (let i = 0; i < 200; i++) {
+      if (await gw.ctx.kv.getNumber("probe").then(() => true, () => false)) break;
+      await Bun.sleep(5);
+    }
+    const key = await keyCtx(k.raw);
+    const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [k.id]));
+    expect(rows.length).toBe(4);
+    const spent = rows.reduce((a, r) => a + r.costUsd, 0);
+    expect((await monthSpendUsd(gw.ctx, key)).usd).toBeCloseTo(spent, 9);
+    await Bun.sleep(2500); // the retried settlements have gone through by now
+    expect((await monthSpendUsd(gw.ctx, key)).usd).toBeCloseTo(spent, 9);
+  }, 30_000);
+
   for (const capped of [true, false]) {
     test(`CONTRACT §7 durability: Redis restarted empty with requests in flight → spend ≤ budget (${capped ? "with" : "without"} output limits)`, async () => {
       const body = capped ? chatBody({ max_tokens: 100, mock: { completion_tokens: 100, latency_ms: 1500 } }) : chatBody({ mock: { completion_tokens: 16_384, latency_ms: 1500 } });

@@ -236,6 +236,13 @@ export class Ledger {
   // ---- heartbeat, epoch, re-assertion, reconciliation ----
 
   async start(): Promise<void> {
+    // Back from an outage: settlements kept while Redis was away go out first, ahead of anything
+    // this instance sends on the new connection (one connection runs commands in order), so a
+    // counter Redis lost is rebuilt by them (leaving their records out of the rebuild) and not by
+    // a reader that would find their records already in Postgres and then get them added again.
+    this.r.on("ready", () => {
+      if (this.groups.size) void this.flush();
+    });
     await this.ensureGroup();
     this.epoch = await this.r.get(this.k.epoch);
     if (this.epoch === null) {
