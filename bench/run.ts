@@ -24,6 +24,7 @@ import {
 import { median } from "./lib/stats.ts";
 import { SCENARIOS, SOAK_STREAMS, soakShot, type Endpoints, type Reference, type Scenario, type Side } from "./lib/scenarios.ts";
 import { prepareStores } from "./lib/stores.ts";
+import { measureAdmissionTrips } from "./admission-trips.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 const RESULTS = join(ROOT, "bench", "results");
@@ -325,13 +326,20 @@ async function main(): Promise<number> {
     await stopChild(gw, 30_000);
     const gatewayExit = gw.exitCode === 0 ? `clean (SIGTERM drain in ${Date.now() - stopStarted} ms)` : `code ${gw.exitCode} signal ${gw.signalCode}`;
 
+    // After the gateway under test is gone: an in-process gateway of its own counts the commands.
+    const admissionTrips = opts.mode === "soak" ? undefined : await measureAdmissionTrips(opts.mode === "smoke" ? 80 : 600);
+    if (admissionTrips) log(`admission calls per request: ${admissionTrips.map((t) => `${t.key} ${t.admissionsPerRequest.toFixed(3)}`).join(", ")}`);
     const verdicts = targets(figures, idleBootRssMb, soak);
+    if (admissionTrips) {
+      const worst = Math.max(...admissionTrips.map((t) => t.admissionsPerRequest));
+      verdicts.push(atMost("admission (budget, rate limits, concurrency): Redis script calls per request, worst kind of key", worst, 1, "calls", 3));
+    }
     const errors = figures.reduce((a, f) => a + f.errors, 0) + (soak?.errors ?? 0);
     const report: RunReport = {
       mode: opts.mode, startedAt, finishedAt: new Date().toISOString(),
       machine: { ...machineFacts(stores.label), ...otherLoad(segments) },
       settings: { rounds: opts.rounds, segmentS: opts.segmentS, pattern: opts.pattern === "AB" ? "A B (C)" : "A B B A (A C D B B D C A with the bare proxy C and Portkey D)", warmupS: opts.warmupS },
-      idleBootRssMb, idleRssMb, idleRssAfterMb, scenarios: figures, verdicts, errors, gatewayExit,
+      idleBootRssMb, idleRssMb, idleRssAfterMb, scenarios: figures, verdicts, errors, gatewayExit, admissionTrips,
     };
     if (soak) report.soak = soak;
     const md = markdown(report);

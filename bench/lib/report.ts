@@ -3,6 +3,7 @@
 import type { LoadResult } from "./http-load.ts";
 import { median, percentile, Samples } from "./stats.ts";
 import type { Reference, Side } from "./scenarios.ts";
+import type { TripsRow } from "../admission-trips.ts";
 
 export interface Segment {
   scenario: string;
@@ -280,6 +281,8 @@ export interface RunReport {
   verdicts: Verdict[];
   errors: number;
   gatewayExit: string;
+  /** Redis round trips of admission per request by kind of key (bench/admission-trips.ts); null embedded. */
+  admissionTrips?: TripsRow[] | null;
 }
 
 export const REFERENCE_NAMES: Record<Reference, string> = { bare: "the bare Bun proxy", portkey: "Portkey 1.15.2" };
@@ -341,6 +344,18 @@ export function markdown(r: RunReport): string {
     out.push(`Soak: ${k.streams} concurrent paced streams for ${k.durationS} s, ${k.completed} streams completed, ${k.errors} errors; ` +
       `RSS ${n(k.rssStartMb, 1)} MB at start, median ${n(k.rssAfterWarmMb, 1)} MB over 20–45% of the soak, median ${n(k.rssEndMb, 1)} MB over its last quarter, peak ${n(k.rssPeakMb, 1)} MB; ` +
       `${n(k.gatewayCpuUsPerStream, 0)} µs gateway CPU per stream.`);
+  }
+  if (r.admissionTrips !== undefined) {
+    out.push("");
+    if (r.admissionTrips === null) {
+      out.push("Admission round trips: embedded stores (no Redis), so admission makes no network round trip.");
+    } else {
+      out.push("Admission round trips per request, by kind of routing key (8 sequential clients on one key; admission = the budget/limits script call; Redis commands = every command the gateway sent, the per-turn ledger writes, releases and background jobs included):");
+      out.push("");
+      out.push("| routing key | requests | answered | admission calls / request | Redis commands / request |");
+      out.push("|---|---:|---:|---:|---:|");
+      for (const t of r.admissionTrips) out.push(`| ${t.key} | ${t.requests} | ${t.ok} | ${t.admissionsPerRequest.toFixed(3)} | ${t.redisCommandsPerRequest.toFixed(2)} |`);
+    }
   }
   out.push("");
   out.push("| target | limit | measured | verdict |");
