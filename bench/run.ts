@@ -105,6 +105,8 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
     SIGNUP_IP_LIMIT_PER_HOUR: "100000",
     // Compare the upstream clients: UPSTREAM_HTTP_CLIENT=fetch|raw npm run bench (default: the gateway's).
     ...(process.env.UPSTREAM_HTTP_CLIENT ? { UPSTREAM_HTTP_CLIENT: process.env.UPSTREAM_HTTP_CLIENT } : {}),
+    // What the access line costs: ACCESS_LOG=false npm run bench.
+    ...(process.env.ACCESS_LOG ? { ACCESS_LOG: process.env.ACCESS_LOG } : {}),
     // JavaScriptCore switches for tail studies, e.g. BUN_JSC_logGC=1 (every collection and its pause, in the gateway's log).
     ...Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith("BUN_JSC_") && v !== undefined)) as Record<string, string>,
     ...storeEnv,
