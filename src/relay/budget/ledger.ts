@@ -24,11 +24,11 @@
 // usage records) go out as one LEDGER script call per routing key plus one XADD, not per request.
 import type { Base } from "../../context.ts";
 import { intervalJob, type Job } from "../../jobs/job.ts";
+import { inArray } from "drizzle-orm";
 import { resolve } from "node:path";
 import { randomToken, sha256Hex } from "../../lib/crypto.ts";
 import type { Cmds } from "../../store/kv/redis.ts";
 import type { LedgerEntry } from "../../store/kv/types.ts";
-import { inArray } from "drizzle-orm";
 import { usageRecords } from "../../store/db/schema/index.ts";
 import type { UsageQueue, UsageRow } from "../usage-queue.ts";
 import { counterKey, fromNano, inflightKey, seed, settledKey, ttl, type BudgetedKey } from "./counters.ts";
@@ -343,8 +343,10 @@ export class Ledger {
     await this.r.hset(this.k.instances, this.me, Date.now());
     await this.checkEpoch();
     if (this.lost) await this.rewriteLost();
-    await this.pruneUnacked();
     if (this.ticks++ % 2 === 0) await this.reconcile();
+    // Pruning only frees memory: a failing XINFO must never cost a reconcile, and the copies
+    // simply wait for the next beat.
+    await this.pruneUnacked().catch(() => {});
   }
 
   /** Turns the in-flight entries of dead instances into `interrupted` records; one reconciler at a time. */
