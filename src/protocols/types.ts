@@ -4,6 +4,7 @@
 // chat request; a lane speaking another protocol gets it encoded from there, and its answer is
 // decoded back to chat and then to the client's shape. When the client's shape IS the lane's
 // protocol, none of this runs: the relay passes the bytes through (see relay/stream/).
+import type { GatewayError } from "../errors.ts";
 
 /** Protocols a lane can speak upstream. */
 export type WireProtocol = "chat" | "responses" | "anthropic" | "gemini" | "embeddings" | "gemini-embeddings";
@@ -98,8 +99,12 @@ export interface ChunkEncoder {
   push(chunk: Json): string;
   /** Normal end (`data: [DONE]` for chat, `response.completed` for responses). */
   end(usage: Usage | null): string;
-  /** Broken stream after the first byte: an SSE error event and no [DONE]. */
-  error(message: string): string;
+  /**
+   * Broken stream after the first byte: an SSE error event and no [DONE]. `cause` is the error a
+   * response not yet started would have answered (a stream opened early by keep-alive comments);
+   * without it the event says the upstream broke off (a server error).
+   */
+  error(message: string, cause?: GatewayError): string;
 }
 
 /** Codec between a client shape and the chat pivot. */

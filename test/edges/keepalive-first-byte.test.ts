@@ -148,6 +148,26 @@ describe(`CONTRACT §8: keep-alive before the upstream's first byte (${storesLab
     });
   }
 
+  for (const [shape, req] of Object.entries(bodies)) {
+    test(`a request refused after the comments started ends the ${shape} stream with the refusal's own error type and param, not a server error`, async () => {
+      A.setDefault({ latency_ms: 300, status: 400, error: { message: "Invalid value for 'temperature'.", type: "invalid_request_error", param: "temperature", code: "invalid_value" } });
+      const res = await gw.req(req.path, { token: key.raw, body: req.body });
+      expect(res.status).toBe(200);
+      const { text, commentsBeforeData } = await readSse(res);
+      expect(commentsBeforeData).toBeGreaterThanOrEqual(2);
+      const events = text.split(/\r?\n\r?\n/).filter((e) => e.trim() && !e.startsWith(":"));
+      expect(events.length).toBe(1);
+      const payload = JSON.parse(dataLines(events[0]!)[0]!);
+      if (shape === "chat") expect(payload.error).toMatchObject({ type: "invalid_request_error", param: "temperature", code: "invalid_value" });
+      else if (shape === "responses") expect(payload).toMatchObject({ type: "error", code: "invalid_value", param: "temperature" });
+      else expect(payload.error.type).toBe("invalid_request_error");
+      // The same refusal as a JSON answer, for comparison: same type, param and code.
+      const direct = await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody() });
+      expect(direct.status).toBe(400);
+      expect(direct.body.error).toMatchObject({ type: "invalid_request_error", param: "temperature", code: "invalid_value" });
+    });
+  }
+
   test("a client that leaves during the keep-alive phase aborts the upstream attempt, and the request settles", async () => {
     A.setDefault({ latency_ms: 5000 });
     const budgeted = await budgetedKey();

@@ -5,6 +5,7 @@
 // a tool call's arguments), content_block_stop when the next block opens or the message ends;
 // message_delta with stop_reason and the whole usage; message_stop. Framed as Anthropic frames
 // them: `event: <type>\ndata: <json>\n\n`. A failure after the first event is an `error` event.
+import { anthropicErrorType, type GatewayError } from "../../errors.ts";
 import { firstChoice, writeDelta, type DeltaWriter } from "../chat/delta.ts";
 import { writeSseJson } from "../sse.ts";
 import type { ChunkEncoder, Json, Usage } from "../types.ts";
@@ -92,10 +93,10 @@ export function anthropicStreamEncoder(request: Json): ChunkEncoder {
       s += writeSseJson({ type: "message_delta", delta: { stop_reason: stopReasonOf(finishReason), stop_sequence: null }, usage: u });
       return s + writeSseJson({ type: "message_stop" });
     },
-    error(message: string): string {
+    error(message: string, cause?: GatewayError): string {
       if (closed) return "";
       closed = true;
-      return anthropicStreamError(message);
+      return anthropicStreamError(message, cause ? anthropicErrorType(cause.status) : undefined);
     },
   };
 }

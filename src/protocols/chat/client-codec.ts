@@ -1,13 +1,15 @@
 // The chat-completions client shape. Chat is the pivot, so requests and completions pass as
 // they are; the stream encoder writes chat SSE (`data: {chunk}` … `data: [DONE]`) and shows a
 // usage chunk only to a client that asked for it with stream_options.include_usage.
+import { nestedErrorObject, type GatewayError } from "../../errors.ts";
 import { chatUsage } from "../pivot.ts";
 import type { ChatRequest, ChunkEncoder, ClientCodec, Json, Usage } from "../types.ts";
 
 /** The SSE error event that ends a stream broken after its first byte (no [DONE] follows). */
-export function chatStreamError(message: string, code = "upstream_error"): string {
+export function chatStreamError(message: string, code = "upstream_error", cause?: GatewayError): string {
   // The whole OpenAI error object: param and code always present (CONTRACT §8).
-  return `event: error\ndata: ${JSON.stringify({ error: { message, type: "server_error", param: null, code } })}\n\n`;
+  const error = cause ? { ...nestedErrorObject(cause), message } : { message, type: "server_error", param: null, code };
+  return `event: error\ndata: ${JSON.stringify({ error })}\n\n`;
 }
 
 export const chatClientCodec: ClientCodec = {
@@ -33,7 +35,7 @@ export const chatClientCodec: ClientCodec = {
         }
         return s + "data: [DONE]\n\n";
       },
-      error: (message) => chatStreamError(message),
+      error: (message, cause) => chatStreamError(message, undefined, cause),
     };
   },
 };

@@ -6,6 +6,7 @@
 // (output_text.done, content_part.done / function_call_arguments.done, output_item.done) and
 // response.completed (or response.incomplete) carries the final Response with usage.
 // Every event has `type` and an increasing `sequence_number`, framed with an `event:` line.
+import { nestedErrorObject, type GatewayError } from "../../errors.ts";
 import { firstChoice, writeDelta, type DeltaWriter } from "../chat/delta.ts";
 import { writeSseJson } from "../sse.ts";
 import type { ChunkEncoder, Json, Usage } from "../types.ts";
@@ -146,10 +147,11 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
       s += emit(status === "completed" ? "response.completed" : "response.incomplete", { response: final });
       return s;
     },
-    error(messageText: string): string {
+    error(messageText: string, cause?: GatewayError): string {
       if (closed) return "";
       closed = true;
-      let s = emit("error", { code: "upstream_error", message: messageText, param: null });
+      const what = cause ? nestedErrorObject(cause) : { code: "upstream_error", param: null };
+      let s = emit("error", { code: what.code, message: messageText, param: what.param });
       // The stream this encoder wrote also gets its terminal state; an encoder that wrote nothing
       // (an error after pass-through bytes, or before any content) adds only the error event.
       if (response) {

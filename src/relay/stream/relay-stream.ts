@@ -90,7 +90,7 @@ export function keepAliveResponse(rr: RelayRequest, pending: Promise<LaneResult>
           }
           const err = hooks.errorOf(r);
           hooks.done("error", err.status, null, null);
-          endWithError(c, rr, err.message);
+          endWithError(c, rr, err.message, err);
         },
         (e) => {
           clearInterval(ticker);
@@ -115,11 +115,15 @@ export function keepAliveResponse(rr: RelayRequest, pending: Promise<LaneResult>
   return new Response(stream, { status: 200, headers: SSE_HEADERS });
 }
 
-/** The error event of a stream that carried nothing but comments: a fresh encoder of the client's protocol. */
-function endWithError(c: ReadableStreamDefaultController<Uint8Array>, rr: RelayRequest, message: string): void {
+/**
+ * The error event of a stream that carried nothing but comments: a fresh encoder of the client's
+ * protocol, typed as the error the client would have had as a JSON answer (a 400 stays an
+ * invalid_request_error, a 429 a rate_limit_error).
+ */
+function endWithError(c: ReadableStreamDefaultController<Uint8Array>, rr: RelayRequest, message: string, cause?: GatewayError): void {
   const codec = clientCodecs[rr.shape];
   try {
-    c.enqueue(enc.encode(codec ? codec.streamEncoder(rr.body).error(message) : chatStreamError(message)));
+    c.enqueue(enc.encode(codec ? codec.streamEncoder(rr.body).error(message, cause) : chatStreamError(message, undefined, cause)));
     c.close();
   } catch {}
 }
