@@ -174,4 +174,36 @@ describe(`classifier routing through the gateway (${storesLabel})`, () => {
     expect(spend).toBeGreaterThanOrEqual(cls[0]!.costUsd);
     classifier.setDefault({});
   });
+
+  test("CONTRACT §7 budget as a ceiling: the classifier's call is reserved before it is sent; when the request's own reservation took what remained, classification is skipped, never paid past the budget", async () => {
+    // Both lanes are priced OpenAI lanes on the same mock. The request's worst case (1,000 output
+    // tokens of gpt-4o) is more than the budget, so its admission grants the whole remainder and
+    // lowers its output limit; nothing is left for even the classifier's prompt.
+    const { rawKey, key } = await createKey(w.gw, w.account.token, {
+      mode: "classifier",
+      classifier_provider: "openai",
+      classifier_model: "gpt-4o-mini",
+      classifier_instructions: "Send programming work to code and everything else to chat.",
+      monthly_budget_usd: 0.005,
+      providers: [
+        { provider: "openai", credential_id: oldestCred, model: "gpt-4o-mini", category_key: "code", category_description: "Programming" },
+        { provider: "openai", credential_id: newerCred, model: "gpt-4o", category_key: "chat", category_description: "Conversation" },
+      ],
+    });
+    classifier.setDefault({ content: "chat" });
+    const before = classifier.received.length;
+    const r = await chat(w.gw, rawKey, { model: "gpt-4o", max_tokens: 1000, messages: [{ role: "user", content: "x".repeat(100) }] });
+    expect(r.status).toBe(200);
+    // One upstream call, the request's own, on the first lane (its saved key; chain order kept,
+    // though the classifier would have answered "chat"): no classifier call.
+    const sent = classifier.received.slice(before).filter((x) => x.path.endsWith("/chat/completions"));
+    expect(sent.length).toBe(1);
+    expect(sent[0]!.headers.authorization).toBe("Bearer sk-classifier-oldest-000000");
+    expect(sent[0]!.body.max_tokens).toBeLessThan(1000);
+    const rows = await usageOf(w.gw, key.id);
+    expect(rows.filter((x) => x.endpoint === "classifier")).toEqual([]);
+    const info = await w.gw.call("/v1/key", { token: rawKey });
+    expect(info.body.budget.current_month_spend_usd).toBeLessThanOrEqual(0.005);
+    classifier.setDefault({});
+  });
 });

@@ -45,15 +45,16 @@ export function fallbackPrices(ctx: Ctx): UnitPrices {
 /**
  * The worst-case cost of one request on this key, or null when no lane it may use counts toward
  * the budget (seat lanes while budget_excludes_seats). `bodyBytes` is the request's size when
- * known (the relay passes it; blitz may omit it and the messages are measured).
+ * known (the relay passes it; blitz may omit it and the messages are measured). `lanes`: where
+ * the request may go (the key's chain; the classifier's call passes its own lane).
  */
-export function estimateRequest(ctx: Ctx, key: KeyContext, request: Json, bodyBytes?: number): Estimate | null {
+export function estimateRequest(ctx: Ctx, key: KeyContext, request: Json, bodyBytes?: number, lanes: KeyContext["lanes"] = key.lanes): Estimate | null {
   const inTokens = bodyBytes ?? JSON.stringify(request.messages ?? request.input ?? "").length;
   const cap = clientOutputLimit(request);
   const requestModel = typeof request.model === "string" ? request.model : "";
   const fallback = fallbackPrices(ctx);
   let est: Estimate | null = null;
-  for (const lane of key.lanes) {
+  for (const lane of lanes) {
     const adapter = getAdapter(lane.provider);
     if (adapter?.seat && key.budgetExcludesSeats) continue;
     for (const model of candidateModels(requestModel, lane)) {

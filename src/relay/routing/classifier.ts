@@ -22,15 +22,20 @@
 // leaves the chain order as it is. No call is made when fewer than two categories exist.
 //
 // The call goes through the same lane attempt as every relayed request (relay/attempt.ts) and is
-// metered like one: one usage record with endpoint "classifier", its cost priced from the pricing
-// catalog and counted against the key's budget.
+// metered like one: on a key with a budget its worst case is reserved before it is sent (the
+// budget is a ceiling for the classifier's spend too; near the end of the budget its output limit
+// is lowered, and when not even its prompt fits the classification is skipped), then one usage
+// record with endpoint "classifier", its cost priced from the pricing catalog, settles it. It
+// never takes from the key's rate limits: those count the client's requests.
 import type { Ctx } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
 import type { ChatRequest, Json } from "../../protocols/types.ts";
 import { getAdapter } from "../../providers/registry.ts";
 import type { ResolvedLane } from "../../providers/types.ts";
 import { tryLane, type RelayRequest } from "../attempt.ts";
+import { estimateRequest } from "../budget/estimate.ts";
 import { MoneyCall } from "../budget/money.ts";
+import { withOutputLimit } from "../budget/output-limits.ts";
 import type { KeyContext } from "../key-context.ts";
 import type { Classifier } from "./plan.ts";
 
@@ -123,8 +128,11 @@ interface Outcome {
  * on a lane made of the classifier's provider, model and credential.
  */
 async function ask(ctx: Ctx, key: KeyContext, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal): Promise<Outcome> {
-  const money = new MoneyCall(ctx, key, { requestId: null, endpoint: "classifier" }, null);
-  const body: Json = { model, messages };
+  let body: Json = { model, messages };
+  const est = key.monthlyBudgetUsd === null ? null : estimateRequest(ctx, key, body, undefined, [lane]);
+  // Throws 402 when the budget cannot hold even the prompt (the caller keeps the chain order).
+  const money = await MoneyCall.reserveFor(ctx, key, { requestId: null, endpoint: "classifier", model }, est);
+  if (money.outputLimit !== null) body = withOutputLimit(body, "chat", money.outputLimit);
   const rr: RelayRequest = {
     ctx, key, endpoint: "classifier", shape: "chat", body, bytes: JSON.stringify(body).length, stream: false,
     model, requestId: "classifier", signal, startedAt: performance.now(), money,
