@@ -5,6 +5,7 @@ import type { Ctx } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
 import { bearer } from "../http/request.ts";
+import { readWithin } from "../store/db/deadline.ts";
 import { accounts, accountTokens } from "../store/db/schema/index.ts";
 import { paymentBlock, relayMessage } from "./payment.ts";
 
@@ -36,6 +37,13 @@ export function isExpired(account: Account, now = Date.now()): boolean {
   return account.plan === "free" && account.accountExpiresAt !== null && account.accountExpiresAt.getTime() <= now;
 }
 
+/**
+ * The token read every management call starts with. Past this, Postgres counts as unreachable
+ * (500 server_error) and the call goes no further: with a frozen database no management write is
+ * ever started, so none can commit after its client was told it failed.
+ */
+export const TOKEN_READ_MS = 2_000;
+
 /** A token's last_used_at is written at most this often: a busy token costs one UPDATE a minute, not one per call. */
 export const TOKEN_TOUCH_MS = 60_000;
 
@@ -58,12 +66,17 @@ export async function authenticate(ctx: Ctx, request: Request, opts: GuardOption
   const token = bearer(request);
   if (!token) throw noToken();
   if (!token.startsWith("sk_") && !token.startsWith("rk_")) throw invalidAccountToken();
-  const rows = await ctx.db
-    .select({ token: accountTokens, account: accounts })
-    .from(accountTokens)
-    .innerJoin(accounts, eq(accounts.id, accountTokens.accountId))
-    .where(and(eq(accountTokens.tokenHash, sha256Hex(token)), isNull(accountTokens.revokedAt)))
-    .limit(1);
+  const rows = await readWithin(
+    ctx.db
+      .select({ token: accountTokens, account: accounts })
+      .from(accountTokens)
+      .innerJoin(accounts, eq(accounts.id, accountTokens.accountId))
+      .where(and(eq(accountTokens.tokenHash, sha256Hex(token)), isNull(accountTokens.revokedAt)))
+      .limit(1)
+      .execute(),
+    TOKEN_READ_MS,
+    "account token read",
+  );
   const row = rows[0];
   if (!row) throw invalidAccountToken();
   if (isExpired(row.account)) throw accountExpired();

@@ -10,6 +10,7 @@
 import { LRUCache } from "lru-cache";
 import type { Base } from "../context.ts";
 import { isDatabaseError, loggableError, serverError } from "../errors.ts";
+import { readWithin } from "../store/db/deadline.ts";
 import { onInvalidation, type Invalidation } from "../store/invalidation.ts";
 import { loadKeyContext, type KeyContext } from "./key-context.ts";
 
@@ -37,18 +38,6 @@ type Entry = {
   /** Served while Postgres is unreachable until then: the last successful read + KEY_CACHE_STALE_SECONDS. */
   staleUntil: number;
 };
-
-class LoadTimeout extends Error {
-  override name = "DatabaseError"; // counts as a database failure (errors.ts)
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout>;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new LoadTimeout(`key read took over ${ms} ms`)), ms); }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 export function createKeyCache(ctx: Base): KeyCache {
   const freshMs = ctx.config.KEY_CACHE_TTL_SECONDS * 1000;
@@ -124,7 +113,7 @@ export function createKeyCache(ctx: Base): KeyCache {
       const running = inflight.get(hash);
       if (running) return running;
       const started = epoch;
-      const p = withTimeout(loadKeyContext(ctx, hash), LOAD_TIMEOUT_MS)
+      const p = readWithin(loadKeyContext(ctx, hash), LOAD_TIMEOUT_MS, "key read")
         .then(
           (key) => {
             if (epoch === started) store(hash, key);

@@ -1,7 +1,7 @@
 // A Postgres cluster of the test's own (initdb in a temporary directory, run as user postgres on a
 // free port, no fsync) for fault tests that stop and restart it. Never the machine's shared one.
 // Stopped by the postmaster's PID (read from postmaster.pid), restarted on the same port and data.
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +15,10 @@ export interface PrivatePostgres {
   stopServer(): Promise<void>;
   /** Starts the postmaster again on the same port and data. */
   startServer(): Promise<void>;
+  /** SIGSTOP to the postmaster and every backend: connections stay open and nothing answers. */
+  freeze(): void;
+  /** SIGCONT to the same processes. */
+  thaw(): void;
   /** Stops it for good and removes the data. */
   destroy(): Promise<void>;
 }
@@ -82,13 +86,40 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     for (let i = 0; i < 200 && isAlive(p); i++) await Bun.sleep(25);
     if (isAlive(p)) process.kill(p, "SIGKILL");
   };
+  /** The postmaster and its children (backends, checkpointer, walwriter…), from /proc. */
+  const cluster = () => {
+    const root = pid();
+    const kids = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => {
+      try {
+        // Field 4 of /proc/<pid>/stat is the parent; the command (field 2) may hold spaces, so split after ")".
+        return Number(readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]!.split(" ")[1]) === root;
+      } catch {
+        return false;
+      }
+    });
+    return [root, ...kids];
+  };
+  let frozen: number[] = [];
   await start();
   return {
     url,
     port,
     stopServer: stop,
     startServer: start,
+    freeze: () => {
+      frozen = cluster();
+      for (const p of frozen) process.kill(p, "SIGSTOP");
+    },
+    thaw: () => {
+      for (const p of frozen) {
+        try { process.kill(p, "SIGCONT"); } catch {}
+      }
+      frozen = [];
+    },
     destroy: async () => {
+      for (const p of frozen) {
+        try { process.kill(p, "SIGCONT"); } catch {}
+      }
       await stop();
       rmSync(root, { recursive: true, force: true });
     },

@@ -105,6 +105,53 @@ run(`store outages (${label})`, () => {
     }
   }, 60_000);
 
+  test("CONTRACT §7 Postgres frozen (SIGSTOP, connections open, no answer): a known key is served, unknown keys and management get 500 server_error within 2.5 s and no management write is started; all answer again after SIGCONT", async () => {
+    const url = await createDatabase("outage_pg_frozen");
+    const gw = await startTestGateway({ DATABASE_URL: url, REDIS_URL: "", PROVIDER_OPENAI_BASE_URL: mock.url, KEY_CACHE_TTL_SECONDS: "1", KEY_CACHE_STALE_SECONDS: "30" });
+    try {
+      const acct = await createAccount(gw);
+      const cred = await addCredential(gw, acct.id, "openai");
+      const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+      expect((await chat(gw.url, key.raw)).status).toBe(200);
+      const before = (await gw.call("/v1/organizations/routing-keys", { token: acct.token })).body.routing_keys.length as number;
+      // Every pooled connection open before the freeze: a query then waits on a live socket to a
+      // stopped backend (a new connection would fail on its own connect timeout instead).
+      await Promise.all(Array.from({ length: 24 }, () => gw.call("/v1/organizations/routing-keys", { token: acct.token })));
+
+      pg.freeze();
+      await Bun.sleep(1200); // past the fresh period: the key would be re-read now
+      const warm = await timed(() => chat(gw.url, key.raw));
+      expect(warm.value.status).toBe(200);
+      expect(warm.ms).toBeLessThan(2500);
+
+      const unknown = await timed(() => gw.call("/v1/chat/completions", { token: `gw_${"y".repeat(40)}`, body: chatBody() }));
+      expect(unknown.value.status).toBe(500);
+      expect(unknown.value.body.error.code).toBe("server_error");
+      expect(unknown.ms).toBeLessThan(2500);
+
+      const read = await timed(() => gw.call("/v1/organizations/me", { token: acct.token }));
+      expect(read.value.status).toBe(500);
+      expect(read.value.body).toMatchObject({ code: "server_error" });
+      expect(read.ms).toBeLessThan(2500);
+
+      const write = await timed(() => gw.call("/v1/organizations/routing-keys", { method: "POST", token: acct.token, body: { label: "while frozen", providers: [lane("openai", cred.id)] } }));
+      expect(write.value.status).toBe(500);
+      expect(write.value.body).toMatchObject({ code: "server_error" });
+      expect(write.ms).toBeLessThan(2500);
+
+      pg.thaw();
+      const back = await gw.call("/v1/organizations/routing-keys", { token: acct.token });
+      expect(back.status).toBe(200);
+      // The write refused while frozen was never started, so it cannot have committed late.
+      await Bun.sleep(300);
+      expect((await gw.call("/v1/organizations/routing-keys", { token: acct.token })).body.routing_keys.length).toBe(before);
+      expect((await chat(gw.url, key.raw)).status).toBe(200);
+    } finally {
+      pg.thaw();
+      await gw.stop();
+    }
+  }, 60_000);
+
   describe("Redis stopped", () => {
     let redis: PrivateRedis;
     let gw: TestGateway;
