@@ -33,6 +33,19 @@ async function createDatabase(name: string): Promise<string> {
 const chat = (url: string, raw: string) =>
   fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(chatBody()) });
 
+/**
+ * A gateway on a fresh database of the private cluster (no Redis), with an account, a saved key and
+ * a routing key on the mock; keys are fresh for 1 s and then served stale for `staleSeconds`.
+ */
+async function outageGateway(db: string, staleSeconds: number) {
+  const url = await createDatabase(db);
+  const gw = await startTestGateway({ DATABASE_URL: url, REDIS_URL: "", PROVIDER_OPENAI_BASE_URL: mock.url, KEY_CACHE_TTL_SECONDS: "1", KEY_CACHE_STALE_SECONDS: String(staleSeconds) });
+  const acct = await createAccount(gw);
+  const cred = await addCredential(gw, acct.id, "openai");
+  const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+  return { gw, acct, cred, key };
+}
+
 async function timed<T>(f: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const t = performance.now();
   const value = await f();
@@ -49,13 +62,9 @@ run(`store outages (${label})`, () => {
   });
 
   test("CONTRACT §7 Postgres stopped: a known key is served from the cache, unknown keys and management get 500 server_error within 2 s, usage is written once Postgres is back", async () => {
-    const url = await createDatabase("outage_pg");
     // Fresh for 1 s, then served stale for up to 3 s after its last read while Postgres is down.
-    const gw = await startTestGateway({ DATABASE_URL: url, REDIS_URL: "", PROVIDER_OPENAI_BASE_URL: mock.url, KEY_CACHE_TTL_SECONDS: "1", KEY_CACHE_STALE_SECONDS: "3" });
+    const { gw, acct, key } = await outageGateway("outage_pg", 3);
     try {
-      const acct = await createAccount(gw);
-      const cred = await addCredential(gw, acct.id, "openai");
-      const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
       const unknownKey = `gw_${"x".repeat(40)}`;
       expect((await chat(gw.url, key.raw)).status).toBe(200); // the key is now known (cached)
       await (gw.ctx.services.usageQueue as UsageQueue).flush();
@@ -106,12 +115,8 @@ run(`store outages (${label})`, () => {
   }, 60_000);
 
   test("CONTRACT §7 Postgres frozen (SIGSTOP, connections open, no answer): a known key is served, unknown keys and management get 500 server_error within 2.5 s and no management write is started; all answer again after SIGCONT", async () => {
-    const url = await createDatabase("outage_pg_frozen");
-    const gw = await startTestGateway({ DATABASE_URL: url, REDIS_URL: "", PROVIDER_OPENAI_BASE_URL: mock.url, KEY_CACHE_TTL_SECONDS: "1", KEY_CACHE_STALE_SECONDS: "30" });
+    const { gw, acct, cred, key } = await outageGateway("outage_pg_frozen", 30);
     try {
-      const acct = await createAccount(gw);
-      const cred = await addCredential(gw, acct.id, "openai");
-      const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
       expect((await chat(gw.url, key.raw)).status).toBe(200);
       const before = (await gw.call("/v1/organizations/routing-keys", { token: acct.token })).body.routing_keys.length as number;
       // Every pooled connection open before the freeze: a query then waits on a live socket to a
