@@ -57,12 +57,21 @@ async function waitReady(url: string): Promise<void> {
   throw new Error(`private postgres at ${url} did not start`);
 }
 
+/** Running, or stopped; an exited process its parent has not reaped yet (a zombie) is not. */
 function isAlive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]![0] !== "Z";
   } catch {
     return false;
+  }
+}
+
+/** Field 4 of /proc/<pid>/stat, the parent (the command, field 2, may hold spaces: split after ")"). */
+function parentOf(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+  } catch {
+    return -1;
   }
 }
 
@@ -89,17 +98,19 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   /** The postmaster and its children (backends, checkpointer, walwriter…), from /proc. */
   const cluster = () => {
     const root = pid();
-    const kids = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => {
-      try {
-        // Field 4 of /proc/<pid>/stat is the parent; the command (field 2) may hold spaces, so split after ")".
-        return Number(readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]!.split(" ")[1]) === root;
-      } catch {
-        return false;
-      }
-    });
+    const kids = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => parentOf(p) === root);
     return [root, ...kids];
   };
   let frozen: number[] = [];
+  const resume = () => {
+    if (!frozen.length) return;
+    // runuser, the postmaster's parent, stops itself when its child stops (as su does): it is
+    // continued too, or it could not reap the postmaster when that exits.
+    for (const p of [...frozen, parentOf(frozen[0]!)]) {
+      if (p > 1) try { process.kill(p, "SIGCONT"); } catch {}
+    }
+    frozen = [];
+  };
   await start();
   return {
     url,
@@ -110,16 +121,9 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
       frozen = cluster();
       for (const p of frozen) process.kill(p, "SIGSTOP");
     },
-    thaw: () => {
-      for (const p of frozen) {
-        try { process.kill(p, "SIGCONT"); } catch {}
-      }
-      frozen = [];
-    },
+    thaw: resume,
     destroy: async () => {
-      for (const p of frozen) {
-        try { process.kill(p, "SIGCONT"); } catch {}
-      }
+      resume();
       await stop();
       rmSync(root, { recursive: true, force: true });
     },

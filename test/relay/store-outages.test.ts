@@ -56,10 +56,11 @@ run(`store outages (${label})`, () => {
   beforeAll(async () => {
     [pg, mock] = await Promise.all([startPrivatePostgres(), startMockOpenAI()]);
   }, 60_000);
+  // The postmaster gets 5 s to shut down before it is killed: more than the default hook timeout.
   afterAll(async () => {
     await pg?.destroy();
     await mock?.stop();
-  });
+  }, 15_000);
 
   test("CONTRACT §7 Postgres stopped: a known key is served from the cache, unknown keys and management get 500 server_error within 2 s, usage is written once Postgres is back", async () => {
     // Fresh for 1 s, then served stale for up to 3 s after its last read while Postgres is down.
