@@ -5,10 +5,13 @@ import { nestedErrorObject, type GatewayError } from "../../errors.ts";
 import { chatUsage } from "../pivot.ts";
 import type { ChatRequest, ChunkEncoder, ClientCodec, Json, Usage } from "../types.ts";
 
-/** The SSE error event that ends a stream broken after its first byte (no [DONE] follows). */
-export function chatStreamError(message: string, code = "upstream_error", cause?: GatewayError): string {
+/**
+ * The SSE error event that ends a stream broken after its first byte (no [DONE] follows): a
+ * server error with `cause` as its code, or typed as `cause` when it is the gateway's error.
+ */
+export function chatStreamError(message: string, cause: string | GatewayError = "upstream_error"): string {
   // The whole OpenAI error object: param and code always present (CONTRACT §8).
-  const error = cause ? { ...nestedErrorObject(cause), message } : { message, type: "server_error", param: null, code };
+  const error = typeof cause === "string" ? { message, type: "server_error", param: null, code: cause } : { ...nestedErrorObject(cause), message };
   return `event: error\ndata: ${JSON.stringify({ error })}\n\n`;
 }
 
@@ -35,7 +38,7 @@ export const chatClientCodec: ClientCodec = {
         }
         return s + "data: [DONE]\n\n";
       },
-      error: (message, cause) => chatStreamError(message, undefined, cause),
+      error: (message, cause) => chatStreamError(message, cause),
     };
   },
 };

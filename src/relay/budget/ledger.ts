@@ -22,10 +22,10 @@
 //
 // Hot path cost: the writes of one event-loop turn (entries of keys without a budget, settlements,
 // usage records) go out as one LEDGER script call per routing key plus one XADD, not per request.
-import type { Base } from "../../context.ts";
-import { intervalJob, type Job } from "../../jobs/job.ts";
 import { inArray } from "drizzle-orm";
 import { resolve } from "node:path";
+import type { Base } from "../../context.ts";
+import { intervalJob, type Job } from "../../jobs/job.ts";
 import { randomToken, sha256Hex } from "../../lib/crypto.ts";
 import type { Cmds } from "../../store/kv/redis.ts";
 import type { LedgerEntry } from "../../store/kv/types.ts";
@@ -271,8 +271,7 @@ export class Ledger {
 
   private async recover(): Promise<void> {
     // Taken before anything awaits: no prune may judge these copies by the new stream's watermark.
-    const taken = this.unacked.take();
-    if (taken.records.length) this.lost = this.lost ? { records: this.lost.records.concat(taken.records), settles: this.lost.settles.concat(taken.settles) } : taken;
+    this.keepLost(this.unacked.take());
     this.ctx.log.warn({}, "Redis lost its state: re-asserting this instance's requests in flight");
     await this.r.set(this.k.epoch, randomToken(8), "NX");
     this.epoch = await this.r.get(this.k.epoch);
@@ -304,15 +303,22 @@ export class Ledger {
    * counter, rebuilt from Postgres, cannot hold them yet), then written.
    */
   private async rewriteLost(): Promise<void> {
+    // Claimed before the first await: a concurrent call, or copies a later restart adds, never
+    // meet this batch (it would be settled twice, or they dropped with it).
     const lost = this.lost;
     if (!lost) return;
+    this.lost = null;
     const have = new Set<string>();
     const keys = lost.records.map((r) => r.recordKey).filter((k): k is string => !!k);
-    for (let i = 0; i < keys.length; i += 1000) {
-      const rows = await this.ctx.db.select({ k: usageRecords.recordKey }).from(usageRecords).where(inArray(usageRecords.recordKey, keys.slice(i, i + 1000)));
-      for (const r of rows) if (r.k) have.add(r.k);
+    try {
+      for (let i = 0; i < keys.length; i += 1000) {
+        const rows = await this.ctx.db.select({ k: usageRecords.recordKey }).from(usageRecords).where(inArray(usageRecords.recordKey, keys.slice(i, i + 1000)));
+        for (const r of rows) if (r.k) have.add(r.k);
+      }
+    } catch (e) {
+      this.keepLost(lost); // Postgres unreachable: the next heartbeat tries again
+      throw e;
     }
-    this.lost = null;
     const missing = lost.records.filter((r) => !r.recordKey || !have.has(r.recordKey));
     if (!missing.length) return;
     const calls = new Set(missing.map((r) => callOfRecord(r.recordKey ?? "")));
@@ -324,6 +330,11 @@ export class Ledger {
     for (const r of missing) this.queue.push(r);
     await this.queue.flushQueued();
     this.ctx.log.warn({ records: missing.length }, "Redis lost usage records no instance had drained: written from this instance's copies");
+  }
+
+  private keepLost(more: { records: UsageRow[]; settles: SentSettles[] }): void {
+    if (!more.records.length) return;
+    this.lost = this.lost ? { records: this.lost.records.concat(more.records), settles: this.lost.settles.concat(more.settles) } : more;
   }
 
   /** Drops the copies of batches the drain has committed (read before the epoch: see recover()). */

@@ -123,7 +123,7 @@ export function keepAliveResponse(rr: RelayRequest, pending: Promise<LaneResult>
 function endWithError(c: ReadableStreamDefaultController<Uint8Array>, rr: RelayRequest, message: string, cause?: GatewayError): void {
   const codec = clientCodecs[rr.shape];
   try {
-    c.enqueue(enc.encode(codec ? codec.streamEncoder(rr.body).error(message, cause) : chatStreamError(message, undefined, cause)));
+    c.enqueue(enc.encode(codec ? codec.streamEncoder(rr.body).error(message, cause) : chatStreamError(message, cause)));
     c.close();
   } catch {}
 }
