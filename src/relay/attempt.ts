@@ -10,7 +10,7 @@ import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import type { MoneyCall } from "./budget/money.ts";
 import type { AccessEntry } from "../http/access-log.ts";
 import type { KeyContext } from "./key-context.ts";
-import { credentialRefusedHint, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
+import { credentialRefusedHint, modelNotFound, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
@@ -137,7 +137,12 @@ export async function tryLane(rr: RelayRequest, lane: ResolvedLane): Promise<Lan
     const r = await attemptOnce(rr, lane, adapter, model);
     if (r.kind !== "model") return r;
     const retry = defaultModelRetry(model, lane);
-    if (!retry) return { kind: "failed", failure: r.failure };
+    if (!retry) {
+      // The client's model is unknown here: theirs to fix (CONTRACT §8). The lane's own model
+      // unknown after the retry is the operator's misconfiguration: an ordinary lane failure.
+      if (model === rr.model) r.failure.error = modelNotFound(lane.provider, lane.index, model, r.failure.message);
+      return { kind: "failed", failure: r.failure };
+    }
     model = retry;
   }
 }

@@ -15,7 +15,7 @@ import { forwardedHeaders } from "./client-headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { withOutputLimit } from "./budget/output-limits.ts";
 import type { KeyContext } from "./key-context.ts";
-import { allLanesFailed, noProviders, type LaneFailure } from "./relay-errors.ts";
+import { allLanesFailed, noProviders, upstreamAuthFailed, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody } from "./request-body.ts";
 import { planLanes } from "./routing/plan.ts";
 import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
@@ -27,12 +27,8 @@ export { estimateCostUsd } from "./budget/estimate.ts";
 class LaneRunner {
   private i = 0;
   private last: LaneFailure | null = null;
-  /** The first lane's "cannot express this parameter" (400 unsupported_feature), if any. */
-  private unsupported: LaneFailure | null = null;
-  /** True once a lane failed for any other reason (it might serve on a retry). */
-  private otherFailure = false;
-  /** What to do about a failure the caller can fix (a refused saved key), from any lane. */
-  private hint: string | undefined;
+  /** Every lane failure of this request, in order. */
+  private failures: LaneFailure[] = [];
 
   /** The provider of the last lane tried, for the request's metrics when every lane failed. */
   get lastProvider(): string | null {
@@ -52,18 +48,27 @@ class LaneRunner {
       this.failed(r.failure);
       if (this.rr.signal.aborted) return { kind: "aborted" };
     }
-    // 400 unsupported_feature only when no lane of the chain can express the request (CONTRACT §8).
-    if (this.unsupported?.error && !this.otherFailure) return { kind: "client", error: this.unsupported.error };
-    return { kind: "client", error: allLanesFailed(this.lanes.length, this.last, this.hint) };
+    return { kind: "client", error: this.verdict() };
+  }
+
+  /**
+   * CONTRACT §8, once no lane served: the client's 4xx (unsupported_feature, model_not_found)
+   * when every lane refused the request itself; 502 upstream_auth_failed when the others were
+   * refused saved keys; else 502 upstream_error (a retry or another lane may help).
+   */
+  private verdict(): GatewayError {
+    const fs = this.failures;
+    const clientFix = fs.find((f) => f.error);
+    if (clientFix && fs.every((f) => f.error)) return clientFix.error!;
+    if (fs.some((f) => f.hint) && fs.every((f) => f.error || f.hint)) return upstreamAuthFailed(fs);
+    return allLanesFailed(this.lanes.length, this.last, fs.find((f) => f.hint)?.hint);
   }
 
   /** Records a lane's failure (also used by the stream driver for a stream broken before content). */
   failed(f: LaneFailure): void {
     this.last = f;
+    this.failures.push(f);
     const rr = this.rr;
-    this.hint ??= f.hint;
-    if (f.code === "unsupported_feature" && f.error) this.unsupported ??= f;
-    else this.otherFailure = true;
     const tried = rr.access?.lanes?.findLast((t) => t.lane === f.laneIndex);
     if (tried) {
       tried.status = f.status;

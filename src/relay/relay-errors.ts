@@ -34,9 +34,12 @@ export interface LaneFailure {
   status: number;
   code: string;
   message: string;
-  /** The client's error when the lane refused the request itself (400 unsupported_feature). */
+  /**
+   * The client's error when the lane refused the request for a reason the client must fix
+   * (400 unsupported_feature, 404 model_not_found): the answer when every lane refused so.
+   */
   error?: GatewayError;
-  /** What the caller should do about this failure, when it is theirs to fix (a refused saved key). */
+  /** What the operator should do about this failure (a refused saved key): set only on those. */
   hint?: string;
 }
 
@@ -45,6 +48,33 @@ export function allLanesFailed(tried: number, last: LaneFailure | null, hint?: s
   const detail = last ? ` Last error (lane ${last.laneIndex + 1}, ${last.provider}${last.status ? `, HTTP ${last.status}` : ""}): ${scrub(last.message)}` : "";
   const todo = hint ?? last?.hint ?? "Retry later or add a fallback lane to the key.";
   return new GatewayError(502, `Every provider lane failed (${tried} tried).${detail} ${todo}`, { code: "upstream_error" });
+}
+
+/**
+ * CONTRACT §8: the vendor refused the saved key of every lane that did not refuse the request
+ * itself. 502, but `x-should-retry: false`: the official SDKs would otherwise retry a 5xx,
+ * and no retry helps until the operator saves a working key.
+ */
+export function upstreamAuthFailed(failures: LaneFailure[]): GatewayError {
+  const auth = failures.filter((f) => f.hint);
+  const lanes = auth.map((f) => `lane ${f.laneIndex + 1} (${f.provider}, HTTP ${f.status})`).join(", ");
+  const what = [...new Set(auth.map((f) => f.hint!))].join(" ");
+  return new GatewayError(502, `No lane could serve: the vendor refused the saved API key of ${lanes}. ${what}`, {
+    code: "upstream_auth_failed",
+    headers: { "x-should-retry": "false" },
+  });
+}
+
+/**
+ * CONTRACT §8: the upstream does not know the requested model (after the lane's own retry of
+ * fallback_to_default_model). OpenAI answers 404 `model_not_found`, param null; the client
+ * gets that in its own protocol when every lane said so.
+ */
+export function modelNotFound(provider: string, laneIndex: number, model: string, message: string): GatewayError {
+  return new GatewayError(404, `The model \`${model}\` does not exist or is not available on this routing key (lane ${laneIndex + 1}, ${provider}: ${scrub(message)}). Check the model name; GET /v1/models lists the models this key can use.`, {
+    code: "model_not_found",
+    type: "invalid_request_error",
+  });
 }
 
 /** An upstream 4xx about the request itself, returned to the client as the upstream meant it. */

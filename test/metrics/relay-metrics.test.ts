@@ -125,7 +125,7 @@ describe(`metrics through the relay (${storesLabel})`, () => {
     const r = await chat(r0.body.raw_key);
     expect(r.status).toBe(502);
     const err = ((await r.json()) as { error: { message: string; code: string } }).error;
-    expect(err.code).toBe("upstream_error");
+    expect(err.code).toBe("upstream_auth_failed"); // CONTRACT §8: the operator's failure, when no lane served
     expect(err.message).toContain("saved openai API key of lane 1 was refused");
     expect(err.message).toContain("POST /v1/organizations/credentials");
     expect(err.message).toContain(`PATCH /v1/organizations/routing-keys?id=${keyId}`);

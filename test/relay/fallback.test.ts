@@ -194,11 +194,12 @@ describe(`lane fallback (${storesLabel})`, () => {
     expect(r.status).toBe(200);
     expect(A.received.length).toBe(a0 + 1); // no retry: the lane names no model
     expect(B.received.length).toBe(b0 + 1);
-    // Alone on the key, the unknown model ends as 502 carrying the upstream's words.
+    // Alone on the key, the unknown model is the client's to fix (CONTRACT §8): 404 with the upstream's words.
     const solo = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)] });
     const r2 = await gw.call("/v1/chat/completions", { token: solo.raw, body: chatBody({ model: "gpt-9-imaginary" }) });
     A.setDefault({});
-    expect(r2.status).toBe(502);
+    expect(r2.status).toBe(404);
+    expect(r2.body.error.code).toBe("model_not_found");
     expect(r2.body.error.message).toContain("does not exist");
   });
 
