@@ -73,7 +73,7 @@ async function run(db: Db, kind: DbHandle["kind"], args: string[]): Promise<numb
 
 try {
   const config = loadConfig(process.env);
-  const dbh = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
+  const dbh = await openDb({ databaseUrl: config.DATABASE_URL, directUrl: config.DATABASE_DIRECT_URL, dataDir: config.DATA_DIR });
   let code = 1;
   try {
     code = await run(dbh.db, dbh.kind, process.argv.slice(2));

@@ -18,6 +18,12 @@ const schema = z.object({
   BASE_URL: url.optional(),
   SITE_URL: url.optional(),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL").optional(),
+  /**
+   * A direct Postgres connection when DATABASE_URL goes through a transaction-mode pooler
+   * (PgBouncer): migrations, their lock and LISTEN need one session; setting it also turns off
+   * named prepared statements on DATABASE_URL (CONTRACT §2).
+   */
+  DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL").optional(),
   DATA_DIR: z.string().min(1).default("./data"),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, "must be a redis:// URL").optional(),
   GATEWAY_SECRET_KEY: z.string().optional(),
@@ -98,6 +104,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`Invalid configuration:\n  ${lines.join("\n  ")}`);
   }
   const c = parsed.data;
+  if (c.DATABASE_DIRECT_URL && !c.DATABASE_URL) throw new ConfigError("Invalid configuration:\n  DATABASE_DIRECT_URL: set without DATABASE_URL (it is the direct path beside a pooled DATABASE_URL)");
   const providerBaseUrls: Record<ApiKeyProviderId, string> = { ...DEFAULT_PROVIDER_BASE_URLS };
   for (const id of API_KEY_PROVIDER_IDS) {
     const name = baseUrlEnvName(id);

@@ -31,31 +31,62 @@ export const CONNECT_TIMEOUT_SECONDS = 1;
 
 const migrationsFolder = join(import.meta.dir, "migrations");
 
-export async function openDb(opts: { databaseUrl?: string; dataDir: string }): Promise<DbHandle> {
+/** Key of the session advisory lock that serialises migrations across instances starting together. */
+export const MIGRATION_LOCK_KEY = 7_208_541_903;
+
+export interface OpenDbOptions {
+  databaseUrl?: string;
+  /**
+   * A direct connection beside a pooled `databaseUrl` (CONTRACT §2 DATABASE_DIRECT_URL). Given,
+   * `databaseUrl` is taken to be a transaction-mode pooler: it gets no named prepared statements
+   * (a statement prepared on one server connection is unknown on the next, and PgBouncer before
+   * 1.21 does not carry them), and everything that needs one session for longer than a
+   * transaction goes here instead: migrations under their advisory lock, and LISTEN.
+   */
+  directUrl?: string;
+  dataDir: string;
+}
+
+export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
   let count = 0;
   const logger = { logQuery: () => { count++; } };
   if (opts.databaseUrl) {
     const { default: postgres } = await import("postgres");
     const { drizzle } = await import("drizzle-orm/postgres-js");
     const { migrate } = await import("drizzle-orm/postgres-js/migrator");
-    const client = postgres(opts.databaseUrl, {
-      max: 10,
+    const common = {
       onnotice: () => {},
       connect_timeout: CONNECT_TIMEOUT_SECONDS,
       // postgres.js waits up to 20 s between reconnects after many failures (its default backoff
       // grows 3^n): after an outage, queries queued on such a connection sat there long after
       // Postgres was back. A refused connection costs nothing, so retry within half a second.
       backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
-    });
+    };
+    const directUrl = opts.directUrl ?? opts.databaseUrl;
+    // Migrations on one direct session holding a session advisory lock: instances that start
+    // together apply them one after the other instead of racing on the same CREATE statements.
+    // (A session lock through a transaction-mode pooler would stay on whichever server
+    // connection took it: hence the direct URL.)
+    const mig = postgres(directUrl, { ...common, max: 1 });
+    try {
+      await mig`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
+      await migrate(drizzle(mig), { migrationsFolder });
+    } finally {
+      await mig.end({ timeout: 5 });
+    }
+    const client = postgres(opts.databaseUrl, { ...common, max: 10, prepare: !opts.directUrl });
+    // LISTEN holds one session for as long as the gateway runs: the direct path when there is one.
+    const listener = opts.directUrl ? postgres(opts.directUrl, { ...common, max: 1 }) : client;
     const db = drizzle(client, { schema, logger });
-    await migrate(db, { migrationsFolder });
     return {
       db: db as unknown as Db,
       kind: "postgres",
       queries: () => count,
       ping: async () => { await client`select 1`; },
-      listen: async (channel, onMessage, onListen) => { await client.listen(channel, onMessage, onListen); },
-      close: () => client.end({ timeout: 5 }),
+      listen: async (channel, onMessage, onListen) => { await listener.listen(channel, onMessage, onListen); },
+      close: async () => {
+        await Promise.all([client.end({ timeout: 5 }), listener === client ? null : listener.end({ timeout: 5 })]);
+      },
     };
   }
   const { PGlite } = await import("@electric-sql/pglite");
