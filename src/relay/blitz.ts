@@ -18,10 +18,11 @@ import { BLITZ, mount, type RequestContext } from "../http/route.ts";
 import { monthKey } from "../lib/time.ts";
 import { batchParallelism, MoneyCall } from "./budget/money.ts";
 import { RATE_LIMITED_DOC, rateHeaders } from "./limits/headers.ts";
-import type { Json } from "../protocols/types.ts";
+import type { ChatRequest, Json, Usage } from "../protocols/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { BLITZ_PER_REQUEST, runBounded } from "./blitz/pool.ts";
 import { BLITZ_MAX_PROMPTS, parseBlitzBody } from "./blitz/validate.ts";
+import { blitzEventStream } from "./blitz/events.ts";
 import type { KeyContext } from "./key-context.ts";
 import { runChat } from "./pipeline.ts";
 import { noProviders } from "./relay-errors.ts";
@@ -42,7 +43,7 @@ export function blitzRoutes(ctx: Ctx, app: Elysia): void {
     POST: {
       summary: "Up to 50 prompts in one request", tag: "Inference", auth: "routing-key", body: blitzBodyDoc,
       description: "Each prompt runs as its own chat completion through the key's lanes, all at once; one failing prompt is one error entry.",
-      responses: { "200": { description: "`blitz.result`: one entry per prompt, in order, and the summed usage." }, ...RATE_LIMITED_DOC },
+      responses: { "200": { description: "`blitz.result`: one entry per prompt, in order, and the summed usage. Streamed: `text/event-stream` with `event: item` (`{index, status, completion | error, usage}`) per prompt in finishing order, `:` keep-alive comments while none finished, and a final `event: done` (`blitz.summary`: prompts, succeeded, failed, cancelled, usage)." }, ...RATE_LIMITED_DOC },
     },
   });
 }
@@ -51,7 +52,7 @@ export function blitzRoutes(ctx: Ctx, app: Elysia): void {
 const blitzBodyDoc = z.looseObject({
   model: z.string().min(1),
   prompts: z.array(z.union([z.string(), z.looseObject({ messages: z.array(z.looseObject({ role: z.string() })) })])).min(1).max(BLITZ_MAX_PROMPTS),
-  stream: z.literal(false).optional(),
+  stream: z.boolean().optional().meta({ description: "true (or `Accept: text/event-stream`): server-sent events, one `item` per prompt as it finishes, then `done`." }),
 }).meta({ description: "Shared chat parameters (temperature, max_tokens, tools…) apply to every prompt." });
 
 const authRequired = () =>
@@ -66,7 +67,7 @@ function errorEntry(index: number, err: GatewayError): BlitzResult {
   return { index, status: err.status, error: { message: err.message, code: err.code ?? "upstream_error" } };
 }
 
-export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAnswer> {
+export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAnswer | Response> {
   const { request, requestId } = rc;
   if (!bearer(request)) throw authRequired();
   const key = await resolveRoutingKey(ctx, request);
@@ -88,29 +89,70 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   const onGone = () => batchAbort.abort();
   if (request.signal.aborted) batchAbort.abort();
   else request.signal.addEventListener("abort", onGone, { once: true });
+  const run = (onEntry?: (r: PromptOutcome) => void) =>
+    runBatch(ctx, key, batch.requests, { calls, bytes, requestId, signal: batchAbort.signal, onEntry })
+      .finally(() => request.signal.removeEventListener("abort", onGone));
 
+  const streamed = batch.stream || (request.headers.get("accept") ?? "").includes("text/event-stream");
+  if (!streamed) return run();
+  return blitzEventStream(ctx.config.KEEPALIVE_MS, onGone, (sink) =>
+    run((r) => sink.item({ ...r.entry, usage: r.usage ? usageOf(r.usage) : null })).then(summaryOf));
+}
+
+interface PromptOutcome {
+  entry: BlitzResult;
+  usage: Usage | null;
+}
+
+const usageOf = (u: Usage) => {
+  const prompt = u.prompt_tokens ?? 0;
+  const completion = u.completion_tokens ?? 0;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+};
+
+/** The `done` event: counts by outcome and the summed usage (the results went out as items). */
+function summaryOf(a: BlitzAnswer) {
+  const cancelledCount = a.results.filter((r) => "error" in r && r.error.code === "cancelled").length;
+  const succeeded = a.results.filter((r) => "completion" in r).length;
+  return { object: "blitz.summary", prompts: a.results.length, succeeded, failed: a.results.length - succeeded - cancelledCount, cancelled: cancelledCount, usage: a.usage };
+}
+
+/**
+ * Runs an admitted batch: each prompt through runChat with its share of the reservation, at most
+ * the leases the batch took at a time. `onEntry` hears each prompt's outcome as it finishes
+ * (cancelled ones included). Every share is settled by the time this resolves.
+ */
+async function runBatch(
+  ctx: Ctx, key: KeyContext, requests: ChatRequest[],
+  o: { calls: MoneyCall[]; bytes: number[]; requestId: string; signal: AbortSignal; onEntry?: (r: PromptOutcome) => void },
+): Promise<BlitzAnswer> {
+  const { calls } = o;
+  const report = (r: PromptOutcome) => {
+    o.onEntry?.(r);
+    return r;
+  };
   try {
     const results = await runBounded(
-      batch.requests,
+      requests,
       // A key with a concurrency cap runs at most the leases the batch took at a time.
-      { limit: batchParallelism(calls, BLITZ_PER_REQUEST), shared: ctx.services.blitzSlots, signal: batchAbort.signal },
-      async (body, index) => {
+      { limit: batchParallelism(calls, BLITZ_PER_REQUEST), shared: ctx.services.blitzSlots, signal: o.signal },
+      async (body, index): Promise<PromptOutcome> => {
         try {
           const r = await runChat(ctx, key, body, {
-            shape: "chat", stream: false, signal: batchAbort.signal, endpoint: "blitz",
-            requestId: `${requestId}.${index}`, money: calls[index], bodyBytes: bytes[index],
+            shape: "chat", stream: false, signal: o.signal, endpoint: "blitz",
+            requestId: `${o.requestId}.${index}`, money: calls[index], bodyBytes: o.bytes[index],
           });
-          if (r.ok) return { entry: { index, status: r.status, completion: r.body } as BlitzResult, usage: r.usage };
-          return { entry: errorEntry(index, r.error), usage: null };
+          if (r.ok) return report({ entry: { index, status: r.status, completion: r.body }, usage: r.usage });
+          return report({ entry: errorEntry(index, r.error), usage: null });
         } catch (e) {
-          return { entry: errorEntry(index, asGatewayError(e)), usage: null };
+          return report({ entry: errorEntry(index, asGatewayError(e)), usage: null });
         } finally {
           calls[index]!.settle();
         }
       },
       (_body, index) => {
         calls[index]!.settle();
-        return { entry: errorEntry(index, cancelled()), usage: null };
+        return report({ entry: errorEntry(index, cancelled()), usage: null });
       },
     );
     let prompt = 0;
@@ -125,7 +167,6 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
       usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
     };
   } finally {
-    request.signal.removeEventListener("abort", onGone);
     // Whatever path got here, no slice of the reservation stays held.
     for (const c of calls) c.settle();
   }

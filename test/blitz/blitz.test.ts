@@ -177,12 +177,12 @@ describe(`POST /blitz (${storesLabel})`, () => {
     expect(A.received.length).toBe(a0);
   });
 
-  test("validation: each refusal is 400 bad_request in the flat shape naming the field; stream: true says why", async () => {
+  test("validation: each refusal is 400 bad_request in the flat shape naming the field; a bad stream says why", async () => {
     const key = await oneLane();
     const cases: Array<[unknown, string]> = [
       [{ model: "gpt-4o-mini", prompts: ["a", "b", "c", { messages: [] }] }, "prompts[3].messages must be a non-empty array"],
       [{ prompts: ["a"] }, "model is required"],
-      [{ model: "gpt-4o-mini", prompts: ["a"], stream: true }, "cannot stream"],
+      [{ model: "gpt-4o-mini", prompts: ["a"], stream: "yes" }, "stream must be a boolean"],
       [{ model: "gpt-4o-mini", prompts: "a" }, "prompts must be an array"],
       [{ model: "gpt-4o-mini", prompts: ["a"], temperature: "warm" }, "temperature must be a number"],
       ["not json", "not valid JSON"],

@@ -53,10 +53,15 @@ describe("blitz body validation", () => {
     expect(refusal({ model: "m", prompts: "x" }).message).toStartWith("prompts must be an array");
   });
 
-  test("stream: true is refused with the reason", () => {
-    const e = refusal({ model: "m", stream: true, prompts: ["x"] });
+  test("CONTRACT §8: top-level stream: true asks for events; a prompt's own stream is refused with the reason", () => {
+    const b = parseBlitzBody({ model: "m", stream: true, prompts: ["x"] });
+    expect(b.stream).toBe(true);
+    expect(b.requests[0]!.stream).toBe(false);
+    expect(parseBlitzBody({ model: "m", prompts: ["x"] }).stream).toBe(false);
+    const e = refusal({ model: "m", stream: "yes", prompts: ["x"] });
     expect(e.code).toBe("bad_request");
-    expect(e.message).toContain("cannot stream");
+    expect(e.message).toContain("stream must be a boolean");
+    expect(refusal({ model: "m", stream: true, stream_options: {}, prompts: ["x"] }).message).toStartWith("stream_options");
     expect(refusal({ model: "m", prompts: [{ messages: [{ role: "user", content: "x" }], stream: true }] }).message).toStartWith("prompts[0].stream");
     expect(parseBlitzBody({ model: "m", stream: false, prompts: ["x"] }).requests[0]!.stream).toBe(false);
   });

@@ -11,6 +11,8 @@ export interface BlitzBatch {
   model: string;
   /** One non-streaming chat body per prompt, in prompt order. */
   requests: ChatRequest[];
+  /** `"stream": true`: results as server-sent events, one per prompt as it finishes (CONTRACT §8). */
+  stream: boolean;
 }
 
 const isObject = (v: unknown): v is Json => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -60,12 +62,13 @@ const SHARED_CHECKS: Record<string, Check> = {
 const BATCH_ONLY = new Set(["prompts", "model", "stream"]);
 
 function checkParams(fields: Json, where: string): void {
-  if (fields.stream === true) {
-    throw badRequest(`${where}stream: /blitz answers the whole batch as one JSON document and cannot stream; remove \`stream\` or set it to false (use /v1/chat/completions to stream one prompt).`);
+  // The batch streams (top level) or not; a single prompt cannot: its answer is one event.
+  if (where !== "" && fields.stream !== undefined) {
+    throw badRequest(`${where}stream is not accepted: each prompt's answer is one whole result; set "stream": true at the top level to receive results as they finish.`);
   }
-  if (fields.stream !== undefined && fields.stream !== false) throw badRequest(`${where}stream must be a boolean (and only false is accepted on /blitz).`);
+  if (fields.stream !== undefined && typeof fields.stream !== "boolean") throw badRequest(`${where}stream must be a boolean.`);
   if (fields.stream_options !== undefined) {
-    throw badRequest(`${where}stream_options applies only to streaming, which /blitz does not do; remove it.`);
+    throw badRequest(`${where}stream_options is not accepted on /blitz: each prompt's usage is in its result; remove it.`);
   }
   for (const [name, check] of Object.entries(SHARED_CHECKS)) {
     if (fields[name] === undefined) continue;
@@ -120,5 +123,5 @@ export function parseBlitzBody(body: Json): BlitzBatch {
     for (const [k, v] of Object.entries(p)) if (k !== "messages" && k !== "stream") own[k] = v;
     return { ...shared, ...own, model: body.model, messages, stream: false };
   });
-  return { model: body.model, requests };
+  return { model: body.model, requests, stream: body.stream === true };
 }
