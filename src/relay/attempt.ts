@@ -8,6 +8,7 @@ import type { ChatRequest, ClientCodec, ClientShape, DirectCodec, Json, Upstream
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import type { MoneyCall } from "./budget/money.ts";
+import { choicesOf, clientOutputLimit, fitWireLimit } from "./budget/output-limits.ts";
 import type { AccessEntry } from "../http/access-log.ts";
 import type { KeyContext } from "./key-context.ts";
 import { credentialRefusedHint, modelNotFound, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
@@ -207,6 +208,10 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   const { codec, protocol, client, direct, body } = plan;
   if (client) adapter.fitTranslated?.(body, protocol, model);
   adapter.applySettings(body, lane, protocol);
+  // What this lane receives, after translation and the lane's settings, stays within what the
+  // request was admitted for (CONTRACT §7): its output limit times its choices.
+  const cap = clientOutputLimit(rr.body);
+  if (cap !== null && !direct) fitWireLimit(body, protocol, cap, choicesOf(rr.body));
   const attempt = new Attempt(rr, lane, adapter, model);
 
   const ac = new AbortController();

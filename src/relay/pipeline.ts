@@ -14,6 +14,7 @@ import { resolveRoutingKey } from "./auth.ts";
 import { forwardedHeaders } from "./client-headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { withOutputLimit } from "./budget/output-limits.ts";
+import { checkOutputAsk, checkServerState } from "./budget/request-checks.ts";
 import type { KeyContext } from "./key-context.ts";
 import { allLanesFailed, noProviders, upstreamAuthFailed, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody } from "./request-body.ts";
@@ -162,6 +163,8 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
     ctx.services.usageQueue.touchKey(key.id);
     if (key.lanes.length === 0) throw noProviders();
     if (!key.lanes.some((l) => laneServes(l, shape))) throw noLaneServes(shape);
+    checkOutputAsk(parsed.body, shape);
+    checkServerState(parsed.body, shape, key.monthlyBudgetUsd !== null);
     const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);
     if (money.rate) rc.headers = rateHeaders(money.rate.limits, money.rate.verdict);
     rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt, access: rc.access });

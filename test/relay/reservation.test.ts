@@ -1,0 +1,177 @@
+// The reservation covers what goes upstream, exactly (CONTRACT §7): the output limit the lane
+// receives after translation, times `n`; limit fields that contradict each other are refused;
+// near the end of a budget what remains is shared by the choices. And what the gateway cannot
+// observe it refuses (CONTRACT §8): Responses `background`, and stored context on budgeted keys.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { inArray } from "drizzle-orm";
+import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { startMockAnthropic, type MockAnthropic } from "../mocks/anthropic-upstream.ts";
+import { resolveRoutingKey } from "../../src/relay/auth.ts";
+import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
+import { estimateRequest, outputLimitFor } from "../../src/relay/budget/estimate.ts";
+import { fitWireLimit } from "../../src/relay/budget/output-limits.ts";
+import { unitPrices } from "../../src/relay/pricing.ts";
+import type { UsageQueue } from "../../src/relay/usage-queue.ts";
+import { usageRecords } from "../../src/store/db/schema/index.ts";
+import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+
+const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
+
+describe("the output limit a lane receives (unit)", () => {
+  test("CONTRACT §7: a wire limit above what was admitted is lowered, a missing one set, per protocol and per choice", () => {
+    const chat: Record<string, unknown> = { max_tokens: 5000, n: 2 };
+    fitWireLimit(chat, "chat", 100, 2);
+    expect(chat.max_tokens).toBe(100);
+    const anthropic: Record<string, unknown> = { max_tokens: 64000 };
+    fitWireLimit(anthropic, "anthropic", 1, 1);
+    expect(anthropic.max_tokens).toBe(1);
+    const gemini: Record<string, any> = { generationConfig: { candidateCount: 4 } };
+    fitWireLimit(gemini, "gemini", 50, 4);
+    expect(gemini.generationConfig.maxOutputTokens).toBe(50);
+    const responses: Record<string, unknown> = {};
+    fitWireLimit(responses, "responses", 300, 1);
+    expect(responses.max_output_tokens).toBe(300);
+    const under: Record<string, unknown> = { max_completion_tokens: 10 };
+    fitWireLimit(under, "chat", 300, 1);
+    expect(under.max_completion_tokens).toBe(10);
+  });
+});
+
+describe(`reservations after translation (${storesLabel})`, () => {
+  let gw: TestGateway;
+  let A: MockUpstream;
+  let M: MockAnthropic;
+  let acct: { id: string; token: string };
+  let openai: { id: string };
+  let anthropic: { id: string };
+
+  beforeAll(async () => {
+    A = await startMockOpenAI();
+    M = await startMockAnthropic();
+    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_ANTHROPIC_BASE_URL: M.url });
+    acct = await createAccount(gw);
+    openai = await addCredential(gw, acct.id, "openai");
+    anthropic = await addCredential(gw, acct.id, "anthropic", M.apiKey);
+  });
+  afterEach(() => A.setDefault({}));
+  afterAll(async () => {
+    await gw?.stop();
+    await A?.stop();
+    await M?.stop();
+  });
+
+  async function key(usd: number | null, provider = "openai") {
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane(provider, provider === "openai" ? openai.id : anthropic.id)], monthlyBudgetUsd: usd });
+    const ctx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${k.raw}` } }));
+    return { ...k, ctx };
+  }
+  async function records(ids: string[]) {
+    await (gw.ctx.services.usageQueue as UsageQueue).flush();
+    return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, ids));
+  }
+  async function settledSpend(k: Awaited<ReturnType<typeof key>>, want: number) {
+    let spend = -1;
+    for (let i = 0; i < 100 && Math.abs(spend - want) > 1e-9; i++) {
+      if (i) await Bun.sleep(20);
+      spend = (await monthSpendUsd(gw.ctx, k.ctx)).usd;
+    }
+    return spend;
+  }
+
+  test("CONTRACT §7: n choices are reserved (n × the output limit), so {n:100, max_tokens:1000} cannot pass a $0.10 or $0.50 budget", async () => {
+    const body = chatBody({ model: "gpt-4o", n: 100, max_tokens: 1000, mock: { completion_tokens: 1000 } });
+    const small = await key(0.1);
+    const est = estimateRequest(gw.ctx, small.ctx, body, bytesOf(body))!;
+    const p = unitPrices("openai", "gpt-4o")!;
+    expect(est.choices).toBe(100);
+    expect(est.usd).toBeCloseTo(bytesOf(body) * p.input + 100 * 1000 * p.output, 12);
+    // $0.10 does not pay for 100 useful answers (256 tokens each): refused before any upstream call.
+    const before = A.received.length;
+    const refused = await gw.call("/v1/chat/completions", { token: small.raw, body });
+    expect(refused.status).toBe(402);
+    expect(A.received.length).toBe(before);
+    const k = await key(0.5);
+    const r = await gw.call("/v1/chat/completions", { token: k.raw, body });
+    expect(r.status).toBe(200);
+    // What remained was shared by the 100 choices: the upstream got a lowered per-choice limit.
+    const sent = A.received.at(-1)!.body;
+    expect(sent.n).toBe(100);
+    expect(sent.max_tokens).toBeLessThan(1000);
+    expect(r.body.choices.length).toBe(100);
+    expect(r.body.usage.completion_tokens).toBe(100 * sent.max_tokens);
+    const [row] = await records([r.headers.get("x-request-id")!]);
+    expect(row!.completionTokens).toBe(A.bills.at(-1)!.completion);
+    expect(await settledSpend(k, row!.costUsd)).toBeLessThanOrEqual(0.5);
+  });
+
+  test("CONTRACT §7: lowering near the end of the budget divides what remains by the number of choices", () => {
+    const est = { usd: 1, minUsd: 0.01, inTokens: 1000, outTokens: 1000, choices: 4, prices: [{ input: 1e-6, output: 1e-5 }] };
+    // $0.041 granted: $0.001 of prompt, $0.04 for 4 choices → 1000 tokens each would be $0.04 in all.
+    expect(outputLimitFor(est, 0.021)).toBe(500);
+    expect(outputLimitFor({ ...est, choices: 1 }, 0.021)).toBe(1000);
+  });
+
+  test("CONTRACT §7: /blitz reserves each prompt's n choices (5 prompts × n: 20 do not fit where 5 × 1 would)", async () => {
+    const one = estimateRequest(gw.ctx, (await key(1)).ctx, chatBody({ max_tokens: 1000 }))!;
+    const k = await key(one.usd * 5 * 3);
+    const prompts = ["a", "b", "c", "d", "e"];
+    const r = await gw.call("/blitz", { token: k.raw, body: { model: "gpt-4o-mini", max_tokens: 1000, n: 20, prompts } });
+    expect(r.status).toBe(402);
+    expect(r.body.code).toBe("budget_exceeded");
+    const ok = await gw.call("/blitz", { token: k.raw, body: { model: "gpt-4o-mini", max_tokens: 1000, n: 1, prompts } });
+    expect(ok.status).toBe(200);
+  });
+
+  test("CONTRACT §7: contradicting output limits are refused with 400 naming the field (a decoy max_tokens beside max_output_tokens)", async () => {
+    const k = await key(0.02, "anthropic");
+    const before = M.received.length;
+    const r = await gw.call("/v1/responses", { token: k.raw, body: { model: "claude-haiku-4-5", input: "hi", max_output_tokens: 64000, max_tokens: 1 } });
+    expect(r.status).toBe(400);
+    expect(r.body.error.param).toBe("max_tokens");
+    expect(r.body.error.message).toContain("max_output_tokens");
+    expect(M.received.length).toBe(before);
+    const chat = await gw.call("/v1/chat/completions", { token: k.raw, body: chatBody({ max_tokens: 10, max_completion_tokens: 5000 }) });
+    expect(chat.status).toBe(400);
+    expect(chat.body.error.param).toBe("max_tokens");
+    const n = await gw.call("/v1/chat/completions", { token: k.raw, body: chatBody({ n: 0 }) });
+    expect(n.status).toBe(400);
+    expect(n.body.error.param).toBe("n");
+    const blitz = await gw.call("/blitz", { token: k.raw, body: { model: "gpt-4o-mini", prompts: [{ messages: [{ role: "user", content: "x" }], max_tokens: 1, max_output_tokens: 900 }] } });
+    expect(blitz.status).toBe(400);
+    expect(blitz.body.error).toContain("prompts[0]");
+  });
+
+  test("CONTRACT §7: the Anthropic lane receives the Responses client's limit as max_tokens, never more than was reserved", async () => {
+    const k = await key(1, "anthropic");
+    const r = await gw.call("/v1/responses", { token: k.raw, body: { model: "claude-haiku-4-5", input: "hi", max_output_tokens: 300, max_tokens: 300 } });
+    expect(r.status).toBe(200);
+    expect(M.served.at(-1)!.body.max_tokens).toBe(300);
+  });
+
+  test("CONTRACT §8: Responses background: true is refused with 400 bad_request naming background", async () => {
+    for (const budget of [null, 1]) {
+      const k = await key(budget);
+      const before = A.received.length;
+      const r = await gw.call("/v1/responses", { token: k.raw, body: { model: "gpt-4o-mini", input: "hi", background: true } });
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe("bad_request");
+      expect(r.body.error.param).toBe("background");
+      expect(A.received.length).toBe(before);
+    }
+  });
+
+  test("CONTRACT §8: previous_response_id and conversation are refused on a budgeted key (send the context) and pass through without a budget", async () => {
+    const budgeted = await key(1);
+    for (const f of ["previous_response_id", "conversation"]) {
+      const r = await gw.call("/v1/responses", { token: budgeted.raw, body: { model: "gpt-4o-mini", input: "hi", [f]: "resp_abc" } });
+      expect(r.status).toBe(400);
+      expect(r.body.error.param).toBe(f);
+      expect(r.body.error.message).toContain("Send the context instead");
+    }
+    const free = await key(null);
+    const r = await gw.call("/v1/responses", { token: free.raw, body: { model: "gpt-4o-mini", input: "hi", previous_response_id: "resp_abc" } });
+    expect(r.status).toBe(200);
+    expect(A.received.at(-1)!.body.previous_response_id).toBe("resp_abc");
+  });
+});
