@@ -1,5 +1,6 @@
-// Small request helpers shared by every route: the bearer token, the client IP, JSON bodies.
-import { badRequest, GatewayError } from "../errors.ts";
+// Small request helpers shared by every route: the bearer token, the client IP, the query.
+// Bodies are read by body.ts.
+import { badRequest } from "../errors.ts";
 
 /** `Authorization: <token>` with or without `Bearer `. Empty → null. */
 export function bearer(request: Request): string | null {
@@ -26,27 +27,6 @@ export function clientIp(request: Request, socketIp: string | undefined, trustPr
     }
   }
   return socketIp ?? "unknown";
-}
-
-/** Reads a JSON object body of at most `maxBytes`, answering 413/400 in plain words. */
-export async function readJsonObject(request: Request, maxBytes: number): Promise<Record<string, unknown>> {
-  const len = Number(request.headers.get("content-length") ?? "0");
-  if (len > maxBytes) throw tooLarge(maxBytes);
-  const text = await request.text();
-  if (text.length > maxBytes) throw tooLarge(maxBytes);
-  if (text.trim() === "") throw badRequest("The request body is empty; send a JSON object.");
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    throw badRequest("The request body is not valid JSON; send a JSON object.");
-  }
-  if (v === null || typeof v !== "object" || Array.isArray(v)) throw badRequest("The request body must be a JSON object.");
-  return v as Record<string, unknown>;
-}
-
-export function tooLarge(maxBytes: number): GatewayError {
-  return new GatewayError(413, `The request body is larger than ${maxBytes} bytes; send a smaller request.`, { code: "request_too_large" });
 }
 
 /** Query parameters as a plain object; a repeated parameter is a 400. */

@@ -3,7 +3,8 @@
 // so a field the endpoint does not take (`plan`, `account_id`, spend…) is refused, never ignored.
 import type { z } from "zod";
 import { badRequest } from "../errors.ts";
-import { queryOf, readJsonObject } from "../http/request.ts";
+import { queryOf } from "../http/request.ts";
+import { readJsonObject } from "../http/body.ts";
 import type { Ctx } from "../context.ts";
 
 type Issue = z.core.$ZodIssue;
@@ -115,8 +116,8 @@ export function parseWith<S extends z.ZodType>(schema: S, data: unknown, where: 
  */
 export async function readBody<S extends z.ZodType>(ctx: Ctx, request: Request, schema: S, opts: { allowEmpty?: boolean } = {}): Promise<z.output<S>> {
   if (opts.allowEmpty && (request.body === null || request.headers.get("content-length") === "0")) return parseWith(schema, {}, "body");
-  const raw = await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES);
-  return parseWith(schema, raw, "body");
+  const raw = await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES, (m) => badRequest(m));
+  return parseWith(schema, raw.value, "body");
 }
 
 /** Validates the query string; unknown parameters are refused by the strict schema. */

@@ -11,8 +11,9 @@
 // semaphore (pool.ts). A client that goes away aborts every prompt still running or queued.
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
-import { asGatewayError, GatewayError } from "../errors.ts";
-import { bearer, readJsonObject } from "../http/request.ts";
+import { asGatewayError, badRequest, GatewayError } from "../errors.ts";
+import { bearer } from "../http/request.ts";
+import { readJsonObject } from "../http/body.ts";
 import { z } from "zod";
 import { BLITZ, mount, type RequestContext } from "../http/route.ts";
 import { monthKey } from "../lib/time.ts";
@@ -71,7 +72,7 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   const { request, requestId } = rc;
   if (!bearer(request)) throw authRequired();
   const key = await resolveRoutingKey(ctx, request);
-  const batch = parseBlitzBody(await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES));
+  const batch = parseBlitzBody((await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES, badRequest)).value);
   ctx.services.usageQueue.touchKey(key.id);
   if (key.lanes.length === 0) throw noProviders();
 

@@ -1,35 +1,15 @@
-// Reading and validating an inference body: the size cap first (413, before any parsing), one
-// JSON.parse, then the fields SPEC requires. Missing `model`/`messages`/`input` answer 400 in the
-// nested shape with type invalid_request_error and no code (CONTRACT §6). Every other property
-// rides along untouched.
+// Reading and validating an inference body: the size cap and the nesting limit first (413 and 400,
+// before any parsing: http/body.ts), one JSON.parse, then the fields SPEC requires. Missing
+// `model`/`messages`/`input` answer 400 in the nested shape with type invalid_request_error and no
+// code (CONTRACT §6). Every other property rides along untouched.
 import { z } from "zod";
 import { GatewayError } from "../errors.ts";
-import { tooLarge } from "../http/request.ts";
+import { NOT_OBJECT, parseJsonText, readText } from "../http/body.ts";
 import type { ClientShape, Json } from "../protocols/types.ts";
 import { embeddingTexts, encodingFormat } from "../protocols/embeddings/request.ts";
 
 /** `param`: the parameter at fault, as OpenAI names it in its error object. */
 const invalid = (message: string, param?: string) => new GatewayError(400, message, { type: "invalid_request_error", param });
-
-/** The body text and its size in bytes, refusing more than maxBytes before anything is parsed. */
-async function readCapped(request: Request, maxBytes: number): Promise<{ text: string; bytes: number }> {
-  const declared = request.headers.get("content-length");
-  if (declared !== null) {
-    const bytes = Number(declared);
-    if (bytes > maxBytes) throw tooLarge(maxBytes);
-    return { text: await request.text(), bytes };
-  }
-  // No length given (chunked): count as it arrives and stop at the cap.
-  if (!request.body) return { text: "", bytes: 0 };
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for await (const chunk of request.body as unknown as AsyncIterable<Uint8Array>) {
-    total += chunk.length;
-    if (total > maxBytes) throw tooLarge(maxBytes);
-    parts.push(chunk);
-  }
-  return { text: Buffer.concat(parts).toString("utf8"), bytes: total };
-}
 
 /**
  * What readInferenceBody checks, as zod schemas for the API reference (the hot path itself does not
@@ -70,14 +50,9 @@ export interface InferenceBody {
 }
 
 export async function readInferenceBody(request: Request, shape: ClientShape, maxBytes: number): Promise<InferenceBody> {
-  const raw = await readCapped(request, maxBytes);
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.text);
-  } catch {
-    throw invalid(raw.text.trim() === "" ? "The request body is empty; send a JSON object." : "The request body is not valid JSON; send a JSON object.");
-  }
-  if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalid("The request body must be a JSON object.");
+  const raw = await readText(request, maxBytes);
+  const body = parseJsonText(raw.text, (m) => invalid(m));
+  if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalid(NOT_OBJECT);
   const b = body as Json;
   if (typeof b.model !== "string" || b.model === "") throw invalid("Missing required parameter: `model` (a string naming the model).", "model");
   if (shape === "chat") {

@@ -10,7 +10,7 @@ import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
 import { GatewayError, unsupportedFeature } from "../errors.ts";
 import { INFERENCE, mount, type Handler } from "../http/route.ts";
-import { tooLarge } from "../http/request.ts";
+import { cappedStream, checkDeclaredLength } from "../http/body.ts";
 import { chatErrorOf } from "../protocols/chat/errors.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
@@ -36,18 +36,6 @@ export function connectedSubLane(key: KeyContext): { lane: ResolvedLane; adapter
   return null;
 }
 
-/** The request body, failing the stream (413) once it passes `max` bytes. */
-function capped(body: ReadableStream<Uint8Array>, max: number): ReadableStream<Uint8Array> {
-  let total = 0;
-  return body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
-    transform(chunk, controller) {
-      total += chunk.byteLength;
-      if (total > max) controller.error(tooLarge(max));
-      else controller.enqueue(chunk);
-    },
-  }));
-}
-
 function transcriptionsHandler(ctx: Ctx): Handler {
   return async (rc) => {
     const { request, requestId } = rc;
@@ -56,8 +44,9 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     if (!/^multipart\/form-data;\s*boundary=/i.test(contentType) || !request.body) {
       throw invalid("Send the audio as multipart/form-data with a `file` part (and optionally `model`, `language`, `prompt`, `response_format`).");
     }
-    const declared = request.headers.get("content-length");
-    if (declared !== null && Number(declared) > MAX_AUDIO_BYTES) throw tooLarge(MAX_AUDIO_BYTES);
+    // MAX_REQUEST_BYTES holds here as on every route (and never more than the upstream takes).
+    const maxBytes = Math.min(MAX_AUDIO_BYTES, ctx.config.MAX_REQUEST_BYTES);
+    checkDeclaredLength(request, maxBytes);
     const found = connectedSubLane(key);
     if (!found) {
       const why = key.lanes.some((l) => l.provider === "sub")
@@ -73,7 +62,7 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     const { lane, adapter } = found;
 
     // The body is streamed once; a copy is kept only for the single retry after a token refresh.
-    const body = capped(request.body, MAX_AUDIO_BYTES);
+    const body = cappedStream(request.body, maxBytes);
     let spare: ReadableStream<Uint8Array> | null = null;
     let sends = 0;
     const nextBody = () => {

@@ -4,7 +4,8 @@ import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { mount, MANAGEMENT, type RequestContext } from "../http/route.ts";
-import { clientIp, queryOf, readJsonObject } from "../http/request.ts";
+import { clientIp, queryOf } from "../http/request.ts";
+import { readJsonObject } from "../http/body.ts";
 import { checkoutPage } from "./checkout-page.ts";
 import { parseSignup, signupBody, signupError, verifyBody } from "./model.ts";
 import { countSignupFromIp } from "./rate-limit.ts";
@@ -20,6 +21,9 @@ function codeless(e: unknown): never {
   throw e;
 }
 
+/** A body refusal in the signup shape (no code). */
+const plain = (message: string) => signupError(400, message);
+
 async function authAction(ctx: Ctx, { request, socketIp, requestId }: RequestContext) {
   let action: string | undefined;
   try {
@@ -33,10 +37,10 @@ async function authAction(ctx: Ctx, { request, socketIp, requestId }: RequestCon
   if (action === "agent-signup") {
     // Every agent-signup request counts against its IP, valid or not.
     await countSignupFromIp(ctx, clientIp(request, socketIp, ctx.config.TRUST_PROXY));
-    const body = parseSignup(signupBody, await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES).catch(codeless));
+    const body = parseSignup(signupBody, (await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES, plain)).value);
     return agentSignup(ctx, { email: body.email, source: body.source, ip: clientIp(request, socketIp, ctx.config.TRUST_PROXY), requestId });
   }
-  const body = parseSignup(verifyBody, await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES).catch(codeless));
+  const body = parseSignup(verifyBody, (await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES, plain)).value);
   return agentVerify(ctx, { email: body.email, code: body.code, requestId });
 }
 

@@ -8,7 +8,7 @@ import type { Ctx } from "../context.ts";
 import { badRequest, envMissing } from "../errors.ts";
 import type { Db } from "../store/db/client.ts";
 import { billingEvents } from "../store/db/schema/index.ts";
-import { tooLarge } from "../http/request.ts";
+import { nestsDeeperThan, MAX_JSON_DEPTH, readText } from "../http/body.ts";
 import { activateAccount, type ActivationOutcome } from "./lifecycle.ts";
 
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
@@ -28,10 +28,9 @@ const ACTIVATING = new Set(["checkout.session.completed", "checkout.session.asyn
 export async function handleBillingWebhook(ctx: Ctx, request: Request, requestId: string) {
   const secret = ctx.config.BILLING_WEBHOOK_SECRET;
   if (!secret) throw envMissing("BILLING_WEBHOOK_SECRET");
-  const len = Number(request.headers.get("content-length") ?? "0");
-  if (len > MAX_WEBHOOK_BYTES) throw tooLarge(MAX_WEBHOOK_BYTES);
-  const raw = await request.text();
-  if (raw.length > MAX_WEBHOOK_BYTES) throw tooLarge(MAX_WEBHOOK_BYTES);
+  // The raw text is what the signature covers; its nesting is checked before stripe parses it.
+  const raw = (await readText(request, Math.min(MAX_WEBHOOK_BYTES, ctx.config.MAX_REQUEST_BYTES))).text;
+  if (nestsDeeperThan(raw, MAX_JSON_DEPTH)) throw badRequest(`The webhook body nests JSON deeper than ${MAX_JSON_DEPTH} levels; nothing was changed.`);
   const header = request.headers.get("stripe-signature");
   if (!header) throw badRequest("The Stripe-Signature header is missing; nothing was changed.");
   // Stripe's own check only refuses old timestamps; a timestamp far in the future is refused too.

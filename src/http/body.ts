@@ -1,0 +1,139 @@
+// The one request-body reader of every route (inference, management, signup, billing webhook,
+// transcriptions). Two limits protect the instance from what a client sends, before anything
+// recursive touches the body:
+//   - size: MAX_REQUEST_BYTES. A declared Content-Length over it is refused at once; a chunked body
+//     is counted as it arrives and refused (413) the moment it passes the cap, while the client is
+//     still sending, so an instance never holds more than the cap per request.
+//   - nesting: JSON deeper than MAX_JSON_DEPTH levels is refused (400) by one linear, iterative scan
+//     of the text, before JSON.parse and every recursive walk after it (translation, zod, stringify)
+//     could freeze the event loop or overflow the stack.
+// Each caller says how its refusal reads (the route's error shape), through `invalid`.
+import { GatewayError } from "../errors.ts";
+
+/** The deepest JSON nesting accepted (objects and arrays), far beyond any real request. */
+export const MAX_JSON_DEPTH = 64;
+
+export function tooLarge(maxBytes: number): GatewayError {
+  return new GatewayError(413, `The request body is larger than ${maxBytes} bytes; send a smaller request.`, { code: "request_too_large" });
+}
+
+/** Builds a route's 400 from a plain sentence (inference: no code; management: bad_request; signup: codeless). */
+export type InvalidBody = (message: string) => GatewayError;
+
+export const EMPTY_BODY = "The request body is empty; send a JSON object.";
+export const NOT_JSON = "The request body is not valid JSON; send a JSON object.";
+export const NOT_OBJECT = "The request body must be a JSON object.";
+export const TOO_DEEP = `The request body nests JSON deeper than ${MAX_JSON_DEPTH} levels of objects and arrays; flatten it.`;
+
+/**
+ * The body as text and its size in bytes, never more than `maxBytes`. A declared length is
+ * checked before a byte is read (the HTTP framing then holds the body to it); without one
+ * (chunked) the stream is counted chunk by chunk and cancelled at the cap.
+ */
+export async function readText(request: Request, maxBytes: number): Promise<{ text: string; bytes: number }> {
+  const declared = request.headers.get("content-length");
+  if (declared !== null) {
+    const bytes = Number(declared);
+    if (!(bytes <= maxBytes)) throw tooLarge(maxBytes);
+    return { text: await request.text(), bytes };
+  }
+  const body = request.body;
+  if (!body) return { text: "", bytes: 0 };
+  const reader = body.getReader();
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      // Stop reading: the 413 goes out now, and what the client still sends is dropped.
+      reader.cancel().catch(() => {});
+      throw tooLarge(maxBytes);
+    }
+    parts.push(value);
+  }
+  const bytes = parts.length === 1 ? parts[0]! : Buffer.concat(parts, total);
+  return { text: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"), bytes: total };
+}
+
+/**
+ * True when `text`, read as JSON, opens more than `max` objects/arrays inside one another.
+ * One pass, no recursion, no allocation: brackets outside strings are counted, strings are skipped.
+ * Malformed text is not judged here; JSON.parse refuses it afterwards.
+ */
+export function nestsDeeperThan(text: string, max: number): boolean {
+  // Most bodies hold fewer brackets in all than the limit, which no nesting of them can pass:
+  // counted with native indexOf, that settles them without the character loop.
+  if (bracketsAtMost(text, max)) return false;
+  let depth = 0;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34 /* " */) {
+      // Each string is skipped with indexOf to its closing quote; one after an odd backslash run is escaped.
+      let j = i;
+      for (;;) {
+        j = text.indexOf('"', j + 1);
+        if (j < 0) return false;
+        let k = j - 1;
+        while (text.charCodeAt(k) === 92 /* \ */) k--;
+        if (((j - 1 - k) & 1) === 0) break;
+      }
+      i = j;
+    } else if (c === 123 /* { */ || c === 91 /* [ */) {
+      if (++depth > max) return true;
+    } else if (c === 125 /* } */ || c === 93 /* ] */) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+/** True when `text` holds at most `limit` `{` and `[` characters, strings included. */
+function bracketsAtMost(text: string, limit: number): boolean {
+  let count = 0;
+  for (let i = text.indexOf("{"); i >= 0; i = text.indexOf("{", i + 1)) if (++count > limit) return false;
+  for (let i = text.indexOf("["); i >= 0; i = text.indexOf("[", i + 1)) if (++count > limit) return false;
+  return true;
+}
+
+/** Parses checked JSON text: nesting first (linear), then JSON.parse. */
+export function parseJsonText(text: string, invalid: InvalidBody): unknown {
+  if (nestsDeeperThan(text, MAX_JSON_DEPTH)) throw invalid(TOO_DEEP);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw invalid(text.trim() === "" ? EMPTY_BODY : NOT_JSON);
+  }
+}
+
+/** A JSON object body: size-capped, depth-checked, parsed once. */
+export async function readJsonObject(request: Request, maxBytes: number, invalid: InvalidBody): Promise<{ value: Record<string, unknown>; bytes: number }> {
+  const raw = await readText(request, maxBytes);
+  const value = parseJsonText(raw.text, invalid);
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw invalid(NOT_OBJECT);
+  return { value: value as Record<string, unknown>, bytes: raw.bytes };
+}
+
+/**
+ * A body that is streamed on rather than read (multipart uploads): the same cap, failing the
+ * stream with the 413 as soon as it passes `maxBytes`. A declared length over the cap is refused
+ * by the caller before anything is sent on (checkDeclaredLength).
+ */
+export function cappedStream(body: ReadableStream<Uint8Array>, maxBytes: number): ReadableStream<Uint8Array> {
+  let total = 0;
+  return body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      total += chunk.byteLength;
+      if (total > maxBytes) controller.error(tooLarge(maxBytes));
+      else controller.enqueue(chunk);
+    },
+  }));
+}
+
+/** 413 when the request declares a length over `maxBytes`. */
+export function checkDeclaredLength(request: Request, maxBytes: number): void {
+  const declared = request.headers.get("content-length");
+  if (declared !== null && !(Number(declared) <= maxBytes)) throw tooLarge(maxBytes);
+}
