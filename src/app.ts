@@ -11,8 +11,10 @@ import { managementRoutes } from "./management/index.ts";
 import { relayRoutes } from "./relay/routes.ts";
 import { metricsRoutes } from "./metrics/routes.ts";
 import { dashboardRoutes } from "./dashboard/routes.ts";
+import { adminRoutes } from "./admin/local-endpoint.ts";
 
-export function buildApp(ctx: Ctx): Elysia {
+/** `adminSecret`: the secret of the loopback admin endpoint, null when the gateway offers none. */
+export function buildApp(ctx: Ctx, adminSecret: () => string | null = () => null): Elysia {
   const app = new Elysia();
   relayRoutes(ctx, app);
   managementRoutes(ctx, app);
@@ -21,6 +23,7 @@ export function buildApp(ctx: Ctx): Elysia {
   metricsRoutes(ctx, app);
   docsRoutes(ctx, app);
   dashboardRoutes(ctx, app);
+  adminRoutes(ctx, app, adminSecret);
   app.onError(({ code, path, request }) => {
     if (code === "NOT_FOUND") {
       const nested = path.startsWith("/v1/") && !path.startsWith("/v1/organizations");

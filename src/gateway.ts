@@ -13,6 +13,7 @@ import { randomToken } from "./lib/crypto.ts";
 import type { Job } from "./jobs/job.ts";
 import { buildServices, startServices } from "./services.ts";
 import { announce, startupFacts } from "./banner.ts";
+import { removeAdminAccess, writeAdminAccess } from "./admin/access-file.ts";
 
 export interface Gateway {
   ctx: Ctx;
@@ -46,7 +47,9 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   const ctx: Ctx = { ...base, services: await buildServices(base) };
   const lifecycle = ctx.services.lifecycle;
   const jobs = await startServices(ctx);
-  const app = buildApp(ctx);
+  // The embedded database allows one process: `npm run admin` reaches it through this gateway.
+  const adminSecret = dbh.kind === "pglite" ? randomToken(40) : null;
+  const app = buildApp(ctx, () => adminSecret);
   try {
     // No reusePort (the check above can race; this cannot): a second gateway on the same address must fail, not silently take a share
     // of the traffic (and of the embedded database).
@@ -62,6 +65,7 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   const port = server.port!;
   const host = config.HOST === "0.0.0.0" ? "127.0.0.1" : config.HOST;
   for (const j of jobs) j.start();
+  if (adminSecret) writeAdminAccess(config.DATA_DIR, { pid: process.pid, url: `http://${host}:${port}`, secret: adminSecret });
   log.info({ port, database: dbh.kind, kv: kv.kind, secretKey: secrets.available ? "set" : "missing" }, "gateway listening");
   // A terminal gets the banner; tests and containers (a log destination, no TTY) one log line.
   announce(log, startupFacts(config, `http://${config.HOST === "0.0.0.0" ? "localhost" : host}:${port}`, { database: dbh.kind, kv: kv.kind }), !opts.logDestination && process.stdout.isTTY === true);
@@ -75,6 +79,7 @@ export async function startGateway(env: Record<string, string | undefined>, opts
         // what is in flight (streams included) for up to SHUTDOWN_TIMEOUT_SECONDS; then the
         // jobs stop and the usage queue drains; then the listener closes.
         lifecycle.draining = true;
+        if (adminSecret) removeAdminAccess(config.DATA_DIR, adminSecret);
         const deadline = Date.now() + config.SHUTDOWN_TIMEOUT_SECONDS * 1000;
         while (server.pendingRequests > 0 && Date.now() < deadline) await Bun.sleep(20);
         for (const j of jobs) await j.stop();

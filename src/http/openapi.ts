@@ -9,7 +9,7 @@ import type { ErrorShape } from "../errors.ts";
 export type DocMethod = "GET" | "POST" | "PATCH" | "DELETE" | "PUT";
 
 /** Who may call an operation (OpenAPI security requirement). */
-export type Auth = "none" | "routing-key" | "account-read" | "account-write";
+export type Auth = "none" | "routing-key" | "account-read" | "account-write" | "admin-secret";
 
 export interface ResponseDoc {
   description: string;
@@ -77,6 +77,7 @@ const SECURITY: Record<Auth, Array<Record<string, string[]>>> = {
   "routing-key": [{ routingKey: [] }],
   "account-read": [{ accountToken: [] }],
   "account-write": [{ accountToken: ["read_write"] }],
+  "admin-secret": [{ adminSecret: [] }],
 };
 
 const ERROR_SCHEMAS = {
@@ -187,6 +188,7 @@ export function buildOpenApiDocument(app: object, info: DocumentInfo): Record<st
       securitySchemes: {
         routingKey: { type: "http", scheme: "bearer", description: "A routing key (gw_…), created with POST /v1/organizations/routing-keys." },
         accountToken: { type: "http", scheme: "bearer", description: "An account token: sk_… (read_write) or rk_… (read_only)." },
+        adminSecret: { type: "apiKey", in: "header", name: "x-admin-secret", description: "The secret a gateway on the embedded database writes to DATA_DIR/admin.json at start; loopback connections only." },
       },
       schemas: ERROR_SCHEMAS,
     },

@@ -2,12 +2,13 @@
 // running gateway, with real gateway processes (`bun src/main.ts`). The embedded database is what
 // these rules protect, so they run on the embedded suite only (the real-stores suite skips them).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { startGateway } from "../../src/gateway.ts";
 import { LOCK_FILE } from "../../src/store/db/data-dir-lock.ts";
+import { ADMIN_FILE } from "../../src/admin/access-file.ts";
 import { createAccount, REAL_STORES } from "../helpers/gateway.ts";
 import { spawnGateway, type ChildGateway } from "../relay/child-gateway.ts";
 
@@ -75,20 +76,44 @@ run(`one process per address and data directory (${label})`, () => {
     }
   }, 30_000);
 
-  test("admin command beside a running gateway on the embedded database refuses, says what to do, and writes nothing; after the gateway stops it works", async () => {
+  test("admin command beside a running gateway on the embedded database runs through the gateway's loopback admin endpoint; after the gateway stops it opens the database itself", async () => {
     const env = baseEnv({ DATA_DIR: dataDir, GATEWAY_SECRET_KEY: secret });
-    const refused = await runToEnd(["npm", "run", "--silent", "admin", "--", "activate", account.id], env);
-    expect(refused.code).toBe(3);
-    expect(refused.stderr).toContain("Refused");
-    expect(refused.stderr).toContain("stop the gateway");
-    expect(refused.stderr).toContain("DATABASE_URL");
-    expect(refused.stdout).not.toContain("Activated");
-
-    expect(await first.terminate()).toBe(0);
-    const shown = await runToEnd(["npm", "run", "--silent", "admin", "--", "show", account.id], env);
-    expect(shown.stdout).toContain(`${account.id}  ${account.email}  free`); // nothing was written
-    const activated = await runToEnd(["npm", "run", "--silent", "admin", "--", "activate", account.id], env);
+    // Beside the running gateway: the gateway runs it (the embedded database allows one process).
+    const activated = await runToEnd(["npm", "run", "--silent", "admin", "--", "activate", account.email], env);
+    expect(activated.stderr).toBe("");
     expect(activated.code).toBe(0);
     expect(activated.stdout).toContain(`Activated ${account.id}`);
+    const again = await runToEnd(["npm", "run", "--silent", "admin", "--", "activate", account.id], env);
+    expect(again.stdout).toContain("already pro");
+    const missing = await runToEnd(["npm", "run", "--silent", "admin", "--", "show", "nobody@example.com"], env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain("No live account with email nobody@example.com");
+
+    // The endpoint wants the secret of DATA_DIR/admin.json (mode 0600), and nothing else will do.
+    const access = JSON.parse(readFileSync(join(dataDir, ADMIN_FILE), "utf8"));
+    expect(statSync(join(dataDir, ADMIN_FILE)).mode & 0o077).toBe(0);
+    expect(access.url).toBe(first.url);
+    for (const headers of [{}, { "x-admin-secret": "wrong" }, { "x-admin-secret": access.secret.slice(1) }]) {
+      const r = await fetch(`${first.url}/admin/commands`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ args: ["list"] }) });
+      expect(r.status).toBe(401);
+      expect(JSON.stringify(await r.json())).not.toContain(account.email);
+    }
+    const ok = await fetch(`${first.url}/admin/commands`, { method: "POST", headers: { "content-type": "application/json", "x-admin-secret": access.secret }, body: JSON.stringify({ args: ["list"] }) });
+    expect(ok.status).toBe(200);
+    expect((await ok.json()).stdout.join("\n")).toContain(account.email);
+
+    // A gateway that wrote no admin file (older, or the file removed): refused with what to do, nothing written.
+    rmSync(join(dataDir, ADMIN_FILE));
+    const refused = await runToEnd(["npm", "run", "--silent", "admin", "--", "activate", account.id], env);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain("stop the gateway");
+    expect(refused.stderr).toContain("DATABASE_URL");
+
+    // The gateway stopped: the command opens the database itself, and sees what the gateway wrote.
+    expect(await first.terminate()).toBe(0);
+    expect(existsSync(join(dataDir, ADMIN_FILE))).toBe(false);
+    const shown = await runToEnd(["npm", "run", "--silent", "admin", "--", "show", account.id], env);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain(`${account.id}  ${account.email}  pro`);
   }, 60_000);
 });
