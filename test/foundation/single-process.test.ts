@@ -93,14 +93,14 @@ run(`one process per address and data directory (${label})`, () => {
     const access = JSON.parse(readFileSync(join(dataDir, ADMIN_FILE), "utf8"));
     expect(statSync(join(dataDir, ADMIN_FILE)).mode & 0o077).toBe(0);
     expect(access.url).toBe(first.url);
-    for (const headers of [{}, { "x-admin-secret": "wrong" }, { "x-admin-secret": access.secret.slice(1) }]) {
+    for (const headers of [{}, { "x-admin-secret": "wrong" }, { "x-admin-secret": access.secret.slice(1) }] as Array<Record<string, string>>) {
       const r = await fetch(`${first.url}/admin/commands`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ args: ["list"] }) });
       expect(r.status).toBe(401);
       expect(JSON.stringify(await r.json())).not.toContain(account.email);
     }
     const ok = await fetch(`${first.url}/admin/commands`, { method: "POST", headers: { "content-type": "application/json", "x-admin-secret": access.secret }, body: JSON.stringify({ args: ["list"] }) });
     expect(ok.status).toBe(200);
-    expect((await ok.json()).stdout.join("\n")).toContain(account.email);
+    expect(((await ok.json()) as { stdout: string[] }).stdout.join("\n")).toContain(account.email);
 
     // A gateway that wrote no admin file (older, or the file removed): refused with what to do, nothing written.
     rmSync(join(dataDir, ADMIN_FILE));
