@@ -74,6 +74,10 @@ const schema = z.object({
   KEY_CACHE_STALE_SECONDS: z.coerce.number().min(0).default(600),
   /** SIGTERM: how long in-flight requests (streams included) may take to finish before the listener closes anyway. */
   SHUTDOWN_TIMEOUT_SECONDS: z.coerce.number().positive().default(60),
+  /** Response cache (docs/caching.md): the largest answer stored, in KiB; a larger one is served but not kept. */
+  RESPONSE_CACHE_MAX_ENTRY_KB: z.coerce.number().int().positive().default(1024),
+  /** Response cache without Redis: the in-process LRU's size, in MiB (least recently used entries go first). */
+  RESPONSE_CACHE_MEMORY_MB: z.coerce.number().int().positive().default(64),
   // Stripe API address (tests point it at a loopback server speaking the Stripe API).
   STRIPE_API_BASE_URL: url.optional(),
 });

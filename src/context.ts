@@ -17,6 +17,7 @@ import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
 import type { Ledger } from "./relay/budget/ledger.ts";
 import type { RateLimits } from "./relay/limits/rate-limits.ts";
 import type { RelayObserver } from "./relay/observer.ts";
+import type { ResponseCache } from "./relay/cache/response-cache.ts";
 import type { Classifier } from "./relay/routing/plan.ts";
 import type { Semaphore } from "./relay/blitz/pool.ts";
 import type { SubState } from "./providers/sub/state.ts";
@@ -49,6 +50,8 @@ export interface Services {
   usageQueue: UsageQueue;
   /** Budget settlements off the hot path (relay/budget/settle-batch.ts). */
   settleBatcher: SettleBatcher;
+  /** The opt-in response cache of routing keys with `cache` (relay/cache/). */
+  responseCache: ResponseCache;
   /** Set draining by the graceful shutdown; /readyz reads it (http/health.ts). */
   lifecycle: Lifecycle;
   /** Every request's open record; the access log, metrics and tracing read it (http/access-log.ts). */

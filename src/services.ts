@@ -21,6 +21,9 @@ import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
 import { createSubState } from "./providers/sub/state.ts";
 import { createBridgeModelState } from "./providers/bridge/models.ts";
 import { createStripeClient } from "./signup/stripe-checkout.ts";
+import { ResponseCache } from "./relay/cache/response-cache.ts";
+import { MemoryCacheStore, RedisCacheStore } from "./relay/cache/store.ts";
+import type { RedisKV } from "./store/kv/redis.ts";
 
 export async function buildServices(base: Base): Promise<Services> {
   const keyCache = await startKeyCache(base);
@@ -36,6 +39,16 @@ export async function buildServices(base: Base): Promise<Services> {
   const requestTracker = new RequestTracker();
   const metrics = createGatewayMetrics(requestTracker);
   metrics.setUsageQueueDepthSource(() => usageQueue.depth());
+  const cfg = base.config;
+  const responseCache = new ResponseCache({
+    // Redis mode: entries on the shared Redis (every instance hits them); embedded: an in-process LRU.
+    store: base.kv.kind === "redis" ? new RedisCacheStore((base.kv as RedisKV).client) : new MemoryCacheStore(cfg.RESPONSE_CACHE_MEMORY_MB * 1024 * 1024),
+    maxEntryBytes: cfg.RESPONSE_CACHE_MAX_ENTRY_KB * 1024,
+    waitMs: Math.min(120_000, cfg.UPSTREAM_TIMEOUT_SECONDS * 1000),
+    instanceId: base.instanceId,
+    record: (row) => (ledger ? ledger.record(row) : usageQueue.push(row)),
+    observer: metrics.observer,
+  });
   const mailer = createMailer(base.config, base.log);
   base.onShutdown(() => mailer.close());
   return {
@@ -44,6 +57,7 @@ export async function buildServices(base: Base): Promise<Services> {
     settleBatcher,
     ledger,
     rateLimits,
+    responseCache,
     lifecycle: { draining: false },
     requestTracker,
     metrics,

@@ -24,6 +24,8 @@ export interface KeyContext {
   budgetExcludesSeats: boolean;
   /** rpm_limit, tpm_limit, max_concurrent_requests (CONTRACT §8); null when the key has none. */
   limits: KeyLimits | null;
+  /** The response cache (CONTRACT §8): null when the key has none, the common case the relay checks first. */
+  cache: { ttlSeconds: number; shared: boolean } | null;
   lanes: ResolvedLane[];
   /** Unpaid accounts: when the account is removed (ms since epoch); checked on every request. */
   accountExpiresAtMs: number | null;
@@ -105,6 +107,7 @@ export async function loadKeyContext(ctx: Base, hash: string): Promise<KeyContex
     limits: k.rpmLimit === null && k.tpmLimit === null && k.maxConcurrentRequests === null
       ? null
       : { rpm: k.rpmLimit, tpm: k.tpmLimit, concurrency: k.maxConcurrentRequests },
+    cache: k.cache && k.cache.ttl_seconds > 0 ? { ttlSeconds: k.cache.ttl_seconds, shared: k.cache.shared === true } : null,
     lanes,
     accountExpiresAtMs: expiresAtMs,
   };

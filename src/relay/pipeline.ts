@@ -17,7 +17,7 @@ import { withOutputLimit } from "./budget/output-limits.ts";
 import { checkOutputAsk, checkServerState } from "./budget/request-checks.ts";
 import type { KeyContext } from "./key-context.ts";
 import { allLanesFailed, noProviders, upstreamAuthFailed, type LaneFailure } from "./relay-errors.ts";
-import { readInferenceBody } from "./request-body.ts";
+import { readInferenceBody, type InferenceBody } from "./request-body.ts";
 import { planLanes } from "./routing/plan.ts";
 import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
 import { rateHeaders } from "./limits/headers.ts";
@@ -154,18 +154,34 @@ function refused(ctx: Ctx, endpoint: Endpoint, e: unknown, startedAt: number, ac
 export async function handleInference(ctx: Ctx, rc: RequestContext, shape: ClientShape): Promise<Response> {
   const startedAt = performance.now();
   const endpoint = ENDPOINT_OF[shape];
-  let rr: RelayRequest;
+  let key: KeyContext;
+  let parsed: InferenceBody;
   try {
-    const key = await resolveRoutingKey(ctx, rc.request, shape === "anthropic");
+    key = await resolveRoutingKey(ctx, rc.request, shape === "anthropic");
     rc.access.keyPrefix = key.keyPrefix;
-    const parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
+    parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
     rc.access.model = parsed.model;
     ctx.services.usageQueue.touchKey(key.id);
     if (key.lanes.length === 0) throw noProviders();
     if (!key.lanes.some((l) => laneServes(l, shape))) throw noLaneServes(shape);
     checkOutputAsk(parsed.body, shape);
     checkServerState(parsed.body, shape, key.monthlyBudgetUsd !== null);
+  } catch (e) {
+    refused(ctx, endpoint, e, startedAt, rc.access);
+    throw e;
+  }
+  // The response cache (docs/caching.md): a key without one pays this one check and nothing else.
+  if (key.cache) return ctx.services.responseCache.serve(rc, key, shape, endpoint, parsed, (admitted) => relay(ctx, rc, key, shape, parsed, startedAt, admitted));
+  return relay(ctx, rc, key, shape, parsed, startedAt);
+}
+
+/** Admission (budget 402, limits 429), then the lanes; `admitted` sees the request's money. */
+async function relay(ctx: Ctx, rc: RequestContext, key: KeyContext, shape: ClientShape, parsed: InferenceBody, startedAt: number, admitted?: (money: MoneyCall) => void): Promise<Response> {
+  const endpoint = ENDPOINT_OF[shape];
+  let rr: RelayRequest;
+  try {
     const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);
+    admitted?.(money);
     if (money.rate) rc.headers = rateHeaders(money.rate.limits, money.rate.verdict);
     rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt, access: rc.access });
     rr.clientHeaders = forwardedHeaders(shape, rc.request);

@@ -39,6 +39,7 @@ const COLUMNS: Array<[column: string, key: keyof UsageRow, type: string, dflt?: 
   ["cache_write_tokens", "cacheWriteTokens", "integer", "0"],
   ["cost_usd", "costUsd", "double precision", "0"],
   ["price_estimated", "priceEstimated", "boolean", "false"],
+  ["saved_usd", "savedUsd", "double precision", "0"],
   ["latency_ms", "latencyMs", "integer", "0"],
   ["ttfb_ms", "ttfbMs", "integer"],
   ["seat", "seat", "boolean", "false"],

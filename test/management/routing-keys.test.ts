@@ -55,6 +55,7 @@ const ROUTING_KEY_FIELDS = [
   "id", "label", "key_prefix", "mode", "classifier_provider", "classifier_model", "classifier_instructions",
   "classifier_credential_id", "monthly_budget_usd", "budget_excludes_seats", "current_month_spend_usd",
   "rpm_limit", "tpm_limit", "max_concurrent_requests", // CONTRACT §8 rate limits
+  "cache", // CONTRACT §8 response cache
   "current_month", "last_used_at", "revoked_at", "created_at", "updated_at", "providers",
 ].sort();
 const LANE_FIELDS = [
@@ -206,6 +207,28 @@ describe(`routing keys: validation rules (${storesLabel})`, () => {
     expect([p.rpm_limit, p.tpm_limit, p.max_concurrent_requests]).toEqual([null, 500, 4]);
     const listed = (await gw.call(RK, { token: A.token })).body.routing_keys.find((r: { id: string }) => r.id === k.id);
     expect([listed.rpm_limit, listed.tpm_limit, listed.max_concurrent_requests]).toEqual([null, 500, 4]);
+  });
+
+  test("response cache (CONTRACT §8): `cache` is null (off, the default) or {ttl_seconds, shared}, set on create and PATCH, shown on GET, in the OpenAPI document", async () => {
+    const k = (await create({ cache: { ttl_seconds: 600 } })).body.routing_key;
+    expect(k.cache).toEqual({ ttl_seconds: 600, shared: false });
+    expect((await create({})).body.routing_key.cache).toBeNull();
+    expect((await create({ cache: { ttl_seconds: 60, shared: true } })).body.routing_key.cache).toEqual({ ttl_seconds: 60, shared: true });
+    for (const bad of [{}, { ttl_seconds: 0 }, { ttl_seconds: 1.5 }, { ttl_seconds: "60" }, { ttl_seconds: 31 * 86400 }, { ttl_seconds: 60, shared: "yes" }, { ttl_seconds: 60, extra: 1 }, 60, true]) {
+      expect400(await create({ cache: bad }), "`cache");
+    }
+    expect400(await patch(k.id, { cache: { ttl_seconds: -1 } }), "`cache");
+    const p = (await patch(k.id, { cache: { ttl_seconds: 30, shared: true } })).body.routing_key;
+    expect(p.cache).toEqual({ ttl_seconds: 30, shared: true });
+    expect((await patch(k.id, { label: "still cached" })).body.routing_key.cache).toEqual({ ttl_seconds: 30, shared: true });
+    const off = (await patch(k.id, { cache: null })).body.routing_key;
+    expect(off.cache).toBeNull();
+    const listed = (await gw.call(RK, { token: A.token })).body.routing_keys.find((r: { id: string }) => r.id === k.id);
+    expect(listed.cache).toBeNull();
+    const doc = (await gw.call("/openapi.json")).body;
+    const text = JSON.stringify(doc.paths["/v1/organizations/routing-keys"]);
+    expect(text).toContain("ttl_seconds");
+    expect(text).toContain("shared");
   });
 
   test("budget_excludes_seats defaults to true and can be set false", async () => {

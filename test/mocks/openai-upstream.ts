@@ -45,6 +45,8 @@ export interface MockBehavior {
    * PROCESSING`). It flushes the headers, so a break_after: 0 then breaks a stream already answered 200.
    */
   processing_comment?: boolean;
+  /** The answer's finish_reason (default "stop"), e.g. "length" for an answer cut by an output limit. */
+  finish_reason?: string;
   /** Fixed completion id and created time (byte-for-byte comparisons of two answers). */
   id?: string;
   created?: number;
@@ -269,7 +271,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
           }
           bill.completion = chatUsage(body, b, n).completion_tokens;
           let tail = "";
-          for (let j = 0; j < choices; j++) tail += chunk({}, "stop", j);
+          for (let j = 0; j < choices; j++) tail += chunk({}, b.finish_reason ?? "stop", j);
           if (includeUsage) {
             tail += ev({ id, object: "chat.completion.chunk", created, model, system_fingerprint: "fp_mock", choices: [], usage: chatUsage(body, b, n) });
           }
@@ -345,7 +347,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
     const text = pieces(b, n).join("");
     const out: Record<string, unknown> = {
       id: b.id ?? `chatcmpl-mock${++seq}`, object: "chat.completion", created: b.created ?? Math.floor(Date.now() / 1000), model,
-      choices: Array.from({ length: choiceCount(body) }, (_, index) => ({ index, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: "stop" })),
+      choices: Array.from({ length: choiceCount(body) }, (_, index) => ({ index, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: b.finish_reason ?? "stop" })),
       system_fingerprint: "fp_mock",
     };
     if (b.usage !== false) out.usage = chatUsage(body, b, n);

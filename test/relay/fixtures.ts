@@ -44,6 +44,8 @@ export interface KeyOptions {
   rpmLimit?: number | null;
   tpmLimit?: number | null;
   maxConcurrentRequests?: number | null;
+  /** The response cache setting (null: off). */
+  cache?: { ttl_seconds: number; shared: boolean } | null;
 }
 
 export async function addRoutingKey(gw: Gateway, accountId: string, opts: KeyOptions) {
@@ -59,6 +61,7 @@ export async function addRoutingKey(gw: Gateway, accountId: string, opts: KeyOpt
     rpmLimit: opts.rpmLimit ?? null,
     tpmLimit: opts.tpmLimit ?? null,
     maxConcurrentRequests: opts.maxConcurrentRequests ?? null,
+    cache: opts.cache ?? null,
     lanes: opts.lanes,
   });
   return { id, raw, hash: sha256Hex(raw) };

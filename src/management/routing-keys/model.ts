@@ -48,6 +48,17 @@ const limitFields = {
   max_concurrent_requests: limit.optional(),
 };
 
+/** Longest a cached answer may be kept (30 days). */
+export const CACHE_TTL_MAX_SECONDS = 30 * 24 * 3600;
+/**
+ * The response cache (CONTRACT §8, docs/caching.md): off (`null`, the default) or on with a TTL;
+ * `shared: true` puts the key's entries in its account's one shared namespace instead of its own.
+ */
+export const cacheSetting = z.strictObject({
+  ttl_seconds: z.number().int().min(1).max(CACHE_TTL_MAX_SECONDS),
+  shared: z.boolean().optional(),
+}).nullable();
+
 const classifierFields = {
   classifier_provider: z.enum(API_KEY_PROVIDER_IDS).nullable().optional(),
   classifier_model: text(200).nullable().optional(),
@@ -61,6 +72,7 @@ export const createRoutingKeyBody = z.strictObject({
   monthly_budget_usd: budget.optional(),
   budget_excludes_seats: z.boolean().optional(),
   ...limitFields,
+  cache: cacheSetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });
@@ -75,6 +87,7 @@ export const patchRoutingKeyBody = z.strictObject({
   revoked: z.boolean().optional(),
   regenerate: z.boolean().optional(),
   ...limitFields,
+  cache: cacheSetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });

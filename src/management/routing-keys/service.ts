@@ -17,6 +17,9 @@ import { liveSubSessions, subSessionStatus } from "../sub-session/store.ts";
 import { mergeLaneSettings, normalizeLane } from "./lane-rules.ts";
 import type { CreateRoutingKeyBody, LaneInput, PatchRoutingKeyBody } from "./model.ts";
 
+/** The stored cache setting of a request's `cache` field (null: off). */
+const cacheOf = (c: { ttl_seconds: number; shared?: boolean } | null | undefined) => (c ? { ttl_seconds: c.ttl_seconds, shared: c.shared ?? false } : null);
+
 export type RoutingKeyRow = typeof routingKeys.$inferSelect;
 
 export const RAW_KEY_PREFIX = "gw_";
@@ -79,6 +82,7 @@ export async function presentRoutingKey(ctx: Ctx, row: RoutingKeyRow) {
     rpm_limit: row.rpmLimit,
     tpm_limit: row.tpmLimit,
     max_concurrent_requests: row.maxConcurrentRequests,
+    cache: row.cache ? { ttl_seconds: row.cache.ttl_seconds, shared: row.cache.shared === true } : null,
     current_month_spend_usd: Math.round(spend.usd * 1e9) / 1e9,
     current_month: spend.month,
     last_used_at: iso(row.lastUsedAt),
@@ -204,6 +208,7 @@ export async function createRoutingKey(ctx: Ctx, accountId: string, body: Create
     rpmLimit: body.rpm_limit ?? null,
     tpmLimit: body.tpm_limit ?? null,
     maxConcurrentRequests: body.max_concurrent_requests ?? null,
+    cache: cacheOf(body.cache),
     lanes,
   }).returning();
   return { row: row!, raw: key.raw };
@@ -235,6 +240,7 @@ export async function patchRoutingKey(ctx: Ctx, accountId: string, id: string, b
   if (body.rpm_limit !== undefined) set.rpmLimit = body.rpm_limit;
   if (body.tpm_limit !== undefined) set.tpmLimit = body.tpm_limit;
   if (body.max_concurrent_requests !== undefined) set.maxConcurrentRequests = body.max_concurrent_requests;
+  if (body.cache !== undefined) set.cache = cacheOf(body.cache);
 
   const touched = body.classifier_provider !== undefined || body.classifier_model !== undefined || body.classifier_instructions !== undefined || body.classifier_credential_id !== undefined;
   if (touched || body.mode !== undefined) {

@@ -8,7 +8,7 @@ export const noQuery = z.strictObject({});
 export const USAGE_GROUPINGS = ["day", "key", "lane", "model"] as const;
 
 /** Outcomes a usage record can carry (CONTRACT §7, §8). */
-export const USAGE_OUTCOMES = ["ok", "error", "aborted", "broken", "interrupted"] as const;
+export const USAGE_OUTCOMES = ["ok", "error", "aborted", "broken", "interrupted", "cache_hit"] as const;
 
 export const RECORDS_LIMIT_MAX = 200;
 export const RECORDS_LIMIT_DEFAULT = 50;

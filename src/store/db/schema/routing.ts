@@ -17,6 +17,12 @@ export interface LaneRow {
   service_tier: string | null;
 }
 
+/** A routing key's response-cache setting as stored (and as the API shows it). */
+export interface RoutingKeyCache {
+  ttl_seconds: number;
+  shared: boolean;
+}
+
 export const routingKeys = pgTable("routing_keys", {
   id: text("id").primaryKey(),
   accountId: text("account_id").notNull(),
@@ -34,6 +40,8 @@ export const routingKeys = pgTable("routing_keys", {
   rpmLimit: integer("rpm_limit"),
   tpmLimit: integer("tpm_limit"),
   maxConcurrentRequests: integer("max_concurrent_requests"),
+  // Response cache (CONTRACT §8): null = off; `shared` puts the key's entries in its account's namespace.
+  cache: jsonb("cache").$type<RoutingKeyCache | null>(),
   lanes: jsonb("lanes").$type<LaneRow[]>().notNull().default([]),
   lastUsedAt: ts("last_used_at"),
   revokedAt: ts("revoked_at"),

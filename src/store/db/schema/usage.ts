@@ -17,7 +17,7 @@ export const usageRecords = pgTable("usage_records", {
   provider: text("provider").notNull(),
   model: text("model"),
   status: integer("status").notNull(), // HTTP status of the attempt (0 = connection failure)
-  outcome: text("outcome").notNull(), // ok | error | aborted | broken | interrupted
+  outcome: text("outcome").notNull(), // ok | error | aborted | broken | interrupted | cache_hit
   errorCode: text("error_code"),
   promptTokens: integer("prompt_tokens").notNull().default(0),
   completionTokens: integer("completion_tokens").notNull().default(0),
@@ -26,6 +26,8 @@ export const usageRecords = pgTable("usage_records", {
   costUsd: doublePrecision("cost_usd").notNull().default(0),
   /** True when the model was not in the pricing catalog and cost_usd uses the fallback price. */
   priceEstimated: boolean("price_estimated").notNull().default(false),
+  /** A cache hit (outcome cache_hit, cost 0): what the answer cost when it was first bought upstream. */
+  savedUsd: doublePrecision("saved_usd").notNull().default(0),
   latencyMs: integer("latency_ms").notNull().default(0),
   ttfbMs: integer("ttfb_ms"),
   seat: boolean("seat").notNull().default(false),

@@ -1,0 +1,243 @@
+// A cached answer in a protocol-neutral form, and the two ways back out of it. The form is the
+// pivot's: chat chunk deltas of the one choice (role, text, refusal, tool-call deltas, a vendor's
+// chat reasoning field), the finish reason and the usage. An answer is captured from what the
+// client was sent, whichever protocol that was (decoded by that protocol's own codec), so a
+// stream and a JSON answer to the same request fill the same entry; a hit is written by the
+// client protocol's own encoders, as SSE (one write per chunk) or JSON, with fresh ids.
+import { randomToken } from "../../lib/crypto.ts";
+import { clientCodecs, upstreamCodecs } from "../../protocols/index.ts";
+import { chatChunk, chatUsage, newChatId } from "../../protocols/pivot.ts";
+import { createSseDecoder, type SseDecoder } from "../../protocols/sse.ts";
+import type { ChunkDecoder, ClientShape, Json, SseEvent, UpstreamCodec, Usage, WireProtocol } from "../../protocols/types.ts";
+
+/** One chunk of the answer: choice 0's delta and finish reason. */
+export interface CachedChunk {
+  delta: Json;
+  finish_reason: string | null;
+}
+
+export interface CachedAnswer {
+  /** When it was stored (ms since epoch): the `age` of a hit. */
+  at: number;
+  /** The provider and model that first answered (written on a hit's usage record). */
+  provider: string | null;
+  model: string;
+  /** What the answer cost upstream: the `saved_usd` of every hit. */
+  costUsd: number;
+  usage: Usage | null;
+  /** The answer as pivot chunks (chat, Responses, Messages). */
+  chunks?: CachedChunk[];
+  /** The answer's JSON text as it was sent, for shapes without the pivot (embeddings). */
+  json?: string;
+}
+
+/** The captured answer before the relay's facts (cost, provider) are added. */
+export type Captured = Pick<CachedAnswer, "model" | "usage" | "chunks" | "json">;
+
+const codecOf = (shape: ClientShape): UpstreamCodec | undefined => upstreamCodecs[shape as WireProtocol];
+
+/** Splits text into pieces of a few words (their concatenation is the text). */
+function pieces(text: string, words = 4): string[] {
+  const parts = text.match(/\S+\s*|\s+/g) ?? [text];
+  const out: string[] = [];
+  for (let i = 0; i < parts.length; i += words) out.push(parts.slice(i, i + words).join(""));
+  return out;
+}
+
+/** A completion's choice → the chunks a stream of it would have carried. */
+function choiceChunks(choice: Json): CachedChunk[] {
+  const m: Json = choice.message ?? {};
+  const out: CachedChunk[] = [{ delta: { role: "assistant", content: "" }, finish_reason: null }];
+  const d = (delta: Json) => out.push({ delta, finish_reason: null });
+  for (const field of ["reasoning_content", "reasoning"]) if (typeof m[field] === "string" && m[field]) for (const p of pieces(m[field])) d({ [field]: p });
+  if (typeof m.content === "string") for (const p of pieces(m.content)) d({ content: p });
+  if (typeof m.refusal === "string" && m.refusal) d({ refusal: m.refusal });
+  if (Array.isArray(m.tool_calls)) {
+    m.tool_calls.forEach((tc: Json, index: number) => {
+      d({ tool_calls: [{ index, id: tc.id, type: "function", function: { name: tc.function?.name ?? "", arguments: "" } }] });
+      const args = typeof tc.function?.arguments === "string" ? tc.function.arguments : "";
+      for (const p of pieces(args, 8)) d({ tool_calls: [{ index, function: { arguments: p } }] });
+    });
+  }
+  out.push({ delta: {}, finish_reason: typeof choice.finish_reason === "string" ? choice.finish_reason : null });
+  return out;
+}
+
+/** A JSON answer in the client's shape → its captured form, or null when it is not one the cache keeps (several choices). */
+export function captureJson(shape: ClientShape, request: Json, text: string): Captured | null {
+  let parsed: Json;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const model = String(request.model ?? "");
+  const codec = codecOf(shape);
+  if (!codec) return { model, usage: null, json: text };
+  const { completion, usage } = codec.decodeResponse(parsed, { model });
+  const choices = completion.choices;
+  if (!Array.isArray(choices) || choices.length !== 1) return null;
+  return { model: typeof completion.model === "string" && completion.model ? completion.model : model, usage, chunks: choiceChunks(choices[0]) };
+}
+
+/**
+ * Reads the client's SSE bytes as they go out and keeps the answer they carry. finish() is null
+ * unless the stream ended with its protocol's terminator and no error event, within `maxBytes`.
+ */
+export class StreamRecorder {
+  private sse: SseDecoder = createSseDecoder();
+  private codec: UpstreamCodec;
+  private decoder: ChunkDecoder;
+  private chunks: CachedChunk[] = [];
+  private last: SseEvent | null = null;
+  private model: string | null = null;
+  private bytes = 0;
+  private bad = false;
+
+  constructor(shape: ClientShape, private request: Json, private maxBytes: number) {
+    this.codec = codecOf(shape)!;
+    this.decoder = this.codec.streamDecoder({ model: String(request.model ?? ""), id: "cached", created: 0 });
+  }
+
+  push(b: Uint8Array): void {
+    if (this.bad) return;
+    this.bytes += b.length;
+    if (this.bytes > this.maxBytes) {
+      this.bad = true;
+      return;
+    }
+    try {
+      this.take(this.sse.push(b));
+    } catch {
+      this.bad = true; // an error event or an undecodable stream: nothing to keep
+    }
+  }
+
+  finish(): Captured | null {
+    if (this.bad) return null;
+    try {
+      this.take(this.sse.end());
+      for (const c of this.decoder.end()) this.keep(c);
+    } catch {
+      return null;
+    }
+    const last = this.last;
+    if (!last || (this.codec.isTerminal && !this.codec.isTerminal(last.data, last.event ?? null))) return null;
+    return { model: this.model ?? String(this.request.model ?? ""), usage: this.decoder.usage(), chunks: this.chunks };
+  }
+
+  private take(events: SseEvent[]): void {
+    for (const ev of events) {
+      this.last = ev;
+      for (const c of this.decoder.push(ev)) this.keep(c);
+    }
+  }
+
+  private keep(chunk: Json): void {
+    if (!Array.isArray(chunk.choices)) return;
+    if (chunk.choices.length !== 1 || (chunk.choices[0]?.index ?? 0) !== 0) {
+      if (chunk.choices.length > 0) this.bad = true; // several choices: not an answer the cache keeps
+      return;
+    }
+    if (typeof chunk.model === "string" && chunk.model) this.model ??= chunk.model;
+    const c = chunk.choices[0];
+    this.chunks.push({ delta: c.delta ?? {}, finish_reason: typeof c.finish_reason === "string" ? c.finish_reason : null });
+  }
+}
+
+/** The finish reason an answer ended with. */
+export function finishOf(chunks: CachedChunk[]): string | null {
+  for (let i = chunks.length - 1; i >= 0; i--) if (chunks[i]!.finish_reason) return chunks[i]!.finish_reason;
+  return null;
+}
+
+/** True when the client itself limited the answer's length. */
+export function clientSetLimit(request: Json): boolean {
+  return ["max_tokens", "max_completion_tokens", "max_output_tokens"].some((f) => typeof request[f] === "number");
+}
+
+/**
+ * Only complete answers are kept: ended by the model (stop, tool calls), or by an output limit
+ * the client set itself, never one the gateway lowered near the end of a budget (`lowered`).
+ */
+export function isComplete(c: Captured, request: Json, lowered: boolean): boolean {
+  if (c.json !== undefined) return true;
+  const finish = finishOf(c.chunks ?? []);
+  if (finish === "stop" || finish === "tool_calls") return true;
+  return finish === "length" && !lowered && clientSetLimit(request);
+}
+
+/** A fresh id in the style of the one given (`call_…`, `toolu_…`). */
+function freshId(old: unknown): string {
+  const prefix = typeof old === "string" ? /^[A-Za-z]+_/.exec(old)?.[0] : undefined;
+  return `${prefix ?? "call_"}${randomToken(24)}`;
+}
+
+/** The answer's chunks with fresh tool-call ids (one per call, the same in every delta of that call). */
+function freshChunks(chunks: CachedChunk[]): CachedChunk[] {
+  const ids = new Map<number, string>();
+  return chunks.map((c) => {
+    if (!Array.isArray(c.delta.tool_calls)) return c;
+    const tool_calls = c.delta.tool_calls.map((tc: Json) => {
+      if (tc.id === undefined) return tc;
+      const id = freshId(tc.id);
+      ids.set(tc.index ?? 0, id);
+      return { ...tc, id };
+    });
+    return { ...c, delta: { ...c.delta, tool_calls } };
+  });
+}
+
+/** The answer as one chat completion message. */
+function assemble(chunks: CachedChunk[]): Json {
+  let content: string | null = null;
+  let refusal: string | null = null;
+  const extra: Json = {};
+  const calls: Json[] = [];
+  for (const { delta } of chunks) {
+    if (typeof delta.content === "string" && delta.content) content = (content ?? "") + delta.content;
+    if (typeof delta.refusal === "string" && delta.refusal) refusal = (refusal ?? "") + delta.refusal;
+    for (const f of ["reasoning_content", "reasoning"]) if (typeof delta[f] === "string") extra[f] = (extra[f] ?? "") + delta[f];
+    if (!Array.isArray(delta.tool_calls)) continue;
+    for (const tc of delta.tool_calls) {
+      const i = typeof tc.index === "number" ? tc.index : 0;
+      const call = (calls[i] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
+      if (tc.id) call.id = tc.id;
+      if (tc.function?.name) call.function.name = tc.function.name;
+      if (typeof tc.function?.arguments === "string") call.function.arguments += tc.function.arguments;
+    }
+  }
+  const message: Json = { role: "assistant", content, refusal, ...extra };
+  const tool_calls = calls.filter(Boolean);
+  if (tool_calls.length) message.tool_calls = tool_calls;
+  return message;
+}
+
+/** A hit as the JSON answer of the client's protocol. */
+export function replayJson(shape: ClientShape, request: Json, a: CachedAnswer): string {
+  if (a.json !== undefined) return a.json;
+  const chunks = freshChunks(a.chunks ?? []);
+  const completion: Json = {
+    id: newChatId(),
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: a.model,
+    choices: [{ index: 0, message: assemble(chunks), logprobs: null, finish_reason: finishOf(chunks) ?? "stop" }],
+  };
+  if (a.usage) completion.usage = chatUsage(a.usage);
+  const client = clientCodecs[shape]!;
+  return JSON.stringify(client.fromPivot(completion, a.usage, request));
+}
+
+/** A hit as the client protocol's SSE: one piece per chunk (the stream's writes), then its ending. */
+export function replaySse(shape: ClientShape, request: Json, a: CachedAnswer): string[] {
+  const encoder = clientCodecs[shape]!.streamEncoder(request);
+  const base = { id: newChatId(), created: Math.floor(Date.now() / 1000), model: a.model };
+  const out: string[] = [];
+  for (const c of freshChunks(a.chunks ?? [])) {
+    const s = encoder.push(chatChunk(base, c.delta, c.finish_reason));
+    if (s) out.push(s);
+  }
+  out.push(encoder.end(a.usage));
+  return out;
+}
