@@ -3,6 +3,7 @@
 import Redis from "ioredis";
 import type { KV, LedgerEntry, LimitCall, LimitKeys, ReserveResult } from "./types.ts";
 import { verdict } from "./types.ts";
+import { watchReplies } from "./reply-watchdog.ts";
 
 // ADMISSION: one script call per admitted request that is budgeted or rate-limited, over keys of
 // ONE routing key only (every key under the hash tag `gw:{k:<id>}:`, so it runs unchanged on Redis
@@ -241,14 +242,15 @@ export class RedisKV implements KV {
   private r: Cmds;
   private sub: Redis | null = null;
   private handlers = new Map<string, Set<(m: string) => void>>();
+  private stopWatchdog: () => void;
 
   constructor(private url: string) {
-    // Outages answer fast (CONTRACT §7): a command gets COMMAND_TIMEOUT_MS, never more; while the
+    // Outages answer fast (CONTRACT §7): a command gets about COMMAND_TIMEOUT_MS (reply-watchdog.ts:
+    // one timer per connection, not ioredis' commandTimeout and its timer per command); while the
     // connection is down commands fail at once instead of waiting in an unbounded offline queue;
     // reconnects are retried every few hundred ms. Callers decide what a failure means (budgeted
     // inference: 503 budget_unavailable; settlements of keys without a budget: buffered, retried).
     this.r = new Redis(url, {
-      commandTimeout: COMMAND_TIMEOUT_MS,
       connectTimeout: 1000,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -265,6 +267,7 @@ export class RedisKV implements KV {
     this.r.defineCommand("gwAdjust", { numberOfKeys: 1, lua: ADJUST });
     this.r.defineCommand("gwIncrWindow", { numberOfKeys: 1, lua: INCR_WINDOW });
     this.r.on("error", () => {}); // surfaced by the failing command and /readyz, not as a crash
+    this.stopWatchdog = watchReplies(this.r, COMMAND_TIMEOUT_MS);
   }
 
   async get(key: string) { return this.r.get(key); }
@@ -343,6 +346,7 @@ export class RedisKV implements KV {
     await this.r.ping();
   }
   async close() {
+    this.stopWatchdog();
     this.sub?.disconnect();
     await this.r.quit().catch(() => this.r.disconnect());
   }
