@@ -1,0 +1,392 @@
+// Deterministic guards of the hot path: what one request costs in counts, not in time (timings
+// are noise on a shared machine, counts are not). Drives N requests per scenario through a gateway
+// on a Postgres and a Redis of its own (private ports, temporary directories: nothing else talks
+// to them, so every delta is the gateway's) and counts per request:
+//   - Redis commands the gateway sends and the commands its scripts run, told apart by MONITOR
+//     (a script's own calls show as source "lua"; INFO commandstats counts both alike), and round
+//     trips: INFO stats' total_reads_processed delta (one per socket read, so a pipeline is one),
+//     less this script's own INFO calls;
+//   - Postgres statements: pg_stat_statements calls in the gateway's database (utility
+//     statements included), loaded into the private cluster;
+//   - syscalls of the whole gateway process, every thread: `strace -c -f -p <pid>` over the window;
+//   - JS heap allocated: the gateway runs with BUN_JSC_logGC=1 and a preload that forces a full
+//     collection on SIGUSR2; the bytes allocated between two such marks are the sum, over every
+//     collection in between, of the heap size before it less the size after the previous one.
+// Fails (exit 1) when a figure exceeds bench/budgets.json. A change that adds work to the hot path
+// raises the budget in the same commit, visibly.
+//   bun bench/count-guards.ts [--requests 200] [--root <gateway tree>] [--json] [--no-check]
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, openSync, closeSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+import Redis from "ioredis";
+import postgres from "postgres";
+import type { Subprocess } from "bun";
+import { startPrivateRedis } from "../test/helpers/private-redis.ts";
+import { startPrivatePostgres } from "../test/helpers/private-postgres.ts";
+import { startMockOpenAI } from "../test/mocks/openai-upstream.ts";
+import { provision } from "./lib/provision.ts";
+import { freePort, stopChild, waitHealthy } from "./lib/processes.ts";
+import { agentChatBody } from "./lib/agent-body.ts";
+
+const HERE = import.meta.dir;
+const arg = (name: string): string | undefined => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? process.argv[i + 1] : undefined;
+};
+const REQUESTS = Number(arg("--requests") ?? 200);
+const WARMUP = Number(arg("--warmup") ?? 60);
+// One client: each request is its own event-loop turn, so what batches per turn batches the same
+// way in every run (a fleet's concurrency changes the grouping, not what a request costs).
+const CLIENTS = Number(arg("--clients") ?? 1);
+const ROOT = resolve(arg("--root") ?? join(HERE, ".."));
+const BUDGETS = join(HERE, "budgets.json");
+
+export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "pgStatements" | "syscalls" | "heapKb";
+export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "pgStatements", "syscalls", "heapKb"];
+type Row = Record<Metric, number> & {
+  scenario: string;
+  requests: number;
+  ok: number;
+  /** Profile detail (printed with --detail, never budgeted): per request. */
+  redisByCommand: Record<string, number>;
+  pgByStatement: Record<string, number>;
+  syscallsByName: Record<string, number>;
+  timers: Record<string, number>;
+  /** Wall time of the window's requests (under strace: never budgeted, a hint only). */
+  elapsedMs: number;
+};
+
+/** The timer counts the preload printed with mark `n`. */
+function timersAt(log: string, n: number): Record<string, number> {
+  const m = new RegExp(`HEAP-MARK ${n} (\\{.*\\})\n`).exec(log);
+  return m ? JSON.parse(m[1]!) : {};
+}
+
+function stracePath(): string | null {
+  for (const p of ["/usr/bin/strace", "/bin/strace", "/usr/local/bin/strace"]) if (existsSync(p)) return p;
+  return null;
+}
+
+async function main(): Promise<number> {
+  const strace = stracePath();
+  if (!strace) {
+    console.error("count guards: strace is missing (Debian: apt-get install strace); syscalls per request cannot be counted");
+    return 1;
+  }
+  const work_ = mkdtempSync(join(tmpdir(), "gw-counts-"));
+  const redis = await startPrivateRedis();
+  const pg = await startPrivatePostgres();
+  const mock = await startMockOpenAI({ record: false });
+  let gateway: Subprocess | null = null;
+  let info: Redis | null = null;
+  const monitors: Redis[] = [];
+  let admin: ReturnType<typeof postgres> | null = null;
+  try {
+    // pg_stat_statements needs to be preloaded: set it, restart the private cluster, create it.
+    const boot = postgres(pg.url, { max: 1, onnotice: () => {} });
+    await boot.unsafe("alter system set shared_preload_libraries = 'pg_stat_statements'");
+    await boot.unsafe("create database gw");
+    await boot.end();
+    await pg.stopServer();
+    await pg.startServer();
+    admin = postgres(pg.url, { max: 1, onnotice: () => {} });
+    await admin.unsafe("create extension if not exists pg_stat_statements").catch((e: Error) => {
+      throw new Error(`pg_stat_statements cannot be loaded (Debian: it ships with the postgresql package; elsewhere postgresql-contrib): ${e.message}`);
+    });
+    const dbUrl = pg.url.replace(/\/postgres$/, "/gw");
+    const dbOid = (await admin<{ oid: number }[]>`select oid from pg_database where datname = 'gw'`)[0]!.oid;
+
+    const port = freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const logPath = join(work_, "gateway.log");
+    const errPath = join(work_, "gateway.err");
+    const out = openSync(logPath, "a");
+    const err = openSync(errPath, "a");
+    const webhookSecret = `whsec_${randomBytes(16).toString("hex")}`;
+    const dataDir = join(work_, "data");
+    gateway = Bun.spawn([process.execPath, "--preload", join(HERE, "lib", "heap-mark.ts"), join(ROOT, "src", "main.ts")], {
+      cwd: ROOT,
+      stdout: out,
+      stderr: err,
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "",
+        NODE_ENV: "production",
+        LOG_LEVEL: "info",
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        BASE_URL: url,
+        DATA_DIR: dataDir,
+        DATABASE_URL: dbUrl,
+        REDIS_URL: redis.url,
+        GATEWAY_SECRET_KEY: randomBytes(32).toString("hex"),
+        BILLING_WEBHOOK_SECRET: webhookSecret,
+        PROVIDER_OPENAI_BASE_URL: mock.url,
+        SIGNUP_IP_LIMIT_PER_HOUR: "100000",
+        BUN_JSC_logGC: "1",
+      },
+    });
+    const gw = gateway;
+    await waitHealthy(`${url}/healthz`, gw, 60_000, () => readFileSync(errPath, "utf8").slice(-3000) + readFileSync(logPath, "utf8").slice(-3000));
+    const acct = await provision({ gatewayUrl: url, dataDir, webhookSecret, runAdmin: async () => ({ code: 1, output: "no admin" }) });
+    const unbudgeted = await fetch(`${url}/v1/organizations/routing-keys`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${acct.accountToken}` },
+      body: JSON.stringify({ label: "unbudgeted", mode: "fallback", providers: [{ provider: "openai", credential_id: acct.credentialId, model: null }] }),
+    }).then((r) => r.json() as Promise<{ raw_key: string }>);
+
+    info = new Redis(redis.url);
+    const readsNow = async () => Number(/^total_reads_processed:(\d+)/m.exec(await info!.info("stats"))?.[1] ?? NaN);
+    // Every command Redis runs, as MONITOR sees it; counting is switched on for the window only.
+    const monitorBase = new Redis(redis.url);
+    const monitor = await monitorBase.monitor();
+    monitors.push(monitor, monitorBase);
+    let counting = false;
+    const sent = new Map<string, number>();
+    let scripted = 0;
+    monitor.on("monitor", (_time: string, args: string[], source: string) => {
+      if (!counting) return;
+      const name = String(args[0]).toLowerCase();
+      if (name === "info") return;
+      if (source === "lua") scripted++;
+      else sent.set(name, (sent.get(name) ?? 0) + 1);
+    });
+    const pgNow = async () => {
+      const rows = await admin!<{ query: string; calls: string }[]>`select query, calls::bigint as calls from pg_stat_statements where dbid = ${dbOid}`;
+      return new Map(rows.map((r) => [r.query.replace(/\s+/g, " ").slice(0, 60), Number(r.calls)]));
+    };
+
+    const scenarios: Array<{ id: string; key: string; stream: boolean }> = [
+      { id: "chat-budget", key: acct.routingKey, stream: false },
+      { id: "stream-budget", key: acct.routingKey, stream: true },
+      { id: "chat-unbudgeted", key: unbudgeted.raw_key, stream: false },
+    ];
+    const rows: Row[] = [];
+    for (const s of scenarios) {
+      const body = agentChatBody(s.stream ? { chunks: 20 } : { chunks: 20 }, s.stream);
+      const send = async () => {
+        const r = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${s.key}` }, body });
+        const text = await r.text();
+        return r.status === 200 && (s.stream ? text.includes("[DONE]") : text.includes("chat.completion"));
+      };
+      const drive = async (n: number) => {
+        let ok = 0;
+        let next = 0;
+        await Promise.all(Array.from({ length: CLIENTS }, async () => {
+          while (next < n) {
+            next++;
+            if (await send()) ok++;
+          }
+        }));
+        return ok;
+      };
+      await drive(WARMUP);
+      await Bun.sleep(1500); // the warm-up's usage flush (every second) and ledger turns
+
+      /** Every count over one window: `work` runs, then the window stays open `settleMs` more. */
+      const window = async (id: string, work: () => Promise<unknown>, settleMs: number) => {
+        const mark0 = await heapMark(gw, errPath);
+        const traceFile = join(work_, `${s.id}-${id}.strace`);
+        // Every syscall line of every thread (-f), with what each fd is (-y) so the GC log this
+        // measurement itself makes the gateway write (stderr) can be left out.
+        const tracer = Bun.spawn([strace, "-f", "-y", "-o", traceFile, "-p", String(gw.pid)], { stdout: "ignore", stderr: "ignore" });
+        await Bun.sleep(500); // attached to every thread
+        const reads0 = await readsNow();
+        const p0 = await pgNow();
+        sent.clear();
+        scripted = 0;
+        counting = true;
+        const started = performance.now();
+        await work();
+        const workMs = performance.now() - started;
+        await Bun.sleep(settleMs);
+        counting = false;
+        const reads1 = await readsNow();
+        const p1 = await pgNow();
+        tracer.kill("SIGINT");
+        await tracer.exited;
+        const mark1 = await heapMark(gw, errPath);
+        const log = readFileSync(errPath, "utf8");
+        const pg: Record<string, number> = {};
+        for (const [q, n] of p1) if (n - (p0.get(q) ?? 0) > 0 && !q.includes("pg_stat_statements")) pg[q] = n - (p0.get(q) ?? 0);
+        const t0 = timersAt(log, mark0);
+        const t1 = timersAt(log, mark1);
+        const timers: Record<string, number> = {};
+        for (const k of Object.keys(t1)) timers[k] = (t1[k] ?? 0) - (t0[k] ?? 0);
+        return {
+          redis: Object.fromEntries(sent),
+          scripted,
+          // The later INFO call is one read of this script's own in the delta.
+          reads: reads1 - reads0 - 1,
+          pg,
+          syscalls: syscallsOf(readFileSync(traceFile, "utf8"), errPath),
+          heapKb: allocatedKb(log, mark0, mark1),
+          timers,
+          ms: workMs + settleMs,
+          workMs,
+        };
+      };
+      let ok = 0;
+      const load = await window("load", async () => { ok = await drive(REQUESTS); }, 1500);
+      // The same length of time with no request: heartbeats, drains and timers of an idle gateway,
+      // taken off so the figures are what the requests cost.
+      const idle = await window("idle", () => Bun.sleep(load.workMs), 1500);
+      const net = (a: Record<string, number>, b: Record<string, number>) => {
+        const out: Record<string, number> = {};
+        for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+          const v = ((a[k] ?? 0) - (b[k] ?? 0)) / REQUESTS;
+          if (Math.abs(v) >= 0.0005) out[k] = v;
+        }
+        return out;
+      };
+      const sum = (o: Record<string, number>) => Object.values(o).reduce((x, y) => x + y, 0);
+      const redisBy = net(load.redis, idle.redis);
+      const pgBy = net(load.pg, idle.pg);
+      const sysBy = net(load.syscalls, idle.syscalls);
+      rows.push({
+        scenario: s.id,
+        requests: REQUESTS,
+        ok,
+        redisCommands: sum(redisBy),
+        redisScriptCommands: (load.scripted - idle.scripted) / REQUESTS,
+        redisRoundTrips: (load.reads - idle.reads) / REQUESTS,
+        pgStatements: sum(pgBy),
+        syscalls: sum(sysBy),
+        heapKb: (load.heapKb - idle.heapKb) / REQUESTS,
+        redisByCommand: redisBy,
+        pgByStatement: pgBy,
+        syscallsByName: sysBy,
+        timers: net(load.timers, idle.timers),
+        elapsedMs: load.workMs,
+      });
+    }
+    if (process.argv.includes("--trace-writes")) {
+      // Profile detail: what each write-like syscall of a budgeted request writes to (fd targets).
+      const body = agentChatBody({ chunks: 20 }, false);
+      const out = join(work_, "writes.strace");
+      const tracer = Bun.spawn([strace, "-f", "-y", "-e", "trace=write,writev,sendto,sendmsg", "-o", out, "-p", String(gw.pid)], { stdout: "ignore", stderr: "ignore" });
+      await Bun.sleep(500);
+      for (let i = 0; i < 50; i++) await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${acct.routingKey}` }, body }).then((r) => r.text());
+      await Bun.sleep(1200);
+      tracer.kill("SIGINT");
+      await tracer.exited;
+      const by = new Map<string, number>();
+      for (const line of readFileSync(out, "utf8").split("\n")) {
+        const m = /(write|writev|sendto|sendmsg)\(\d+<([^>]*)>/.exec(line);
+        if (!m) continue;
+        const target = `${m[1]} ${m[2]!.replace(/:\[\d+\]/, "").replace(/\d+->/, "…->")}`;
+        by.set(target, (by.get(target) ?? 0) + 1);
+      }
+      console.log("write-like syscalls per sequential budgeted request, by target:");
+      for (const [t, n] of [...by].sort((a, b) => b[1] - a[1])) console.log(`  ${(n / 50).toFixed(2)}  ${t}`);
+    }
+    return report(rows);
+  } finally {
+    if (gateway) await stopChild(gateway, 10_000);
+    info?.disconnect();
+    for (const m of monitors) m.disconnect();
+    await admin?.end({ timeout: 1 }).catch(() => {});
+    await mock.stop();
+    await redis.stop();
+    await pg.destroy();
+    if (process.argv.includes("--keep")) console.log(`gateway logs kept in ${work_}`);
+    else rmSync(work_, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Syscalls by name in an `strace -f -y` log, less the writes of the GC log to `errPath` (this
+ * measurement's own) and `sched_yield` (the runtime spinning while another thread holds a lock:
+ * it counts how busy the machine is, not what a request asks of the kernel).
+ */
+export function syscallsOf(trace: string, errPath: string): Record<string, number> {
+  const by: Record<string, number> = {};
+  for (const line of trace.split("\n")) {
+    // "<pid> name(…" starts a call; "<pid> <... name resumed>" finishes one already counted.
+    const m = /^\d+\s+([a-z_0-9]+)\((.*)$/.exec(line);
+    if (!m) continue;
+    if (m[1] === "write" && m[2]!.startsWith(`2<${errPath}>`)) continue;
+    if (m[1] === "sched_yield") continue;
+    by[m[1]!] = (by[m[1]!] ?? 0) + 1;
+  }
+  return by;
+}
+
+/** Asks the gateway's preload for a full collection; returns the mark's sequence number once it is logged. */
+let marks = 0;
+async function heapMark(gw: Subprocess, errPath: string): Promise<number> {
+  const n = ++marks;
+  gw.kill("SIGUSR2");
+  for (let i = 0; i < 200; i++) {
+    if (readFileSync(errPath, "utf8").includes(`HEAP-MARK-END ${n}\n`)) return n;
+    await Bun.sleep(25);
+  }
+  throw new Error("the gateway did not answer the heap mark (SIGUSR2): is bench/lib/heap-mark.ts preloaded?");
+}
+
+/**
+ * Bytes allocated between two marks, from JavaScriptCore's GC log: every collection logs
+ * `START <kind> <before>kb … => <after>kb`; what was allocated between two collections is the
+ * later one's "before" less the earlier one's "after". The window runs from the full collection of
+ * the first mark to the one of the second, so it starts and ends on a collected heap.
+ */
+export function allocatedKb(log: string, from: number, to: number): number {
+  const start = log.indexOf(`HEAP-MARK ${from} `);
+  const end = log.indexOf(`HEAP-MARK-END ${to}\n`);
+  if (start < 0 || end < 0) return NaN;
+  // A collection's log spans several lines (its increments, then a sweep): its size after is the
+  // last "=> <n>kb" before the next START.
+  let total = 0;
+  let after: number | null = null;
+  let seen = 0;
+  for (const line of log.slice(start, end).split("\n")) {
+    const begin = /START \S+ (\d+)kb/.exec(line);
+    if (begin) {
+      seen++;
+      if (after !== null) total += Math.max(0, Number(begin[1]) - after);
+      after = null;
+    }
+    for (const m of line.matchAll(/=> (\d+)kb/g)) after = Number(m[1]);
+  }
+  return seen >= 2 ? total : NaN;
+}
+
+function report(rows: Row[]): number {
+  const json = process.argv.includes("--json");
+  const budgets: Record<string, Partial<Record<Metric, number>>> = JSON.parse(readFileSync(BUDGETS, "utf8")).scenarios;
+  const failures: string[] = [];
+  for (const r of rows) {
+    if (r.ok !== r.requests) failures.push(`${r.scenario}: ${r.requests - r.ok} of ${r.requests} requests failed`);
+    for (const m of METRICS) {
+      const limit = budgets[r.scenario]?.[m];
+      if (!Number.isFinite(r[m])) failures.push(`${r.scenario}: ${m} could not be measured`);
+      else if (limit !== undefined && r[m] > limit) failures.push(`${r.scenario}: ${m} ${r[m].toFixed(3)} per request exceeds the budget ${limit}`);
+    }
+  }
+  if (json) console.log(JSON.stringify(rows, null, 2));
+  else {
+    console.log(`per request, ${REQUESTS} requests per scenario from ${CLIENTS} keep-alive client(s), an idle window of the same length subtracted, ~${(agentChatBody({}, false).length / 1024).toFixed(1)} kB agent body (budget in bench/budgets.json)`);
+    console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | Postgres statements | syscalls | JS heap allocated (kB) |");
+    console.log("|---|---:|---:|---:|---:|---:|---:|");
+    for (const r of rows) {
+      const cell = (m: Metric, digits: number) => `${r[m].toFixed(digits)} (≤ ${budgets[r.scenario]?.[m] ?? "–"})`;
+      console.log(`| ${r.scenario} | ${cell("redisCommands", 3)} | ${cell("redisScriptCommands", 2)} | ${cell("redisRoundTrips", 3)} | ${cell("pgStatements", 3)} | ${cell("syscalls", 1)} | ${cell("heapKb", 1)} |`);
+    }
+    if (process.argv.includes("--detail")) {
+      for (const r of rows) {
+        const fmt = (o: Record<string, number>) => Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
+        console.log(`${r.scenario}: Redis ${fmt(r.redisByCommand) || "none"}`);
+        console.log(`${r.scenario}: Postgres ${fmt(r.pgByStatement) || "none"}`);
+        console.log(`${r.scenario}: syscalls ${fmt(r.syscallsByName)}`);
+        console.log(`${r.scenario}: timers armed ${fmt(r.timers)}; ${r.requests} requests took ${Math.round(r.elapsedMs)} ms under strace`);
+      }
+    }
+  }
+  if (process.argv.includes("--no-check")) return 0;
+  for (const f of failures) console.error(`count guard: ${f}`);
+  if (!failures.length) console.log("count guards: every figure within its budget");
+  return failures.length ? 1 : 0;
+}
+
+if (import.meta.main) process.exit(await main());
