@@ -4,6 +4,7 @@
 // serialises what is there and reads one number (the usage-queue depth), nothing more.
 import { collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import type { RelayObserver } from "../relay/observer.ts";
+import { endpointLabel, errorCodeLabel, outcomeLabel, providerLabel, statusLabel } from "./label-sets.ts";
 import { FastCounter, FastHistogram, type CounterSeries, type HistogramSeries } from "./fast-metrics.ts";
 
 /** Seconds; fine at the bottom (the gateway adds well under a millisecond), long at the top (streams). */
@@ -86,7 +87,9 @@ export function createGatewayMetrics(inFlight?: InFlightSource): GatewayMetrics 
 
   // The three series of one (endpoint, provider, outcome), resolved together once.
   const requestSeries = new Map<string, { count: CounterSeries; duration: HistogramSeries; ttfb: HistogramSeries }>();
-  const seriesFor = (endpoint: string, provider: string, outcome: string) => {
+  // Keyed by the mapped labels, so this cache is as bounded as the label sets (label-sets.ts).
+  const seriesFor = (rawEndpoint: string, rawProvider: string, rawOutcome: string) => {
+    const endpoint = endpointLabel(rawEndpoint), provider = providerLabel(rawProvider), outcome = outcomeLabel(rawOutcome);
     const k = `${endpoint}\u0000${provider}\u0000${outcome}`;
     let s = requestSeries.get(k);
     if (!s) {
@@ -106,18 +109,19 @@ export function createGatewayMetrics(inFlight?: InFlightSource): GatewayMetrics 
       if (i.ttfbMs !== null && i.ttfbMs >= 0) s.ttfb.observe(i.ttfbMs / 1000);
     },
     fallback(i) {
-      fallbacks.labels(i.endpoint, i.fromProvider, i.reason).inc();
+      fallbacks.labels(endpointLabel(i.endpoint), providerLabel(i.fromProvider), errorCodeLabel(i.reason)).inc();
     },
     budgetRejected(i) {
-      budgetRejections.labels(i.endpoint).inc();
+      budgetRejections.labels(endpointLabel(i.endpoint)).inc();
     },
     upstreamError(i) {
-      upstreamErrors.labels(i.provider, String(i.status), i.code).inc();
+      upstreamErrors.labels(providerLabel(i.provider), statusLabel(i.status), errorCodeLabel(i.code)).inc();
     },
     laneAttempt(i) {
-      const k = `${i.provider}\u0000${i.outcome}`;
+      const provider = providerLabel(i.provider), outcome = outcomeLabel(i.outcome);
+      const k = `${provider}\u0000${outcome}`;
       let s = laneSeries.get(k);
-      if (!s) laneSeries.set(k, (s = { duration: laneDuration.labels(i.provider, i.outcome), ttfb: laneTtfb.labels(i.provider, i.outcome) }));
+      if (!s) laneSeries.set(k, (s = { duration: laneDuration.labels(provider, outcome), ttfb: laneTtfb.labels(provider, outcome) }));
       if (i.latencyMs >= 0) s.duration.observe(i.latencyMs / 1000);
       if (i.ttfbMs !== null && i.ttfbMs >= 0) s.ttfb.observe(i.ttfbMs / 1000);
     },

@@ -42,11 +42,11 @@ describe(`metrics exposition (${storesLabel})`, () => {
 
   test("each gateway instance counts into its own registry", async () => {
     const obs = a.ctx.services.relayObserver as RelayObserver;
-    obs.requestDone({ endpoint: "chat.completions", provider: "openai", outcome: "ok", status: 200, latencyMs: 3, ttfbMs: 2 });
-    obs.requestDone({ endpoint: "chat.completions", provider: "openai", outcome: "ok", status: 200, latencyMs: 40, ttfbMs: null });
+    obs.requestDone({ endpoint: "chat", provider: "openai", outcome: "ok", status: 200, latencyMs: 3, ttfbMs: 2 });
+    obs.requestDone({ endpoint: "chat", provider: "openai", outcome: "ok", status: 200, latencyMs: 40, ttfbMs: null });
     const ta = await (await a.req("/metrics")).text();
     const tb = await (await b.req("/metrics")).text();
-    const labels = { endpoint: "chat.completions", provider: "openai", outcome: "ok" };
+    const labels = { endpoint: "chat", provider: "openai", outcome: "ok" };
     expect(sample(ta, "gateway_requests_total", labels)).toBe(2);
     expect(sample(tb, "gateway_requests_total", labels)).toBeUndefined();
     // Milliseconds in, seconds out: 3 ms falls in the 5 ms bucket, 40 ms does not.
@@ -66,13 +66,13 @@ describe(`metrics exposition (${storesLabel})`, () => {
 
   test("fallbacks, budget rejections and upstream errors by code are counted", async () => {
     const obs = b.ctx.services.relayObserver as RelayObserver;
-    obs.fallback({ endpoint: "chat.completions", fromProvider: "openai", reason: "http_503" });
-    obs.budgetRejected({ endpoint: "chat.completions" });
-    obs.budgetRejected({ endpoint: "chat.completions" });
+    obs.fallback({ endpoint: "chat", fromProvider: "openai", reason: "http_503" });
+    obs.budgetRejected({ endpoint: "chat" });
+    obs.budgetRejected({ endpoint: "chat" });
     obs.upstreamError({ provider: "openai", status: 503, code: "http_503" });
     const text = await (await b.req("/metrics")).text();
-    expect(sample(text, "gateway_fallbacks_total", { endpoint: "chat.completions", from_provider: "openai", reason: "http_503" })).toBe(1);
-    expect(sample(text, "gateway_budget_rejections_total", { endpoint: "chat.completions" })).toBe(2);
+    expect(sample(text, "gateway_fallbacks_total", { endpoint: "chat", from_provider: "openai", reason: "http_503" })).toBe(1);
+    expect(sample(text, "gateway_budget_rejections_total", { endpoint: "chat" })).toBe(2);
     expect(sample(text, "gateway_upstream_errors_total", { provider: "openai", status: "503", code: "http_503" })).toBe(1);
   });
 
