@@ -24,6 +24,7 @@ export const ERROR_CODES: ReadonlySet<string> = new Set([
   "invalid_account_token", "auth_required", "budget_exceeded", "payment_required", "read_only_token",
   "method_not_allowed", "account_expired", "env_missing", "server_error", "encrypt_failed", "unhandled",
   "upstream_error", "request_too_large", "rate_limit_exceeded", "model_not_found", "not_found", "budget_unavailable",
+  "upstream_auth_failed", "forbidden", "cancelled",
   // lane failures the relay records
   "timeout", "connection_failed", "unsupported_shape", "unsupported_provider", "bad_upstream_body", "empty_stream",
   "lane_unavailable", "lane_failed", "relay_failed", "client_closed", "stream_broken", "upstream_rejected",

@@ -15,6 +15,7 @@ import { credentialRefusedHint, modelNotFound, noCredential, upstreamRejected, t
 import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
+import { scrubSecrets, secretsOfCall } from "./secret-scrub.ts";
 
 export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "classifier";
 
@@ -227,15 +228,18 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   };
 
   let res: Response;
+  // What this lane's upstream was sent and could echo back in its error text (secret-scrub.ts).
+  let secrets: string[] = [];
   try {
     const clientHeaders = client === null ? rr.clientHeaders : undefined;
     const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: rr.stream, clientHeaders });
+    secrets = secretsOfCall(call);
     const sent = call.model ?? body.model;
     if (typeof sent === "string" && sent) attempt.model = sent;
     res = await adapter.send(ctx, lane, call, ac.signal);
   } catch (e) {
     release();
-    return sendFailure(rr, attempt, ac, e);
+    return sendFailure(rr, attempt, ac, e, secrets);
   }
   // Time to first byte: the answer's headers for a plain request; streams mark their first event.
   if (!rr.stream) attempt.markFirstByte();
@@ -246,7 +250,9 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
       text = await res.text();
     } catch {}
     release();
-    const info = codec.errorOf(res.status, text);
+    const raw = codec.errorOf(res.status, text);
+    // Upstream text: the lane's secret (any fragment of it) is cut before a client, log or record sees it.
+    const info = { ...raw, message: scrubSecrets(raw.message, secrets), code: raw.code === undefined ? undefined : scrubSecrets(raw.code, secrets) };
     const code = info.code ?? `http_${res.status}`;
     attempt.finish(res.status, "error", code, null);
     ctx.services.relayObserver.upstreamError({ provider: lane.provider, status: res.status, code });
@@ -264,7 +270,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
       text = await res.text();
     } catch (e) {
       release();
-      return sendFailure(rr, attempt, ac, e);
+      return sendFailure(rr, attempt, ac, e, secrets);
     }
     release();
     let parsed: Json;
@@ -309,7 +315,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   return { kind: "stream", attempt, res, tap, ac, done: release };
 }
 
-function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e: unknown): OnceResult {
+function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e: unknown, secrets: string[]): OnceResult {
   const lane = attempt.lane;
   if (rr.signal.aborted) {
     attempt.finish(0, "aborted", "client_closed", null);
@@ -323,11 +329,11 @@ function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e:
   if (e instanceof GatewayError) {
     if (!e.retryable) return { kind: "client", error: e };
     attempt.finish(0, "error", e.code ?? "lane_failed", null);
-    return failed(lane, 0, e.code ?? "lane_failed", e.message);
+    return failed(lane, 0, e.code ?? "lane_failed", scrubSecrets(e.message, secrets));
   }
   attempt.finish(0, "error", "connection_failed", null);
   rr.ctx.services.relayObserver.upstreamError({ provider: lane.provider, status: 0, code: "connection_failed" });
-  const why = e instanceof Error ? e.message : String(e);
+  const why = scrubSecrets(e instanceof Error ? e.message : String(e), secrets);
   return failed(lane, 0, "connection_failed", `Could not reach the upstream: ${why}`);
 }
 

@@ -1,18 +1,20 @@
 // Signup throttles, counted in the KV so every gateway instance sharing the Redis sees one count:
-// SIGNUP_IP_LIMIT_PER_HOUR agent-signup requests per client IP, and 3 codes per email per hour.
+// SIGNUP_IP_LIMIT_PER_HOUR agent-signup requests per client IP (an IPv6 client per /64), and 3
+// codes per email per hour.
 // Fixed one-hour windows that start at the first request.
 import type { Ctx } from "../context.ts";
 import { sha256Hex } from "../lib/crypto.ts";
+import { ipLimitGroup } from "../http/ip-group.ts";
 import { signupError } from "./model.ts";
 
 export const CODES_PER_EMAIL_PER_HOUR = 3;
 const HOUR = 3600;
 
-const ipKey = (ip: string) => `gw:signup:ip:${ip}`;
+const ipKey = (ip: string) => `gw:signup:ip:${ipLimitGroup(ip)}`;
 // Hashed so the KV never holds a list of addresses.
 const emailKey = (email: string) => `gw:signup:email:${sha256Hex(email)}`;
 
-/** Counts this request against the caller's IP; 429 once the hour's allowance is used. */
+/** Counts this request against the caller's IP (IPv6: its /64); 429 once the hour's allowance is used. */
 export async function countSignupFromIp(ctx: Ctx, ip: string): Promise<void> {
   const n = await ctx.kv.incrWindow(ipKey(ip), HOUR);
   if (n > ctx.config.SIGNUP_IP_LIMIT_PER_HOUR) {
