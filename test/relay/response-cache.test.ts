@@ -199,6 +199,22 @@ describe(`response cache (${storesLabel})`, () => {
     }
   });
 
+  test.skipIf(!REAL_STORES)("CONTRACT §8: across two instances sharing Redis, 50 identical concurrent requests make one upstream call", async () => {
+    const gw2 = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url }, { shareWith: gw });
+    try {
+      const k = await key();
+      const body = unique({ mock: { latency_ms: 400 } });
+      const rs = await Promise.all(Array.from({ length: 50 }, (_, i) => (i % 2 ? gw2 : gw).req("/v1/chat/completions", { method: "POST", token: k.raw, body })));
+      const texts = await Promise.all(rs.map((r) => r.text()));
+      expect(rs.every((r) => r.status === 200)).toBe(true);
+      expect(calls(body)).toBe(1);
+      expect(rs.filter((r) => r.headers.get("x-cache") === "HIT").length).toBe(49);
+      expect(new Set(texts.map((t) => JSON.parse(t).choices[0].message.content)).size).toBe(1);
+    } finally {
+      await gw2.stop();
+    }
+  });
+
   test("single flight: when the leader's answer fails, its followers go upstream themselves", async () => {
     const k = await key();
     const body = unique({ mock: { latency_ms: 200, status: 503 } });
