@@ -60,7 +60,6 @@ function machineFacts(stores: string): MachineFacts {
     pinning: HAS_TASKSET ? "gateway on core 0 (taskset -c 0); mock upstream and load generator on core 1" : "none (taskset missing or a single core)",
     stores,
     logLevel: opts.logLevel,
-    upstreamClient: process.env.UPSTREAM_HTTP_CLIENT ?? "the gateway's default",
     allocatorPurgeDelay: ALLOCATOR_ENV.MIMALLOC_PURGE_DELAY ?? "Bun's default",
   };
 }
@@ -103,8 +102,6 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
     // Every run signs up once from 127.0.0.1; with a shared Redis the per-IP hourly limit would
     // refuse the 21st run of the hour. Nothing measured depends on it.
     SIGNUP_IP_LIMIT_PER_HOUR: "100000",
-    // Compare the upstream clients: UPSTREAM_HTTP_CLIENT=fetch|raw npm run bench (default: the gateway's).
-    ...(process.env.UPSTREAM_HTTP_CLIENT ? { UPSTREAM_HTTP_CLIENT: process.env.UPSTREAM_HTTP_CLIENT } : {}),
     // What the access line costs: ACCESS_LOG=false npm run bench.
     ...(process.env.ACCESS_LOG ? { ACCESS_LOG: process.env.ACCESS_LOG } : {}),
     // JavaScriptCore switches for tail studies, e.g. BUN_JSC_logGC=1 (every collection and its pause, in the gateway's log).

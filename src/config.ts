@@ -50,12 +50,6 @@ const schema = z.object({
   OTEL_SERVICE_NAME: z.string().min(1).default("model-gateway"),
   MAX_REQUEST_BYTES: positiveInt.default(10 * 1024 * 1024),
   UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
-  /**
-   * How API-key lanes reach their vendor: "raw" = the keep-alive HTTP/1.1 client on Bun.connect
-   * (src/net/http1-client.ts; socket read on the relaying thread), "fetch" = Bun's fetch. Requests
-   * the raw client does not carry (proxies from the environment) always go through fetch.
-   */
-  UPSTREAM_HTTP_CLIENT: z.enum(["raw", "fetch"]).default("fetch"),
   /** SSE keep-alive: a `:` comment goes to a streaming client when the upstream was quiet this long. */
   KEEPALIVE_MS: positiveInt.default(15000),
   /**

@@ -259,8 +259,6 @@ export interface MachineFacts {
   logLevel: string;
   /** MIMALLOC_PURGE_DELAY the gateway and the bare proxy ran with. */
   allocatorPurgeDelay?: string;
-  /** UPSTREAM_HTTP_CLIENT the gateway ran with. */
-  upstreamClient?: string;
   /** Share of the machine's CPU (all cores) used by other processes during the measured segments, %. */
   otherLoadPct?: number;
 }
@@ -296,7 +294,7 @@ export function markdown(r: RunReport): string {
   out.push(`# Gateway benchmark (${r.mode}) — ${r.startedAt}`);
   out.push("");
   out.push(`Machine: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGb} GB, Linux ${r.machine.kernel}, Bun ${r.machine.bun}. ` +
-    `Pinning: ${r.machine.pinning}. Stores: ${r.machine.stores}; budgets and usage accounting on. Gateway LOG_LEVEL=${r.machine.logLevel}, UPSTREAM_HTTP_CLIENT=${r.machine.upstreamClient ?? "default"}, MIMALLOC_PURGE_DELAY=${r.machine.allocatorPurgeDelay ?? "default"} (gateway and bare proxy).` +
+    `Pinning: ${r.machine.pinning}. Stores: ${r.machine.stores}; budgets and usage accounting on. Gateway LOG_LEVEL=${r.machine.logLevel}, MIMALLOC_PURGE_DELAY=${r.machine.allocatorPurgeDelay ?? "default"} (gateway and bare proxy).` +
     (r.machine.otherLoadPct !== undefined ? ` Other processes (Redis and Postgres included) used ${r.machine.otherLoadPct.toFixed(0)}% of the machine's CPU during the measured segments.` : ""));
   if (r.scenarios.length) {
     out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B, the bare Bun proxy = C, Portkey = D), ` +

@@ -66,8 +66,6 @@ export async function startTestGateway(env: Record<string, string> = {}, opts: S
     drop = db.drop;
   }
   if (!opts.shareWith && process.env.REDIS_URL) base.REDIS_URL = process.env.REDIS_URL;
-  // The whole suite can run over either upstream client (UPSTREAM_HTTP_CLIENT=fetch|raw npx bun test).
-  if (process.env.UPSTREAM_HTTP_CLIENT) base.UPSTREAM_HTTP_CLIENT = process.env.UPSTREAM_HTTP_CLIENT;
   if (!base.GATEWAY_SECRET_KEY) base.GATEWAY_SECRET_KEY = randomBytes(32).toString("hex");
   const full = { ...base, ...env };
   const logs: string[] = [];

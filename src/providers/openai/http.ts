@@ -3,7 +3,6 @@
 // resolved lane (under a symbol, so no JSON or log ever shows it) until the key cache drops it.
 import type { Ctx } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
-import { Http1Client } from "../../net/http1-client.ts";
 import type { ResolvedLane, UpstreamCall } from "../types.ts";
 
 const PLAIN_KEY = Symbol("decrypted provider key");
@@ -36,17 +35,7 @@ export function bearerCall(url: string, apiKey: string, body: string, stream: bo
   };
 }
 
-const rawClients = new WeakMap<Ctx, Http1Client>();
-
-/** The POST of a JSON call, through the raw HTTP/1.1 client when configured and able, else fetch. */
-export function postJson(ctx: Ctx, call: UpstreamCall, signal: AbortSignal): Promise<Response> {
-  if (ctx.config.UPSTREAM_HTTP_CLIENT === "raw") {
-    const url = new URL(call.url);
-    if (Http1Client.handles(url)) {
-      let client = rawClients.get(ctx);
-      if (!client) rawClients.set(ctx, (client = new Http1Client()));
-      return client.request({ method: "POST", url, headers: call.headers, body: call.body, signal });
-    }
-  }
+/** The POST of a JSON call, through Bun's fetch (bench/PROFILE.md lever 3: why not a client of our own). */
+export function postJson(_ctx: Ctx, call: UpstreamCall, signal: AbortSignal): Promise<Response> {
   return fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal });
 }
