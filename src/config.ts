@@ -61,6 +61,8 @@ const schema = z.object({
   UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: z.coerce.number().min(0).default(75),
   /** A gateway instance silent this long is dead: its requests in flight become `interrupted` records. */
   INSTANCE_DEAD_AFTER_SECONDS: z.coerce.number().positive().default(15),
+  /** Raw usage records older than this many months are dropped (whole month partitions); the daily rollup is kept. Unset: keep all. */
+  USAGE_RETENTION_MONTHS: positiveInt.optional(),
   EXPIRY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   /** A cached routing key is re-read from Postgres after this long (invalidations apply at once regardless). */
   KEY_CACHE_TTL_SECONDS: z.coerce.number().positive().default(60),

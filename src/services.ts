@@ -14,6 +14,7 @@ import { installAccessLog, RequestTracker } from "./http/access-log.ts";
 import { startKeyCache } from "./relay/key-cache.ts";
 import { startUsageQueue } from "./relay/usage-queue.ts";
 import { startSettleBatcher } from "./relay/budget/settle-batch.ts";
+import { usagePartitionsJob } from "./jobs/usage-partitions.ts";
 import { startLedger } from "./relay/budget/ledger.ts";
 import { RateLimits } from "./relay/limits/rate-limits.ts";
 import { classifyLanes } from "./relay/routing/classifier.ts";
@@ -35,6 +36,7 @@ export async function buildServices(base: Base): Promise<Services> {
   // last entries reach the queue before the queue's own drain.
   const ledger = await startLedger(base, usageQueue);
   const rateLimits = new RateLimits(base, () => ledger?.liveInstances ?? 1);
+  rateLimits.onRefused = (key) => usageQueue.refusal(key.accountId, key.id, "rate_limit");
   base.onShutdown(() => rateLimits.stop());
   const requestTracker = new RequestTracker();
   const metrics = createGatewayMetrics(requestTracker);
@@ -76,5 +78,8 @@ export async function buildServices(base: Base): Promise<Services> {
 export async function startServices(ctx: Ctx): Promise<Job[]> {
   installAccessLog(ctx);
   await installTracing(ctx);
-  return [ctx.services.usageQueue.job, accountExpiryJob(ctx), bridgeHealthJob(ctx)];
+  // Partitions for this month and the next ones exist before the first record is written.
+  const partitions = usagePartitionsJob(ctx);
+  await partitions.runOnce();
+  return [ctx.services.usageQueue.job, accountExpiryJob(ctx), bridgeHealthJob(ctx), partitions];
 }

@@ -8,6 +8,7 @@ import { getTableColumns, sql } from "drizzle-orm";
 import type { Base } from "../context.ts";
 import { intervalJob, type Job } from "../jobs/job.ts";
 import { usageRecords } from "../store/db/schema/index.ts";
+import { createRefusalCounts, type RefusalKind } from "./refusal-counts.ts";
 
 export type UsageRow = typeof usageRecords.$inferInsert;
 
@@ -87,6 +88,9 @@ export function sanitizeUsageRow(row: UsageRow): UsageRow {
   if (row.ttfbMs != null) row.ttfbMs = int4(row.ttfbMs);
   if (row.laneIndex != null) row.laneIndex = int4(row.laneIndex);
   if (row.costUsd != null && !Number.isFinite(row.costUsd)) row.costUsd = 0;
+  // The time is part of the record's unique key (the partition key): a redelivered record must
+  // carry the time it was first queued with, not the time of the write that finally took it.
+  if (!(row.createdAt instanceof Date) && typeof row.createdAt !== "string") row.createdAt = new Date();
   return row;
 }
 
@@ -119,6 +123,8 @@ function errorText(e: unknown): string {
 
 export interface UsageQueue {
   push(row: UsageRow): void;
+  /** Counts a refused request (402 budget, 429 rate limit) into the rollup with the next flush. */
+  refusal(accountId: string, routingKeyId: string | null, kind: RefusalKind): void;
   /** Marks a routing key used now; written with the next flush (one UPDATE per flush, not per request). */
   touchKey(keyId: string): void;
   /** Writes everything recorded so far, including records still on their way through a source (the usage stream). */
@@ -148,6 +154,7 @@ export function createUsageQueue(ctx: Base): UsageQueue {
   let sizeFlushScheduled = false;
   let source: (() => Promise<void>) | null = null;
   let beforeWrite: (() => Promise<void>) | null = null;
+  const refusals = createRefusalCounts();
 
   const insert = (part: UsageRow[]) => ctx.db.execute(sql`${INSERT_HEAD}${JSON.stringify(part)}${INSERT_TAIL}`);
 
@@ -197,12 +204,13 @@ export function createUsageQueue(ctx: Base): UsageQueue {
         throw e;
       }
     }
+    await refusals.write(ctx.db);
   }
 
   async function flush(): Promise<void> {
     // One writer at a time; whoever comes while one runs waits for it, then writes what is left.
     while (flushing) await flushing;
-    if (rows.length === 0 && touched.size === 0) return;
+    if (rows.length === 0 && touched.size === 0 && refusals.pending() === 0) return;
     flushing = (beforeWrite ? beforeWrite().catch(() => {}).then(writeOnce) : writeOnce()).finally(() => { flushing = null; });
     await flushing;
   }
@@ -225,6 +233,9 @@ export function createUsageQueue(ctx: Base): UsageQueue {
           void flush().catch((e) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "usage flush failed"));
         }, 0);
       }
+    },
+    refusal(accountId, routingKeyId, kind) {
+      refusals.add(accountId, routingKeyId, kind);
     },
     touchKey(keyId) {
       touched.set(keyId, Date.now());

@@ -5,7 +5,7 @@
 //                        └─deadline passes→ removed (tombstone: its tokens answer 410)
 import { and, eq, isNull, lte, sql } from "drizzle-orm";
 import type { Db } from "../store/db/client.ts";
-import { accounts, accountTokens, bridges, credentials, routingKeys, subSessions, usageRecords } from "../store/db/schema/index.ts";
+import { accounts, accountTokens, bridges, credentials, routingKeys, subSessions, usageDaily, usageRecords } from "../store/db/schema/index.ts";
 import { newId } from "../lib/ids.ts";
 import type { Account } from "../management/guard.ts";
 
@@ -64,6 +64,7 @@ export async function removeExpiredAccount(db: Db, accountId: string, now = new 
     await t.delete(bridges).where(eq(bridges.accountId, accountId));
     await t.delete(subSessions).where(eq(subSessions.accountId, accountId));
     await t.delete(usageRecords).where(eq(usageRecords.accountId, accountId));
+    await t.delete(usageDaily).where(eq(usageDaily.accountId, accountId));
     return true;
   });
 }

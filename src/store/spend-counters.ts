@@ -1,12 +1,12 @@
 // The month counters of spend, one per routing key and month: integer nano-dollars in the KV
 // (`gw:{k:<key id>}:budget:<YYYY-MM>`, every key of one routing key under one hash tag so each
-// script touches one Redis Cluster slot), rebuilt from the usage records in Postgres when the KV
-// lost them. The relay reserves and settles on them (relay/budget/counters.ts); management and
+// script touches one Redis Cluster slot), rebuilt from the daily usage rollup in Postgres (a few
+// dozen rows per key and month, however many records) when the KV lost them. The relay reserves and settles on them (relay/budget/counters.ts); management and
 // /v1/key read the month's spend here.
 import { and, eq, gte, lt, or, sql } from "drizzle-orm";
 import { monthKey, secondsToMonthEnd } from "../lib/time.ts";
 import type { Db } from "./db/client.ts";
-import { usageRecords } from "./db/schema/index.ts";
+import { usageDaily, usageRecords } from "./db/schema/index.ts";
 import type { KV } from "./kv/types.ts";
 
 /** What the counters need: the database and the KV. */
@@ -40,26 +40,59 @@ function monthRange(month: string): [Date, Date] {
   return [new Date(Date.UTC(y, m - 1, 1)), new Date(Date.UTC(y, m, 1))];
 }
 
+const monthDays = (month: string) => {
+  const [from, to] = monthRange(month);
+  return [from.toISOString().slice(0, 10), to.toISOString().slice(0, 10)] as const;
+};
+
 /**
- * Spend recorded in Postgres for the key's month, counting seat traffic only when the key does.
- * `exceptCalls`: money-call uids whose records are left out (record keys are `<uid>.<attempt>`):
- * a settlement about to add their cost to a rebuilt counter must not find it there already.
+ * Spend recorded in Postgres for the key's month, counting seat traffic only when the key does,
+ * read from the daily rollup. `exceptCalls`: money-call uids whose records are left out (record
+ * keys are `<uid>.<attempt>`, one index range per call in the raw records): a settlement about to
+ * add their cost to a rebuilt counter must not find it there already.
  */
 export async function recordedSpendUsd(ctx: SpendStores, key: BudgetedKey, month: string, exceptCalls: string[] = []): Promise<number> {
-  const [from, to] = monthRange(month);
-  const seatFilter = key.budgetExcludesSeats ? eq(usageRecords.seat, false) : or(eq(usageRecords.seat, false), eq(usageRecords.seat, true));
-  const except = exceptCalls.length
-    ? sql`(${usageRecords.recordKey} is null or regexp_replace(${usageRecords.recordKey}, '[.][^.]*$', '') not in (${sql.join(exceptCalls.map((u) => sql`${u}`), sql`, `)}))`
-    : undefined;
+  const [fromDay, toDay] = monthDays(month);
+  const d = usageDaily;
+  const spend = key.budgetExcludesSeats ? sql`${d.costUsd} - ${d.seatCostUsd}` : sql`${d.costUsd}`;
   const rows = await ctx.db
-    .select({ total: sql<string>`coalesce(sum(${usageRecords.costUsd}), 0)` })
-    .from(usageRecords)
-    .where(and(eq(usageRecords.routingKeyId, key.id), gte(usageRecords.createdAt, from), lt(usageRecords.createdAt, to), seatFilter, except));
-  return Number(rows[0]?.total ?? 0);
+    .select({ total: sql<string>`coalesce(sum(${spend}), 0)` })
+    .from(d)
+    .where(and(eq(d.routingKeyId, key.id), gte(d.day, fromDay), lt(d.day, toDay)));
+  let total = Number(rows[0]?.total ?? 0);
+  if (exceptCalls.length) {
+    const [from, to] = monthRange(month);
+    const u = usageRecords;
+    const seatFilter = key.budgetExcludesSeats ? eq(u.seat, false) : or(eq(u.seat, false), eq(u.seat, true));
+    const ranges = or(...exceptCalls.map((c) => sql`(${u.recordKey} >= ${`${c}.`} and ${u.recordKey} < ${`${c}/`})`));
+    const left = await ctx.db
+      .select({ total: sql<string>`coalesce(sum(${u.costUsd}), 0)` })
+      .from(u)
+      .where(and(ranges, eq(u.routingKeyId, key.id), gte(u.createdAt, from), lt(u.createdAt, to), seatFilter));
+    total -= Number(left[0]?.total ?? 0);
+  }
+  // The rollup adds doubles in another order than the records were priced in: round to the nano-dollar.
+  return Math.round(total * NANO) / NANO;
+}
+
+/**
+ * Month sums in flight, by key and month: concurrent rebuilds of one counter (every request of a
+ * key after Redis came back empty) share one query instead of each running its own.
+ */
+const sums = new Map<string, Promise<number>>();
+
+function sharedSpendUsd(ctx: SpendStores, key: BudgetedKey, month: string): Promise<number> {
+  const k = `${key.id}|${month}|${key.budgetExcludesSeats ? 1 : 0}`;
+  let p = sums.get(k);
+  if (!p) {
+    p = recordedSpendUsd(ctx, key, month).finally(() => sums.delete(k));
+    sums.set(k, p);
+  }
+  return p;
 }
 
 export async function seed(ctx: SpendStores, key: BudgetedKey, month: string, exceptCalls?: string[]): Promise<void> {
-  const usd = await recordedSpendUsd(ctx, key, month, exceptCalls);
+  const usd = exceptCalls?.length ? await recordedSpendUsd(ctx, key, month, exceptCalls) : await sharedSpendUsd(ctx, key, month);
   await ctx.kv.seed(counterKey(key.id, month), toNano(usd), ttl());
 }
 
@@ -74,7 +107,7 @@ export async function monthSpendUsd(ctx: SpendStores, key: BudgetedKey): Promise
   try {
     n = await ctx.kv.getNumber(k);
   } catch {
-    return { month, usd: Math.max(0, await recordedSpendUsd(ctx, key, month)) };
+    return { month, usd: Math.max(0, await sharedSpendUsd(ctx, key, month)) };
   }
   if (n === null) {
     await seed(ctx, key, month);

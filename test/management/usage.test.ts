@@ -1,4 +1,4 @@
-// GET /v1/organizations/usage (CONTRACT §6): the 30-day rollup over usage_records, with rows
+// GET /v1/organizations/usage (CONTRACT §6): the 30-day summary, read from the daily rollup of usage_records, with rows
 // inserted directly the way the inference path records attempts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { addToken, createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
@@ -39,7 +39,9 @@ describe(`usage rollup (${storesLabel})`, () => {
     expect(r.body.window_days).toBe(30);
     const since = Date.parse(r.body.since);
     const until = Date.parse(r.body.until);
-    expect(until - since).toBe(30 * DAY);
+    // 30 UTC calendar days, today included (the rollup is daily).
+    const todayStart = Date.UTC(new Date(until).getUTCFullYear(), new Date(until).getUTCMonth(), new Date(until).getUTCDate());
+    expect(since).toBe(todayStart - 29 * DAY);
     expect(Math.abs(until - Date.now())).toBeLessThan(60_000);
 
     expect(r.body.totals).toEqual({ requests: 6, errors: 2, prompt_tokens: 465, completion_tokens: 61, cost_usd: 0.0621 });

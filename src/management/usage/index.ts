@@ -1,4 +1,4 @@
-// GET /v1/organizations/usage (AT): the account's 30-day usage rollup (CONTRACT §6), and the
+// GET /v1/organizations/usage (AT): the account's 30-day usage summary (CONTRACT §6), and the
 // read endpoints the dashboard is built on, open to scripts too: usage grouped by day, key, lane
 // or model (/usage/groups) and the latest records (/usage/records). Same guard, same order of
 // checks (CONTRACT §8): 405 → 401 → 410 → 402 → 400.
@@ -42,15 +42,23 @@ export function usageRecordsHandlers(ctx: Ctx): Partial<Record<Method, Handler>>
 }
 
 export const usageDocs: RouteDocs = {
-  GET: { summary: "Usage of the last 30 days", tag: "Usage", auth: "account-read", query: noQuery, responses: { "200": { description: "The account's 30-day rollup." } } },
+  GET: {
+    summary: "Usage of the last 30 days", tag: "Usage", auth: "account-read", query: noQuery,
+    description: "30 UTC calendar days, today included. `requests` are client requests (a request that tried several lanes counts once); "
+      + "`errors` are requests that ended failed (their last attempt `error` or `broken`).",
+    responses: { "200": { description: "The account's 30-day summary." } },
+  },
 };
 
 export const usageGroupsDocs: RouteDocs = {
   GET: {
     summary: "Usage grouped by day, routing key, lane or model", tag: "Usage", auth: "account-read", query: groupsQuery,
     description: "Without `month`: the rollup's window (the last 30 days), so the groups add up to GET /v1/organizations/usage. "
-      + "With `month=YYYY-MM`: that UTC calendar month up to now. Each group carries requests, errors, fallbacks (failed attempts "
-      + "after which the request moved to another lane), tokens, cost_usd, the seat (`sub`) share and time to first byte p50/p95.",
+      + "With `month=YYYY-MM`: that UTC calendar month up to now (months whose raw records retention dropped still answer). "
+      + "Each group carries requests (client requests, each counted once, in the group of its last attempt), errors (requests that "
+      + "ended failed), attempts and failed_attempts (upstream attempts), fallbacks (failed attempts after which the request moved to "
+      + "another lane, in the failed lane's group), budget_refusals (402) and rate_limit_refusals (429) (in a group without provider or "
+      + "model), tokens, cost_usd, the seat (`sub`) share and time to first byte p50/p95 (from a histogram: within one bucket of the exact value).",
     responses: { "200": { description: "`{by, month, since, until, groups: [...]}`" } },
   },
 };
@@ -58,7 +66,8 @@ export const usageGroupsDocs: RouteDocs = {
 export const usageRecordsDocs: RouteDocs = {
   GET: {
     summary: "The latest usage records", tag: "Usage", auth: "account-read", query: recordsQuery,
-    description: "One record per upstream attempt, newest first, with the lanes its request tried up to it. Page back with `before=<next_before>`.",
+    description: "One record per upstream attempt, newest first, with the lanes its request tried up to it. Page back with `before=<next_before>` "
+      + "(a keyset cursor: pages cost the same at any depth, and records written meanwhile never shift the pages after the first).",
     responses: { "200": { description: "`{records: [...], next_before}`" } },
   },
 };

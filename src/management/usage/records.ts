@@ -6,6 +6,7 @@ import type { Db } from "../../store/db/client.ts";
 import { usageRecords } from "../../store/db/schema/index.ts";
 import { iso } from "../../lib/time.ts";
 import { RECORDS_LIMIT_DEFAULT, type RecordsQuery } from "./model.ts";
+import { reportRead } from "./report-read.ts";
 
 const u = usageRecords;
 type Row = typeof usageRecords.$inferSelect;
@@ -37,7 +38,16 @@ function present(r: Row, lanesTried: string[]) {
   };
 }
 
-export async function usageRecordsPage(db: Db, accountId: string, q: RecordsQuery) {
+/**
+ * A page is a keyset read: `id < before`, newest first, walking an index on (account_id, id) or
+ * (routing_key_id, id) in every month partition, so its cost does not depend on its depth, and
+ * records written meanwhile (higher ids) never shift the pages after the first.
+ */
+export function usageRecordsPage(db: Db, accountId: string, q: RecordsQuery) {
+  return reportRead(db, (tx) => page(tx, accountId, q));
+}
+
+async function page(db: Db, accountId: string, q: RecordsQuery) {
   const conds: SQL[] = [eq(u.accountId, accountId)];
   if (q.key) conds.push(eq(u.routingKeyId, q.key));
   if (q.provider) conds.push(eq(u.provider, q.provider));

@@ -1,45 +1,69 @@
 // Usage grouped by day, routing key, lane or model, for the dashboard and for scripts:
-// GET /v1/organizations/usage/groups?by=…[&month=YYYY-MM]. Without `month` the window is the
-// rollup's (the last 30 days), so its figures add up to GET /v1/organizations/usage; with it,
-// that UTC calendar month up to now. Beside the rollup's metrics each group carries the seat
-// (`sub`) share, fallbacks and time to first byte percentiles.
-import { and, desc, eq, gte, lt, lte, sql, type SQL } from "drizzle-orm";
+// GET /v1/organizations/usage/groups?by=…[&month=YYYY-MM], read from the daily rollup. Without
+// `month` the window is the summary's (30 UTC calendar days, today included), so its figures add
+// up to GET /v1/organizations/usage; with it, that UTC calendar month up to now. Beside the
+// summary's figures each group carries attempts, failed attempts, fallbacks, refusals, the seat
+// (`sub`) share and time to first byte p50/p95 (from a histogram: see ttfbPercentile).
+import { and, desc, eq, gte, inArray, lt, sql } from "drizzle-orm";
 import type { Db } from "../../store/db/client.ts";
-import { routingKeys, usageRecords } from "../../store/db/schema/index.ts";
-import { metrics, rollupWindow, totals, type MetricRow } from "./service.ts";
+import { routingKeys, usageDaily } from "../../store/db/schema/index.ts";
+import { FAILED, metrics, rollupWindow, totals, usd, type MetricRow } from "./service.ts";
 import type { GroupsQuery } from "./model.ts";
+import { reportRead } from "./report-read.ts";
 
-const u = usageRecords;
+const d = usageDaily;
+
+/** Upper bounds (ms) of the rollup's time-to-first-byte buckets (migration 0006); the 16th is open. */
+export const TTFB_BOUNDS = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000, 5000, 10000];
 
 /**
- * A fallback is a failed attempt after which the same request went on to another lane (CONTRACT
- * §3). The retry of fallback_to_default_model stays on the lane, and the classifier's own call
- * is not a lane, so neither counts as the "other lane".
+ * The p-quantile of a bucket histogram: the bucket holding the rank, interpolated linearly inside
+ * it (so within one bucket's width of the exact value); null without any sample.
  */
-const fellBack = sql`${u.outcome} <> 'ok' and ${u.requestId} is not null and exists (
-  select 1 from usage_records later where later.account_id = ${u.accountId} and later.request_id = ${u.requestId}
-    and later.id > ${u.id} and later.endpoint <> 'classifier' and later.lane_index is distinct from ${u.laneIndex})`;
+export function ttfbPercentile(hist: number[], p: number): number | null {
+  const n = hist.reduce((a, b) => a + b, 0);
+  if (n === 0) return null;
+  const rank = p * n;
+  let below = 0;
+  for (let i = 0; i < hist.length; i++) {
+    const c = hist[i]!;
+    if (c > 0 && below + c >= rank) {
+      const lo = i === 0 ? 0 : TTFB_BOUNDS[i - 1]!;
+      const hi = TTFB_BOUNDS[i];
+      if (hi === undefined) return lo;
+      return Math.round(lo + ((hi - lo) * Math.max(0, rank - below)) / c);
+    }
+    below += c;
+  }
+  return TTFB_BOUNDS.at(-1)!;
+}
 
 const extra = {
-  fallbacks: sql<number>`(count(*) filter (where ${fellBack}))::float8`,
-  seat_requests: sql<number>`(count(*) filter (where ${u.seat}))::float8`,
-  seat_cost_usd: sql<number>`coalesce(sum(${u.costUsd}) filter (where ${u.seat}), 0)::float8`,
-  ttfb_p50_ms: sql<number | null>`percentile_cont(0.5) within group (order by ${u.ttfbMs})`,
-  ttfb_p95_ms: sql<number | null>`percentile_cont(0.95) within group (order by ${u.ttfbMs})`,
+  attempts: sql<number>`coalesce(sum(${d.attempts}), 0)::float8`,
+  failed_attempts: sql<number>`coalesce(sum(${d.attempts}) filter (where ${FAILED}), 0)::float8`,
+  fallbacks: sql<number>`coalesce(sum(${d.fallbacks}), 0)::float8`,
+  budget_refusals: sql<number>`coalesce(sum(${d.budgetRefusals}), 0)::float8`,
+  rate_limit_refusals: sql<number>`coalesce(sum(${d.rateLimitRefusals}), 0)::float8`,
+  seat_requests: sql<number>`coalesce(sum(${d.seatRequests}), 0)::float8`,
+  seat_cost_usd: sql<number>`coalesce(sum(${d.seatCostUsd}), 0)::float8`,
+  ttfb: sql<Array<string | number>>`usage_ttfb_sum(${d.ttfb})`,
 };
 
-type ExtraRow = MetricRow & { fallbacks: unknown; seat_requests: unknown; seat_cost_usd: unknown; ttfb_p50_ms: unknown; ttfb_p95_ms: unknown };
-
-const ms = (v: unknown) => (v === null || v === undefined ? null : Math.round(Number(v)));
+type ExtraRow = MetricRow & { [K in keyof typeof extra]: unknown };
 
 function figures(r: ExtraRow) {
+  const hist = ((r.ttfb as Array<string | number> | null) ?? []).map(Number);
   return {
     ...totals(r),
+    attempts: Number(r.attempts),
+    failed_attempts: Number(r.failed_attempts),
     fallbacks: Number(r.fallbacks),
+    budget_refusals: Number(r.budget_refusals),
+    rate_limit_refusals: Number(r.rate_limit_refusals),
     seat_requests: Number(r.seat_requests),
-    seat_cost_usd: Math.round(Number(r.seat_cost_usd) * 1e9) / 1e9,
-    ttfb_p50_ms: ms(r.ttfb_p50_ms),
-    ttfb_p95_ms: ms(r.ttfb_p95_ms),
+    seat_cost_usd: usd(r.seat_cost_usd),
+    ttfb_p50_ms: ttfbPercentile(hist, 0.5),
+    ttfb_p95_ms: ttfbPercentile(hist, 0.95),
   };
 }
 
@@ -51,30 +75,36 @@ export function monthWindow(month: string, now = new Date()): { since: Date; unt
   return { since, until: end < now ? end : now };
 }
 
+const dayOf = (t: Date) => t.toISOString().slice(0, 10);
+/** '' in the rollup stands for none (a record without a key or model, a refusal without a lane). */
+const orNull = (s: string) => (s === "" ? null : s);
+
 export async function usageGroups(db: Db, accountId: string, q: GroupsQuery, now = new Date()) {
   const win = q.month ? monthWindow(q.month, now) : rollupWindow(now);
-  // A month's end is exclusive (the next month's first instant); the rollup's `until` is now, inclusive.
-  const upper: SQL = q.month && win.until.getTime() !== now.getTime() ? lt(u.createdAt, win.until) : lte(u.createdAt, win.until);
-  const where = and(eq(u.accountId, accountId), gte(u.createdAt, win.since), upper);
+  const endDay = q.month ? dayOf(new Date(Date.UTC(Number(q.month.slice(0, 4)), Number(q.month.slice(5, 7)), 1))) : "9999-12-31";
+  const where = and(eq(d.accountId, accountId), gte(d.day, dayOf(win.since)), lt(d.day, endDay));
   const all = { ...metrics, ...extra };
   const byCost = [desc(metrics.cost_usd), desc(metrics.requests)];
 
-  let groups: Array<Record<string, unknown>>;
-  if (q.by === "day") {
-    const day = sql<string>`to_char(${u.createdAt} at time zone 'UTC', 'YYYY-MM-DD')`;
-    const rows = await db.select({ date: day, ...all }).from(u).where(where).groupBy(day).orderBy(day);
-    groups = rows.map((r) => ({ date: r.date, ...figures(r) }));
-  } else if (q.by === "key") {
-    const rows = await db.select({ routing_key_id: u.routingKeyId, label: routingKeys.label, key_prefix: routingKeys.keyPrefix, ...all })
-      .from(u).leftJoin(routingKeys, eq(routingKeys.id, u.routingKeyId)).where(where)
-      .groupBy(u.routingKeyId, routingKeys.label, routingKeys.keyPrefix).orderBy(...byCost);
-    groups = rows.map((r) => ({ routing_key_id: r.routing_key_id, label: r.label ?? null, key_prefix: r.key_prefix ?? null, ...figures(r) }));
-  } else if (q.by === "lane") {
-    const rows = await db.select({ provider: u.provider, ...all }).from(u).where(where).groupBy(u.provider).orderBy(...byCost);
-    groups = rows.map((r) => ({ provider: r.provider, ...figures(r) }));
-  } else {
-    const rows = await db.select({ provider: u.provider, model: u.model, ...all }).from(u).where(where).groupBy(u.provider, u.model).orderBy(...byCost);
-    groups = rows.map((r) => ({ provider: r.provider, model: r.model ?? null, ...figures(r) }));
-  }
+  const groups = await reportRead(db, async (tx): Promise<Array<Record<string, unknown>>> => {
+    if (q.by === "day") {
+      const rows = await tx.select({ date: d.day, ...all }).from(d).where(where).groupBy(d.day).orderBy(d.day);
+      return rows.map((r) => ({ date: r.date, ...figures(r) }));
+    }
+    if (q.by === "key") {
+      const rows = await tx.select({ key: d.routingKeyId, ...all }).from(d).where(where).groupBy(d.routingKeyId).orderBy(...byCost);
+      const ids = rows.map((r) => r.key).filter((k) => k !== "");
+      const labels = ids.length === 0 ? [] : await tx.select({ id: routingKeys.id, label: routingKeys.label, prefix: routingKeys.keyPrefix })
+        .from(routingKeys).where(inArray(routingKeys.id, ids));
+      const label = new Map(labels.map((l) => [l.id, l]));
+      return rows.map((r) => ({ routing_key_id: orNull(r.key), label: label.get(r.key)?.label ?? null, key_prefix: label.get(r.key)?.prefix ?? null, ...figures(r) }));
+    }
+    if (q.by === "lane") {
+      const rows = await tx.select({ provider: d.provider, ...all }).from(d).where(where).groupBy(d.provider).orderBy(...byCost);
+      return rows.map((r) => ({ provider: orNull(r.provider), ...figures(r) }));
+    }
+    const rows = await tx.select({ provider: d.provider, model: d.model, ...all }).from(d).where(where).groupBy(d.provider, d.model).orderBy(...byCost);
+    return rows.map((r) => ({ provider: orNull(r.provider), model: orNull(r.model), ...figures(r) }));
+  });
   return { by: q.by, month: q.month ?? null, since: win.since.toISOString(), until: win.until.toISOString(), groups };
 }

@@ -1,64 +1,100 @@
-// The 30-day usage rollup (CONTRACT §6) over usage_records: one record per inference attempt,
-// so `requests` counts attempts (a request that fell back to a second lane counts twice, once
-// per provider). `errors` are attempts that failed (outcome `error` or `broken`; a client that
-// went away is not an error). Days are UTC calendar days.
-import { and, desc, eq, gte, lte, sql } from "drizzle-orm";
+// The 30-day usage summary (CONTRACT §6), read from the daily rollup (usage_daily), never from
+// the raw records: its cost does not grow with traffic. `requests` are client requests, each
+// counted once whatever number of lanes it tried; `errors` are requests that ended failed (their
+// last attempt's outcome `error` or `broken`; a client that went away is not an error). Attempts,
+// fallbacks and refusals are in /usage/groups. The window is 30 UTC calendar days, today included.
+import { and, eq, gte, inArray, ne, sql } from "drizzle-orm";
 import type { Db } from "../../store/db/client.ts";
-import { routingKeys, usageRecords } from "../../store/db/schema/index.ts";
+import { routingKeys, usageDaily } from "../../store/db/schema/index.ts";
+import { reportRead } from "./report-read.ts";
 
 export const USAGE_WINDOW_DAYS = 30;
+const DAY_MS = 86400_000;
 
-const u = usageRecords;
+const d = usageDaily;
+/** Outcomes of a failed request (or attempt). */
+export const FAILED = sql`${d.outcome} in ('error', 'broken')`;
 export const metrics = {
-  requests: sql<number>`count(*)::float8`,
-  errors: sql<number>`(count(*) filter (where ${u.outcome} in ('error', 'broken')))::float8`,
-  prompt_tokens: sql<number>`coalesce(sum(${u.promptTokens}), 0)::float8`,
-  completion_tokens: sql<number>`coalesce(sum(${u.completionTokens}), 0)::float8`,
-  cost_usd: sql<number>`coalesce(sum(${u.costUsd}), 0)::float8`,
+  requests: sql<number>`coalesce(sum(${d.requests}), 0)::float8`,
+  errors: sql<number>`coalesce(sum(${d.requests}) filter (where ${FAILED}), 0)::float8`,
+  prompt_tokens: sql<number>`coalesce(sum(${d.promptTokens}), 0)::float8`,
+  completion_tokens: sql<number>`coalesce(sum(${d.completionTokens}), 0)::float8`,
+  cost_usd: sql<number>`coalesce(sum(${d.costUsd}), 0)::float8`,
 };
 
 export type MetricRow = { requests: unknown; errors: unknown; prompt_tokens: unknown; completion_tokens: unknown; cost_usd: unknown };
+type Totals = { requests: number; errors: number; prompt_tokens: number; completion_tokens: number; cost_usd: number };
 
-export function totals(r: MetricRow | undefined) {
+/** Sums of doubles: rounded to the nano-dollar so float noise does not show. */
+export const usd = (v: unknown) => Math.round(Number(v ?? 0) * 1e9) / 1e9;
+
+export function totals(r: MetricRow | undefined): Totals {
   return {
     requests: Number(r?.requests ?? 0),
     errors: Number(r?.errors ?? 0),
     prompt_tokens: Number(r?.prompt_tokens ?? 0),
     completion_tokens: Number(r?.completion_tokens ?? 0),
-    // Sums of doubles: rounded to the nano-dollar so float noise does not show.
-    cost_usd: Math.round(Number(r?.cost_usd ?? 0) * 1e9) / 1e9,
+    cost_usd: usd(r?.cost_usd),
   };
 }
 
-/** The rollup's window: the last 30 days up to `now`. */
+/** The summary's window: from the start of the UTC day 29 days ago up to `now` (30 calendar days). */
 export function rollupWindow(now = new Date()): { since: Date; until: Date } {
-  return { since: new Date(now.getTime() - USAGE_WINDOW_DAYS * 86400_000), until: now };
+  const today = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
+  return { since: new Date(today - (USAGE_WINDOW_DAYS - 1) * DAY_MS), until: now };
 }
+
+const day = (t: Date) => t.toISOString().slice(0, 10);
+
+const add = (a: Totals, r: Totals) => {
+  a.requests += r.requests;
+  a.errors += r.errors;
+  a.prompt_tokens += r.prompt_tokens;
+  a.completion_tokens += r.completion_tokens;
+  a.cost_usd += r.cost_usd;
+};
+const zero = (): Totals => ({ requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0 });
+const rounded = (t: Totals): Totals => ({ ...t, cost_usd: usd(t.cost_usd) });
+const byCost = (a: Totals, b: Totals) => b.cost_usd - a.cost_usd || b.requests - a.requests;
 
 export async function usageRollup(db: Db, accountId: string, now = new Date()) {
   const { since } = rollupWindow(now);
-  const where = and(eq(u.accountId, accountId), gte(u.createdAt, since), lte(u.createdAt, now));
-  const day = sql<string>`to_char(${u.createdAt} at time zone 'UTC', 'YYYY-MM-DD')`;
-
-  const [all, days, keys, providers] = await Promise.all([
-    db.select(metrics).from(u).where(where),
-    db.select({ date: day, ...metrics }).from(u).where(where).groupBy(day).orderBy(day),
-    db.select({ routing_key_id: u.routingKeyId, label: routingKeys.label, key_prefix: routingKeys.keyPrefix, ...metrics })
-      .from(u)
-      .leftJoin(routingKeys, eq(routingKeys.id, u.routingKeyId))
-      .where(where)
-      .groupBy(u.routingKeyId, routingKeys.label, routingKeys.keyPrefix)
-      .orderBy(desc(metrics.cost_usd), desc(metrics.requests)),
-    db.select({ provider: u.provider, ...metrics }).from(u).where(where).groupBy(u.provider).orderBy(desc(metrics.cost_usd), desc(metrics.requests)),
-  ]);
-
+  // One grouped read (day × key × provider, a few rows per day) folded into the four views here.
+  const rows = await reportRead(db, async (tx) => {
+    const cells = await tx.select({ day: d.day, key: d.routingKeyId, provider: d.provider, ...metrics }).from(d)
+      .where(and(eq(d.accountId, accountId), gte(d.day, day(since)), ne(d.outcome, "refused")))
+      .groupBy(d.day, d.routingKeyId, d.provider);
+    const keyIds = [...new Set(cells.map((c) => c.key).filter((k) => k !== ""))];
+    const labels = keyIds.length === 0 ? [] : await tx.select({ id: routingKeys.id, label: routingKeys.label, prefix: routingKeys.keyPrefix })
+      .from(routingKeys).where(inArray(routingKeys.id, keyIds));
+    return { cells, labels };
+  });
+  const all = zero();
+  const days = new Map<string, Totals>();
+  const keys = new Map<string, Totals>();
+  const providers = new Map<string, Totals>();
+  const into = (m: Map<string, Totals>, k: string, t: Totals) => {
+    let cur = m.get(k);
+    if (!cur) m.set(k, (cur = zero()));
+    add(cur, t);
+  };
+  for (const c of rows.cells) {
+    const t = totals(c);
+    add(all, t);
+    into(days, c.day, t);
+    into(keys, c.key, t);
+    into(providers, c.provider, t);
+  }
+  const label = new Map(rows.labels.map((l) => [l.id, l]));
   return {
     window_days: USAGE_WINDOW_DAYS,
     since: since.toISOString(),
     until: now.toISOString(),
-    totals: totals(all[0]),
-    by_day: days.map((d) => ({ date: d.date, ...totals(d) })),
-    by_key: keys.map((k) => ({ routing_key_id: k.routing_key_id, label: k.label ?? null, key_prefix: k.key_prefix ?? null, ...totals(k) })),
-    by_provider: providers.map((p) => ({ provider: p.provider, ...totals(p) })),
+    totals: rounded(all),
+    by_day: [...days].sort(([a], [b]) => (a < b ? -1 : 1)).map(([date, t]) => ({ date, ...rounded(t) })),
+    by_key: [...keys].sort(([, a], [, b]) => byCost(a, b)).map(([id, t]) => ({
+      routing_key_id: id === "" ? null : id, label: label.get(id)?.label ?? null, key_prefix: label.get(id)?.prefix ?? null, ...rounded(t),
+    })),
+    by_provider: [...providers].sort(([, a], [, b]) => byCost(a, b)).map(([provider, t]) => ({ provider, ...rounded(t) })),
   };
 }

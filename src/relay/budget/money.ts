@@ -165,6 +165,7 @@ export class MoneyCall {
     }
     if (!r) {
       ctx.services.relayObserver.budgetRejected({ endpoint: opts.endpoint });
+      ctx.services.usageQueue.refusal(key.accountId, key.id, "budget");
       throw budgetExceeded(key.monthlyBudgetUsd!, monthKey(), key.id);
     }
     const rate = lc ? limits.admitted(key, lc, r.limits!, false, slice) : null;
@@ -205,6 +206,7 @@ export class MoneyCall {
     }
     if (!r) {
       ctx.services.relayObserver.budgetRejected({ endpoint });
+      ctx.services.usageQueue.refusal(key.accountId, key.id, "budget");
       return { refusedUsd: fromNano(total) };
     }
     const hold = lc ? limits.admitted(key, lc, r.limits!) : null;

@@ -110,6 +110,9 @@ export class RateLimits {
   private slices = new Map<string, Slice>();
   private seen = new Map<string, Seen>();
 
+  /** Told of every 429 this class answers (the usage rollup counts refusals). */
+  onRefused: (key: KeyContext) => void = () => {};
+
   constructor(private ctx: Base, private liveInstances: () => number) {}
 
   /** The admission's limit part: what to ask the store for. */
@@ -174,6 +177,7 @@ export class RateLimits {
       this.over.delete(key.id);
       return;
     }
+    this.onRefused(key);
     throw rateLimited(key.id, key.limits!, { refused: "requests", retryMs: wait, remainingRequests: 0, resetRequestsMs: wait, remainingTokens: -1, resetTokensMs: 0 });
   }
 
@@ -189,6 +193,7 @@ export class RateLimits {
       if (v.refused === "requests" && v.remainingRequests === 0 && v.resetRequestsMs > 0 && this.over.size < 100_000) {
         this.over.set(key.id, Date.now() + v.resetRequestsMs);
       }
+      this.onRefused(key);
       throw rateLimited(key.id, c.limits, v);
     }
     const leaseIds: string[] = [];

@@ -1,10 +1,14 @@
-import { bigserial, boolean, doublePrecision, index, integer, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, bigserial, boolean, date, doublePrecision, index, integer, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
-/** One row per inference attempt, served or failed (CONTRACT §7). Written in batches off the hot path. */
+/**
+ * One row per inference attempt, served or failed (CONTRACT §7). Written in batches off the hot path.
+ * Partitioned by month on created_at (migration 0006: the partitions, the daily rollup trigger and
+ * the functions the partition and retention jobs call are SQL the query builder does not model).
+ */
 export const usageRecords = pgTable("usage_records", {
-  id: bigserial("id", { mode: "number" }).primaryKey(),
+  id: bigserial("id", { mode: "number" }).notNull(),
   requestId: text("request_id"),
   accountId: text("account_id").notNull(),
   routingKeyId: text("routing_key_id"),
@@ -33,9 +37,46 @@ export const usageRecords = pgTable("usage_records", {
   seat: boolean("seat").notNull().default(false),
   createdAt: ts("created_at").notNull().defaultNow(),
 }, (t) => [
-  index("usage_account_time").on(t.accountId, t.createdAt),
-  index("usage_key_time").on(t.routingKeyId, t.createdAt),
+  primaryKey({ name: "usage_records_pkey", columns: [t.id, t.createdAt] }),
+  index("usage_account_id").on(t.accountId, t.id),
+  index("usage_key_id").on(t.routingKeyId, t.id),
+  index("usage_request").on(t.requestId),
   // A record delivered twice (stream redelivery, a retried write) is written once. Keyed by the
-  // gateway's own id of the attempt, not the request id, which a client may reuse.
-  uniqueIndex("usage_record_key").on(t.recordKey),
+  // gateway's own id of the attempt (not the request id, which a client may reuse) and the
+  // partition key, which a redelivered record carries unchanged.
+  uniqueIndex("usage_record_key").on(t.recordKey, t.createdAt),
+]);
+
+/**
+ * The daily rollup every report and counter rebuild reads: one row per account, UTC day, routing
+ * key ('' for none), provider, model ('' for none) and outcome, kept by a trigger on usage_records
+ * in the inserting statement (only rows actually inserted count, so a redelivery adds nothing).
+ * `requests` are client requests, each counted in the group of its latest attempt; `attempts`
+ * are upstream attempts; `fallbacks` count in the group of the failed attempt whose request moved
+ * to another lane. Refusals (402 budget, 429 rate limit) have outcome `refused` and provider ''.
+ * `ttfb` is a 16-bucket histogram of time to first byte (bounds in report.ts).
+ */
+export const usageDaily = pgTable("usage_daily", {
+  accountId: text("account_id").notNull(),
+  day: date("day", { mode: "string" }).notNull(),
+  routingKeyId: text("routing_key_id").notNull().default(""),
+  provider: text("provider").notNull(),
+  model: text("model").notNull().default(""),
+  outcome: text("outcome").notNull(),
+  requests: bigint("requests", { mode: "number" }).notNull().default(0),
+  attempts: bigint("attempts", { mode: "number" }).notNull().default(0),
+  fallbacks: bigint("fallbacks", { mode: "number" }).notNull().default(0),
+  budgetRefusals: bigint("budget_refusals", { mode: "number" }).notNull().default(0),
+  rateLimitRefusals: bigint("rate_limit_refusals", { mode: "number" }).notNull().default(0),
+  promptTokens: bigint("prompt_tokens", { mode: "number" }).notNull().default(0),
+  completionTokens: bigint("completion_tokens", { mode: "number" }).notNull().default(0),
+  cachedTokens: bigint("cached_tokens", { mode: "number" }).notNull().default(0),
+  cacheWriteTokens: bigint("cache_write_tokens", { mode: "number" }).notNull().default(0),
+  costUsd: doublePrecision("cost_usd").notNull().default(0),
+  seatRequests: bigint("seat_requests", { mode: "number" }).notNull().default(0),
+  seatCostUsd: doublePrecision("seat_cost_usd").notNull().default(0),
+  ttfb: bigint("ttfb", { mode: "number" }).array().notNull(),
+}, (t) => [
+  primaryKey({ name: "usage_daily_pkey", columns: [t.accountId, t.day, t.routingKeyId, t.provider, t.model, t.outcome] }),
+  index("usage_daily_key").on(t.routingKeyId, t.day),
 ]);
