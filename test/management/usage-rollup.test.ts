@@ -160,8 +160,8 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
     const seen: string[] = [];
     let before: number | null = null;
     for (let page = 0; page < 10; page++) {
-      const r = (await gw.call(`/v1/organizations/usage/records?limit=7${before ? `&before=${before}` : ""}`, { token: acct.token })).body;
-      seen.push(...r.records.map((x: any) => x.request_id));
+      const r: { records: Array<{ request_id: string }>; next_before: number | null } = (await gw.call(`/v1/organizations/usage/records?limit=7${before ? `&before=${before}` : ""}`, { token: acct.token })).body;
+      seen.push(...r.records.map((x) => x.request_id));
       // Records written between two pages are newer: they belong before page 1, not in the pages after.
       await gw.ctx.db.insert(usageRecords).values([mk(100 + page)]);
       before = r.next_before;
