@@ -58,7 +58,7 @@ export const usageGroupsDocs: RouteDocs = {
       + "Each group carries requests (client requests, each counted once, in the group of its last attempt), errors (requests that "
       + "ended failed), attempts and failed_attempts (upstream attempts), fallbacks (failed attempts after which the request moved to "
       + "another lane, in the failed lane's group), budget_refusals (402) and rate_limit_refusals (429) (in a group without provider or "
-      + "model), tokens, cost_usd, the seat (`sub`) share and time to first byte p50/p95 (from a histogram: within one bucket of the exact value).",
+      + "model), tokens, cost_usd, saved_usd (what cache hits would have cost), the seat (`sub`) share and time to first byte p50/p95 (from a histogram: within one bucket of the exact value).",
     responses: { "200": { description: "`{by, month, since, until, groups: [...]}`" } },
   },
 };

@@ -46,6 +46,7 @@ const extra = {
   rate_limit_refusals: sql<number>`coalesce(sum(${d.rateLimitRefusals}), 0)::float8`,
   seat_requests: sql<number>`coalesce(sum(${d.seatRequests}), 0)::float8`,
   seat_cost_usd: sql<number>`coalesce(sum(${d.seatCostUsd}), 0)::float8`,
+  saved_usd: sql<number>`coalesce(sum(${d.savedUsd}), 0)::float8`,
   ttfb: sql<Array<string | number>>`usage_ttfb_sum(${d.ttfb})`,
 };
 
@@ -62,6 +63,7 @@ function figures(r: ExtraRow) {
     rate_limit_refusals: Number(r.rate_limit_refusals),
     seat_requests: Number(r.seat_requests),
     seat_cost_usd: usd(r.seat_cost_usd),
+    saved_usd: usd(r.saved_usd),
     ttfb_p50_ms: ttfbPercentile(hist, 0.5),
     ttfb_p95_ms: ttfbPercentile(hist, 0.95),
   };

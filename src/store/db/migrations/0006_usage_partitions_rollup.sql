@@ -64,6 +64,7 @@ CREATE TABLE "usage_daily" (
 	"cost_usd" double precision DEFAULT 0 NOT NULL,
 	"seat_requests" bigint DEFAULT 0 NOT NULL,
 	"seat_cost_usd" double precision DEFAULT 0 NOT NULL,
+	"saved_usd" double precision DEFAULT 0 NOT NULL,
 	"ttfb" bigint[] DEFAULT '{0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0}' NOT NULL,
 	CONSTRAINT "usage_daily_pkey" PRIMARY KEY ("account_id", "day", "routing_key_id", "provider", "model", "outcome")
 );--> statement-breakpoint
@@ -82,7 +83,9 @@ CREATE AGGREGATE "usage_ttfb_sum"(bigint[]) (SFUNC = "usage_ttfb_add", STYPE = b
 CREATE FUNCTION "usage_rollup_apply"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   WITH n AS (
-    SELECT i.*, CASE WHEN i.endpoint <> 'classifier' AND i.record_key IS NOT NULL AND i.attempt >= 0
+    -- The money call of a record keyed `<call>.<attempt>`; none for the classifier's own call, a
+    -- cache hit (no upstream attempt) or a record keyed otherwise: each of those stands alone.
+    SELECT i.*, CASE WHEN i.endpoint <> 'classifier' AND i.outcome <> 'cache_hit' AND i.record_key LIKE '%.' || i.attempt::text
                      THEN regexp_replace(i.record_key, '[.][^.]*$', '') END AS call
     FROM ins i
   ),
@@ -113,31 +116,31 @@ BEGIN
     -- Each new record's own figures; a request of its own when it has no money call to share.
     SELECT account_id, created_at, routing_key_id, provider, model, outcome,
            CASE WHEN call IS NULL AND endpoint <> 'classifier' THEN 1 ELSE 0 END AS requests,
-           CASE WHEN endpoint <> 'classifier' AND attempt <> 0 THEN 1 ELSE 0 END AS attempts,
+           CASE WHEN endpoint <> 'classifier' AND attempt <> 0 AND outcome <> 'cache_hit' THEN 1 ELSE 0 END AS attempts,
            0 AS fallbacks, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, cost_usd,
            CASE WHEN seat AND call IS NULL AND endpoint <> 'classifier' THEN 1 ELSE 0 END AS seat_requests,
-           CASE WHEN seat THEN cost_usd ELSE 0 END AS seat_cost_usd, usage_ttfb_bucket(ttfb_ms) AS bucket
+           CASE WHEN seat THEN cost_usd ELSE 0 END AS seat_cost_usd, saved_usd, usage_ttfb_bucket(ttfb_ms) AS bucket
     FROM n
     UNION ALL
     -- The call's latest record is new: its request moves there from the previous latest one.
     SELECT account_id, created_at, routing_key_id, provider, model, outcome,
            CASE WHEN last_all = 1 THEN 1 ELSE -1 END, 0, 0, 0, 0, 0, 0, 0,
-           CASE WHEN seat THEN (CASE WHEN last_all = 1 THEN 1 ELSE -1 END) ELSE 0 END, 0, NULL
+           CASE WHEN seat THEN (CASE WHEN last_all = 1 THEN 1 ELSE -1 END) ELSE 0 END, 0, 0, NULL
     FROM ranked r
     WHERE EXISTS (SELECT 1 FROM ranked l WHERE l.call = r.call AND l.last_all = 1 AND l.is_new)
       AND ((r.last_all = 1) OR (NOT r.is_new AND r.last_in_kind = 1))
     UNION ALL
     -- A failed attempt followed by the next attempt on another lane, one of the two new: a fallback.
-    SELECT account_id, created_at, routing_key_id, provider, model, outcome, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, NULL
+    SELECT account_id, created_at, routing_key_id, provider, model, outcome, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, NULL
     FROM ranked
     WHERE next_ord = ord + 1 AND ord <> 2147483647
       AND next_lane IS DISTINCT FROM lane_index AND (is_new OR next_new)
   )
   INSERT INTO usage_daily AS d (account_id, day, routing_key_id, provider, model, outcome, requests, attempts, fallbacks,
-      prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, cost_usd, seat_requests, seat_cost_usd, ttfb)
+      prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, cost_usd, seat_requests, seat_cost_usd, saved_usd, ttfb)
   SELECT account_id, (created_at AT TIME ZONE 'UTC')::date, coalesce(routing_key_id, ''), provider, coalesce(model, ''), outcome,
          sum(requests), sum(attempts), sum(fallbacks), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens),
-         sum(cache_write_tokens), sum(cost_usd), sum(seat_requests), sum(seat_cost_usd),
+         sum(cache_write_tokens), sum(cost_usd), sum(seat_requests), sum(seat_cost_usd), sum(saved_usd),
          ARRAY[count(*) FILTER (WHERE bucket = 1), count(*) FILTER (WHERE bucket = 2), count(*) FILTER (WHERE bucket = 3), count(*) FILTER (WHERE bucket = 4), count(*) FILTER (WHERE bucket = 5), count(*) FILTER (WHERE bucket = 6), count(*) FILTER (WHERE bucket = 7), count(*) FILTER (WHERE bucket = 8), count(*) FILTER (WHERE bucket = 9), count(*) FILTER (WHERE bucket = 10), count(*) FILTER (WHERE bucket = 11), count(*) FILTER (WHERE bucket = 12), count(*) FILTER (WHERE bucket = 13), count(*) FILTER (WHERE bucket = 14), count(*) FILTER (WHERE bucket = 15), count(*) FILTER (WHERE bucket = 16)]
   FROM contrib
   GROUP BY 1, 2, 3, 4, 5, 6
@@ -147,6 +150,7 @@ BEGIN
     completion_tokens = d.completion_tokens + excluded.completion_tokens, cached_tokens = d.cached_tokens + excluded.cached_tokens,
     cache_write_tokens = d.cache_write_tokens + excluded.cache_write_tokens, cost_usd = d.cost_usd + excluded.cost_usd,
     seat_requests = d.seat_requests + excluded.seat_requests, seat_cost_usd = d.seat_cost_usd + excluded.seat_cost_usd,
+    saved_usd = d.saved_usd + excluded.saved_usd,
     ttfb = usage_ttfb_add(d.ttfb, excluded.ttfb);
   RETURN NULL;
 END

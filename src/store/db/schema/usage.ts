@@ -75,6 +75,8 @@ export const usageDaily = pgTable("usage_daily", {
   costUsd: doublePrecision("cost_usd").notNull().default(0),
   seatRequests: bigint("seat_requests", { mode: "number" }).notNull().default(0),
   seatCostUsd: doublePrecision("seat_cost_usd").notNull().default(0),
+  /** What the cache hits of the group would have cost upstream. */
+  savedUsd: doublePrecision("saved_usd").notNull().default(0),
   ttfb: bigint("ttfb", { mode: "number" }).array().notNull(),
 }, (t) => [
   primaryKey({ name: "usage_daily_pkey", columns: [t.accountId, t.day, t.routingKeyId, t.provider, t.model, t.outcome] }),
