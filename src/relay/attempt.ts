@@ -55,6 +55,24 @@ export function estimatedUsage(rr: RelayRequest, completion: number): Usage {
   return { prompt_tokens: Math.ceil(rr.bytes / 4), completion_tokens: completion, cached_tokens: 0, cache_write_tokens: 0 };
 }
 
+/**
+ * What an attempt the upstream accepted but that ended early (abandoned, timed out, broken) cost
+ * (CONTRACT §7): the prompt as the upstream counted it when that count arrived, else the estimate,
+ * plus every output token received: the upstream's count or the deltas' (`deltaTokens`), whichever
+ * is larger. `counted` is true when the upstream's own counts cover both.
+ */
+export function usageSoFar(rr: RelayRequest, reported: Usage | null, deltaTokens: number): { usage: Usage; counted: boolean } {
+  const promptKnown = reported !== null && reported.prompt_tokens > 0;
+  const out = Math.max(reported?.completion_tokens ?? 0, deltaTokens);
+  const usage: Usage = reported
+    ? { ...reported, prompt_tokens: promptKnown ? reported.prompt_tokens : estimatedUsage(rr, 0).prompt_tokens, completion_tokens: out }
+    : estimatedUsage(rr, out);
+  return { usage, counted: promptKnown && reported!.completion_tokens >= deltaTokens };
+}
+
+/** The error code of an abandoned attempt's record: why it ended, and whether its tokens are the upstream's count. */
+export const abandonedCode = (why: "client_closed" | "timeout", counted: boolean) => `${why}_tokens_${counted ? "counted" : "estimated"}`;
+
 /** The record of one upstream attempt; finish() records it with the request's money exactly once. */
 export class Attempt {
   readonly startedAt = performance.now();
@@ -230,16 +248,19 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   let res: Response;
   // What this lane's upstream was sent and could echo back in its error text (secret-scrub.ts).
   let secrets: string[] = [];
+  // From the moment the body is on its way, an abandoned or timed-out attempt pays its prompt.
+  let sending = false;
   try {
     const clientHeaders = client === null ? rr.clientHeaders : undefined;
     const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: rr.stream, clientHeaders });
     secrets = secretsOfCall(call);
     const sent = call.model ?? body.model;
     if (typeof sent === "string" && sent) attempt.model = sent;
+    sending = !ac.signal.aborted;
     res = await adapter.send(ctx, lane, call, ac.signal);
   } catch (e) {
     release();
-    return sendFailure(rr, attempt, ac, e, secrets);
+    return sendFailure(rr, attempt, ac, e, secrets, sending);
   }
   // Time to first byte: the answer's headers for a plain request; streams mark their first event.
   if (!rr.stream) attempt.markFirstByte();
@@ -270,7 +291,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
       text = await res.text();
     } catch (e) {
       release();
-      return sendFailure(rr, attempt, ac, e, secrets);
+      return sendFailure(rr, attempt, ac, e, secrets, true);
     }
     release();
     let parsed: Json;
@@ -315,14 +336,21 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   return { kind: "stream", attempt, res, tap, ac, done: release };
 }
 
-function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e: unknown, secrets: string[]): OnceResult {
+/**
+ * An attempt that got no answer. `sent`: the body was on its way, so an abandoned or timed-out
+ * attempt is charged its prompt (estimated: a plain answer's counts come only with it); one the
+ * client left before anything was sent costs nothing.
+ */
+function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e: unknown, secrets: string[], sent: boolean): OnceResult {
   const lane = attempt.lane;
   if (rr.signal.aborted) {
-    attempt.finish(0, "aborted", "client_closed", null);
+    if (sent) attempt.finish(0, "aborted", abandonedCode("client_closed", false), usageSoFar(rr, null, 0).usage);
+    else attempt.finish(0, "aborted", "client_closed", null);
     return { kind: "aborted" };
   }
   if (ac.signal.reason instanceof TimeoutError) {
-    attempt.finish(0, "error", "timeout", null);
+    if (sent) attempt.finish(0, "aborted", abandonedCode("timeout", false), usageSoFar(rr, null, 0).usage);
+    else attempt.finish(0, "error", "timeout", null);
     rr.ctx.services.relayObserver.upstreamError({ provider: lane.provider, status: 0, code: "timeout" });
     return failed(lane, 0, "timeout", `The upstream did not answer within ${rr.ctx.config.UPSTREAM_TIMEOUT_SECONDS} s.`);
   }

@@ -291,7 +291,7 @@ describe(`POST /blitz (${storesLabel})`, () => {
     }
   });
 
-  test("budget: a cancelled batch releases its whole reservation", async () => {
+  test("budget: a cancelled batch releases its reservation down to what the upstream did (CONTRACT §7: each accepted prompt pays its prompt)", async () => {
     const key = await oneLane({ monthlyBudgetUsd: 5 });
     const a0 = A.received.length;
     const aborted0 = A.aborted;
@@ -307,15 +307,22 @@ describe(`POST /blitz (${storesLabel})`, () => {
     ac.abort();
     await pending;
     await A.waitForAborts(aborted0 + 4);
+    let rows = await recordsOf(key.id);
+    for (let i = 0; i < 50 && rows.length < 4; i++) {
+      await sleep(20);
+      rows = await recordsOf(key.id);
+    }
+    expect(rows).toHaveLength(4);
+    // Each hung prompt reached the upstream: it pays its estimated prompt, never $0, and nothing more.
+    expect(rows.every((r) => r.outcome === "aborted" && r.errorCode === "client_closed_tokens_estimated" && r.costUsd > 0 && r.completionTokens === 0)).toBe(true);
+    const paid = rows.reduce((a, r) => a + r.costUsd, 0);
     let after = during;
     for (let i = 0; i < 50; i++) {
       after = await gw.call("/v1/key", { token: key.raw });
-      if (after.body.budget.current_month_spend_usd === 0) break;
+      if (Math.abs(after.body.budget.current_month_spend_usd - paid) < 1e-6) break;
       await sleep(20);
     }
-    expect(after.body.budget.current_month_spend_usd).toBe(0);
-    const rows = await recordsOf(key.id);
-    expect(rows).toHaveLength(4);
-    expect(rows.every((r) => r.outcome === "aborted" && r.costUsd === 0)).toBe(true);
+    expect(after.body.budget.current_month_spend_usd).toBeCloseTo(paid, 6);
+    expect(after.body.budget.current_month_spend_usd).toBeLessThan(during.body.budget.current_month_spend_usd);
   });
 });

@@ -185,15 +185,20 @@ describe(`CONTRACT §8: keep-alive before the upstream's first byte (${storesLab
     const first = await res.body!.getReader().read();
     expect(new TextDecoder().decode(first.value)).toStartWith(":");
     expect(await spendUntil(budgeted.raw, (usd) => usd > 0)).toBeGreaterThan(0);
+    const reserved = await spendUntil(budgeted.raw, () => true);
     ac.abort();
     await A.waitForAborts(a0 + 1, 3000);
-    expect(await spendUntil(budgeted.raw, (usd) => usd === 0)).toBe(0);
     let rows = await usageRows(requestId);
     for (let i = 0; rows.length === 0 && i < 40; i++) {
       await Bun.sleep(25);
       rows = await usageRows(requestId);
     }
     expect(rows.map((r) => r.outcome)).toEqual(["aborted"]);
+    // The upstream had the request: it pays its prompt (CONTRACT §7), and the rest of the reservation goes back.
+    const paid = rows[0]!.costUsd;
+    expect(paid).toBeGreaterThan(0);
+    expect(await spendUntil(budgeted.raw, (usd) => Math.abs(usd - paid) < 1e-6)).toBeCloseTo(paid, 6);
+    expect(paid).toBeLessThan(reserved);
     expect(B.received.length).toBe(b0);
   });
 

@@ -14,7 +14,15 @@ import { frameEvents } from "../fixtures/index.ts";
 import { headersOf, isObject, lastUserText, resolveEvents, resolveJson, sseBody, type Received, type VendorReply } from "../fixtures/replay.ts";
 import { serveLoopback } from "./scaffold.ts";
 
+/** What Anthropic bills one accepted request for: input, and every output token generated before any disconnect. */
+export interface AnthropicBill {
+  input: number;
+  output: number;
+}
+
 export interface MockAnthropic {
+  /** One bill per generated answer (replies from fixtures are not billed here), in order. */
+  bills: AnthropicBill[];
   /** Base URL (what PROVIDER_ANTHROPIC_BASE_URL takes), e.g. http://127.0.0.1:40123 */
   url: string;
   apiKey: string;
@@ -167,11 +175,12 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
   const received: Received[] = [];
   const queue: VendorReply[] = [];
   let seq = 0;
+  const bills: AnthropicBill[] = [];
 
   const errorResponse = (status: number, type: string, message: string) =>
     new Response(JSON.stringify({ type: "error", error: { type, message }, request_id: `req_mock${++seq}` }), { status, headers: { "content-type": "application/json" } });
 
-  function generated(body: any): { json: Record<string, unknown>; events: string[] } {
+  function generated(body: any): { json: Record<string, unknown>; events: string[]; input: number; output: number } {
     const id = `msg_mock${++seq}`;
     const text = `anthropic answer to: ${lastUserText(body.messages, textOfTurn)}`;
     const input = Math.max(1, Math.ceil(JSON.stringify(body.messages).length / 4));
@@ -188,7 +197,7 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
       { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: output } },
       { type: "message_stop" },
     ].map((e) => JSON.stringify(e));
-    return { json, events };
+    return { json, events, input, output };
   }
 
   const server = serveLoopback({
@@ -228,12 +237,16 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
         return new Response(JSON.stringify(body), { status: reply.status, headers: { "content-type": "application/json" } });
       }
       const gen = generated(rec.body);
+      if (!reply.json && !reply.stream) bills.push({ input: gen.input, output: stream ? 0 : gen.output });
+      const bill = bills.at(-1)!;
       if (!stream) {
         return new Response(JSON.stringify(reply.json ? resolveJson("anthropic", reply.json) : gen.json), { headers: { "content-type": "application/json", "request-id": `req_mock${seq}` } });
       }
       const lines = reply.stream ? resolveEvents("anthropic", reply.stream) : gen.events;
       const frames = frameEvents("anthropic", lines);
-      return new Response(sseBody(frames, reply), { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "request-id": `req_mock${seq}` } });
+      // Generated streams bill each word (one text delta, one token) as it goes out.
+      const onSent = reply.stream ? undefined : (i: number) => { if (JSON.parse(lines[i]!).type === "content_block_delta") bill.output++; };
+      return new Response(sseBody(frames, reply, onSent), { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "request-id": `req_mock${seq}` } });
     },
   });
 
@@ -241,6 +254,7 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
     url: server.origin,
     apiKey,
     received,
+    bills,
     get served() { return received.filter((r) => r.rejected === null); },
     enqueue(...replies) { queue.push(...replies); },
     stop: server.stop,

@@ -28,6 +28,8 @@ export interface MockBehavior {
   close_after?: number;
   /** Never answer (until the client goes away). */
   hang?: boolean;
+  /** Streaming: pause between the finish_reason chunk and the usage chunk (a client may leave in between). */
+  usage_delay_ms?: number;
   /** Report usage (default true; streams also need stream_options.include_usage, like OpenAI). */
   usage?: boolean;
   /** Assistant text (split across the chunks when streaming). */
@@ -272,6 +274,12 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
           bill.completion = chatUsage(body, b, n).completion_tokens;
           let tail = "";
           for (let j = 0; j < choices; j++) tail += chunk({}, b.finish_reason ?? "stop", j);
+          if (includeUsage && b.usage_delay_ms) {
+            controller.enqueue(enc.encode(tail));
+            tail = "";
+            await wait(b.usage_delay_ms, state);
+            if (state.gone) return;
+          }
           if (includeUsage) {
             tail += ev({ id, object: "chat.completion.chunk", created, model, system_fingerprint: "fp_mock", choices: [], usage: chatUsage(body, b, n) });
           }

@@ -10,7 +10,7 @@
 // the upstream idle timeout (UPSTREAM_TIMEOUT_SECONDS without an upstream byte aborts it).
 import { clientCodecs } from "../../protocols/index.ts";
 import { chatStreamError } from "../../protocols/chat/index.ts";
-import { estimatedUsage, TimeoutError, type LaneResult, type RelayRequest } from "../attempt.ts";
+import { abandonedCode, TimeoutError, usageSoFar, type LaneResult, type RelayRequest } from "../attempt.ts";
 import type { GatewayError } from "../../errors.ts";
 import { scrub } from "../relay-errors.ts";
 import { FailedAfterOutput, TranslateTap } from "./translate.ts";
@@ -171,11 +171,15 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
     hooks.done(outcome, status, cur.attempt.provider, cur.attempt.ttfbMs);
   };
 
+  /** The upstream's counts so far, completed by the gateway's (CONTRACT §7: an abandoned answer pays what it used). */
+  const soFar = () => usageSoFar(rr, cur.tap.usage, cur.tap.outputTokens);
+
   function onClientGone() {
     if (closed) return;
     cur.ac.abort();
     reader.cancel().catch(() => {});
-    cur.attempt.finish(cur.res.status, "aborted", "client_closed", cur.tap.usage);
+    const { usage, counted } = soFar();
+    cur.attempt.finish(cur.res.status, "aborted", abandonedCode("client_closed", counted), usage);
     close("aborted", 499);
   }
   rr.signal.addEventListener("abort", onClientGone);
@@ -193,7 +197,11 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
       : e instanceof Error && e.message ? e.message : "the connection closed early";
     const status = cur.res.status;
     if (!cur.tap.delivered) {
-      cur.attempt.finish(status, "broken", timedOut ? "timeout" : "stream_broken", cur.tap.usage);
+      // Timed out: the gateway abandons an attempt the upstream accepted, and pays what it used.
+      if (timedOut) {
+        const { usage, counted } = soFar();
+        cur.attempt.finish(status, "aborted", abandonedCode("timeout", counted), usage);
+      } else cur.attempt.finish(status, "broken", "stream_broken", cur.tap.usage);
       cur.done();
       const next = await hooks.nextLane({ provider: cur.attempt.provider, laneIndex: cur.attempt.lane.index, status, code: "stream_broken", message: `The stream broke before any content: ${why}` });
       if (closed) return false;
@@ -214,8 +222,9 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
       c.close();
       return false;
     }
-    const usage = cur.tap.usage ?? estimatedUsage(rr, cur.tap.forwarded);
-    cur.attempt.finish(status, "broken", timedOut ? "timeout" : "stream_broken", usage);
+    const { usage, counted } = soFar();
+    if (timedOut) cur.attempt.finish(status, "aborted", abandonedCode("timeout", counted), usage);
+    else cur.attempt.finish(status, "broken", "stream_broken", usage);
     c.enqueue(errorEvent(rr, cur.tap, `The upstream (${cur.attempt.provider}) stream broke off mid-answer: ${scrub(why)}. The answer above is incomplete; retry the request.`, "upstream_error"));
     close("broken", 502);
     c.close();
@@ -231,7 +240,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
         ctx.log.error({ requestId: rr.requestId, err: e instanceof Error ? e.message : String(e) }, "stream relay failed");
         if (closed) return;
         cur.ac.abort();
-        cur.attempt.finish(cur.res.status, "error", "relay_failed", cur.tap.usage);
+        cur.attempt.finish(cur.res.status, "error", "relay_failed", soFar().usage);
         close("error", 500);
         try {
           c.enqueue(errorEvent(rr, cur.tap, "The gateway failed while relaying the stream; retry the request.", "unhandled"));
@@ -276,7 +285,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
           if (await onBreak(c, new Error("the upstream ended the stream without any event"))) continue;
           return;
         }
-        cur.attempt.finish(cur.res.status, "ok", null, cur.tap.usage ?? estimatedUsage(rr, cur.tap.forwarded));
+        cur.attempt.finish(cur.res.status, "ok", null, cur.tap.usage ?? soFar().usage);
         close("ok", cur.res.status);
         c.close();
         return;

@@ -5,6 +5,7 @@
 // boundary (keep-alive comments can go in between, and an event hidden from the client, the
 // include_usage chunk it did not ask for, can be cut out whole).
 import { UpstreamStreamError, type Json, type UpstreamCodec, type Usage } from "../../protocols/types.ts";
+import { countDeltaTokens } from "./delta-count.ts";
 import { FailedAfterOutput } from "./translate.ts";
 
 const LF = 10, CR = 13, BACKSLASH = 92, COLON = 58, SPACE = 32, TAB = 9;
@@ -79,8 +80,10 @@ export class PassThroughTap {
   usage: Usage | null = null;
   /** A data event has been forwarded (after this, no fallback: the client has content). */
   delivered = false;
-  /** Chunks forwarded (a rough completion-token count when the upstream never reports usage). */
+  /** Chunks forwarded. */
   forwarded = 0;
+  /** Output tokens counted from the deltas forwarded (delta-count.ts): what an answer cut short is charged. */
+  outputTokens = 0;
   private carry: Uint8Array | null = null;
   /** The last region forwarded (it ends on an event boundary, so it holds the last event whole). */
   private last: Uint8Array | null = null;
@@ -173,6 +176,7 @@ export class PassThroughTap {
       }
     }
     if (!this.delivered && buf.indexOf(DATA) >= 0) this.delivered = true;
+    this.outputTokens += countDeltaTokens(buf, end, this.codec.protocol);
     this.forwarded++;
     const region = end === b.length ? b : b.subarray(0, end);
     this.last = region;

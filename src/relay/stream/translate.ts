@@ -2,13 +2,16 @@
 // decoder) → the client's SSE (client codec's encoder). Used only when the client's shape is not
 // a protocol the lane speaks; the same-protocol case never comes here (see sse-tap.ts).
 import { createSseDecoder, type SseDecoder } from "../../protocols/sse.ts";
-import type { ChunkDecoder, ChunkEncoder, SseEvent, Usage } from "../../protocols/types.ts";
+import type { ChunkDecoder, ChunkEncoder, Json, SseEvent, Usage } from "../../protocols/types.ts";
+import { chunkDeltaTokens } from "./delta-count.ts";
 
 const enc = new TextEncoder();
 
 export class TranslateTap {
   delivered = false;
   forwarded = 0;
+  /** Output tokens counted from the deltas decoded (delta-count.ts): what an answer cut short is charged. */
+  outputTokens = 0;
   /** The one SSE decoder (protocols/sse.ts): bytes split anywhere, CRLF, UTF-8 across chunks. */
   private sse: SseDecoder = createSseDecoder();
 
@@ -50,8 +53,8 @@ export class TranslateTap {
   private drain(events: SseEvent[], final: boolean): Uint8Array | null {
     let s = "";
     try {
-      for (const ev of events) for (const c of this.decoder.push(ev)) s += this.encoder.push(c);
-      if (final) for (const c of this.decoder.end()) s += this.encoder.push(c);
+      for (const ev of events) for (const c of this.decoder.push(ev)) s += this.encode(c);
+      if (final) for (const c of this.decoder.end()) s += this.encode(c);
     } catch (e) {
       // An upstream error event later in the same read: what was decoded before it still goes out.
       if (s === "") throw e;
@@ -59,6 +62,11 @@ export class TranslateTap {
     }
     if (s === "") return null;
     return this.take(s);
+  }
+
+  private encode(chunk: Json): string {
+    this.outputTokens += chunkDeltaTokens(chunk);
+    return this.encoder.push(chunk);
   }
 
   private take(s: string): Uint8Array {
