@@ -2,6 +2,7 @@
 // an SDK, which stores and mail sink are in use, and what to run next. A terminal gets a few
 // readable lines; anything else (a container, a log collector) gets the same facts as one
 // structured log line. Passwords in store URLs are never printed.
+import { describeRedis } from "./store/kv/connect.ts";
 import { resolve } from "node:path";
 import type { Config } from "./config.ts";
 import type { Logger } from "./logger.ts";
@@ -34,7 +35,7 @@ export function startupFacts(config: Config, localUrl: string, kinds: { database
     sdkBaseUrl: `${url}/v1`,
     docs: `${url}/docs`,
     database: config.DATABASE_URL ? `${kinds.database} ${withoutCredentials(config.DATABASE_URL)}` : `${kinds.database} (embedded) in ${resolve(config.DATA_DIR, "pg")}`,
-    kv: config.REDIS_URL ? `${kinds.kv} ${withoutCredentials(config.REDIS_URL)}` : `${kinds.kv} (in-process, single instance)`,
+    kv: config.redis?.mode === "url" ? `${kinds.kv} ${withoutCredentials(config.redis.url)}` : config.redis ? `${kinds.kv} ${describeRedis(config.redis)}` : `${kinds.kv} (in-process, single instance)`,
     mail: config.SMTP_URL ? `SMTP ${withoutCredentials(config.SMTP_URL)}` : `written to ${resolve(outboxDir(config.DATA_DIR))} (set SMTP_URL to send)`,
     next: `curl -X POST '${url}/api/auth?action=agent-signup' -d '{"email":"you@example.com"}'`,
   };

@@ -9,6 +9,24 @@ const bool = z
 const port = z.coerce.number().int().min(0).max(65535);
 const url = z.string().url();
 const positiveInt = z.coerce.number().int().positive();
+/** `host:port,host:port`, an IPv6 host in brackets (`[::1]:26379`). */
+const hostPorts = z.string().transform((v, ctx) => {
+  const out: Array<{ host: string; port: number }> = [];
+  for (const part of v.split(",").map((p) => p.trim()).filter(Boolean)) {
+    const m = /^(\[[0-9a-fA-F:.]+\]|[^\s:,[\]]+):(\d{1,5})$/.exec(part);
+    const p = m ? Number(m[2]) : 0;
+    if (!m || p < 1 || p > 65535) {
+      ctx.addIssue({ code: "custom", message: `must be host:port[,host:port…] (bad entry ${JSON.stringify(part)})` });
+      return z.NEVER;
+    }
+    out.push({ host: m[1]!.replace(/^\[|\]$/g, ""), port: p });
+  }
+  if (!out.length) {
+    ctx.addIssue({ code: "custom", message: "must name at least one host:port" });
+    return z.NEVER;
+  }
+  return out;
+});
 
 
 const schema = z.object({
@@ -26,6 +44,13 @@ const schema = z.object({
   DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// URL").optional(),
   DATA_DIR: z.string().min(1).default("./data"),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, "must be a redis:// URL").optional(),
+  /** Redis Sentinels and the monitored master's name: the gateway follows failovers (instead of REDIS_URL). */
+  REDIS_SENTINELS: hostPorts.optional(),
+  REDIS_SENTINEL_MASTER: z.string().min(1).optional(),
+  /** Password of the Redis data nodes reached through REDIS_SENTINELS or REDIS_CLUSTER_NODES (also sent to Sentinels that ask for one). */
+  REDIS_PASSWORD: z.string().min(1).optional(),
+  /** Seed nodes of a Redis Cluster (instead of REDIS_URL). */
+  REDIS_CLUSTER_NODES: hostPorts.optional(),
   GATEWAY_SECRET_KEY: z.string().optional(),
   SMTP_URL: z.string().regex(/^smtps?:\/\//, "must be an smtp:// URL").optional(),
   MAIL_FROM: z.string().min(3).default("Model Gateway <no-reply@localhost>"),
@@ -79,7 +104,14 @@ const schema = z.object({
 });
 
 
+/** How to reach Redis, or null for the in-process KV. */
+export type RedisTarget =
+  | { mode: "url"; url: string }
+  | { mode: "sentinel"; sentinels: Array<{ host: string; port: number }>; name: string; password?: string }
+  | { mode: "cluster"; nodes: Array<{ host: string; port: number }>; password?: string };
+
 export type Config = z.infer<typeof schema> & {
+  redis: RedisTarget | null;
   baseUrl: string;
   siteUrl: string;
   providerBaseUrls: Record<ApiKeyProviderId, string>;
@@ -104,6 +136,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`Invalid configuration:\n  ${lines.join("\n  ")}`);
   }
   const c = parsed.data;
+  const redisModes = ["REDIS_URL", "REDIS_SENTINELS", "REDIS_CLUSTER_NODES"].filter((k) => clean[k] !== undefined);
+  if (redisModes.length > 1) throw new ConfigError(`Invalid configuration:\n  ${redisModes.join(", ")}: set one way to reach Redis, not several`);
+  if (c.REDIS_SENTINELS && !c.REDIS_SENTINEL_MASTER) throw new ConfigError("Invalid configuration:\n  REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS (the name the Sentinels monitor, e.g. mymaster)");
+  if (c.REDIS_SENTINEL_MASTER && !c.REDIS_SENTINELS) throw new ConfigError("Invalid configuration:\n  REDIS_SENTINEL_MASTER: set without REDIS_SENTINELS");
   if (c.DATABASE_DIRECT_URL && !c.DATABASE_URL) throw new ConfigError("Invalid configuration:\n  DATABASE_DIRECT_URL: set without DATABASE_URL (it is the direct path beside a pooled DATABASE_URL)");
   const providerBaseUrls: Record<ApiKeyProviderId, string> = { ...DEFAULT_PROVIDER_BASE_URLS };
   for (const id of API_KEY_PROVIDER_IDS) {
@@ -122,5 +158,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     siteUrl: trimSlash(c.SITE_URL ?? c.BASE_URL ?? local),
     providerBaseUrls,
     production: c.NODE_ENV === "production",
+    redis: c.REDIS_SENTINELS ? { mode: "sentinel", sentinels: c.REDIS_SENTINELS, name: c.REDIS_SENTINEL_MASTER!, password: c.REDIS_PASSWORD }
+      : c.REDIS_CLUSTER_NODES ? { mode: "cluster", nodes: c.REDIS_CLUSTER_NODES, password: c.REDIS_PASSWORD }
+      : c.REDIS_URL ? { mode: "url", url: c.REDIS_URL }
+      : null,
   };
 }

@@ -37,7 +37,7 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   const log = createLogger(config.LOG_LEVEL, opts.logDestination);
   const secrets = loadSecretBox(config);
   const dbh = await openDb({ databaseUrl: config.DATABASE_URL, directUrl: config.DATABASE_DIRECT_URL, dataDir: config.DATA_DIR });
-  const kv = await openKv(config.REDIS_URL);
+  const kv = await openKv(config.redis);
   const shutdown: Array<() => Promise<void> | void> = [];
   const base: Base = {
     config, db: dbh.db, dbh, kv, log, secrets,

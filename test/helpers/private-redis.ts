@@ -104,3 +104,48 @@ export async function startPrivateRedis(opts: PrivateRedisOptions = {}): Promise
     },
   };
 }
+
+export interface PrivateCluster {
+  /** `REDIS_CLUSTER_NODES` value (every master). */
+  nodes: string;
+  ports: number[];
+  stop(): Promise<void>;
+}
+
+/** A real Redis Cluster of `masters` redis-server processes (no replicas), slots spread by redis-cli. */
+export async function startPrivateCluster(masters = 3): Promise<PrivateCluster> {
+  const dir = mkdtempSync(join(tmpdir(), "gw-cluster-"));
+  const ports: number[] = [];
+  for (let i = 0; i < masters; i++) ports.push(await freePort());
+  const procs = ports.map((port) =>
+    Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
+      "--cluster-enabled", "yes", "--cluster-config-file", join(dir, `nodes-${port}.conf`), "--cluster-node-timeout", "2000"], { stdout: "ignore", stderr: "ignore" }));
+  const stop = async () => {
+    for (const p of procs) p.kill("SIGKILL");
+    await Promise.all(procs.map((p) => p.exited));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    for (const p of ports) await waitReady(`redis://127.0.0.1:${p}`);
+    const create = Bun.spawn(["redis-cli", "--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", "0", "--cluster-yes"], { stdout: "pipe", stderr: "pipe" });
+    const [code, out] = await Promise.all([create.exited, new Response(create.stdout).text()]);
+    if (code !== 0) throw new Error(`redis-cli --cluster create failed: ${out.slice(-500)}`);
+    for (const p of ports) {
+      const c = new Redis(`redis://127.0.0.1:${p}`, { maxRetriesPerRequest: 0 });
+      try {
+        let ok = false;
+        for (let i = 0; i < 200 && !ok; i++) {
+          ok = String(await c.call("CLUSTER", "INFO")).includes("cluster_state:ok");
+          if (!ok) await Bun.sleep(50);
+        }
+        if (!ok) throw new Error(`cluster node ${p} did not reach cluster_state:ok`);
+      } finally {
+        c.disconnect();
+      }
+    }
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { nodes: ports.map((p) => `127.0.0.1:${p}`).join(","), ports, stop };
+}

@@ -56,7 +56,7 @@ describe.if(REAL_STORES && HAVE)(name, () => {
     const admin = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} });
     await admin.unsafe(`drop database if exists ${dbName} with (force)`).catch(() => {});
     await admin.end();
-  });
+  }, 60_000); // the gateways' shutdown waits out their dead Redis
 
   test("the pooler really is in transaction mode: a transaction using a statement prepared by an earlier one fails, unnamed statements do not (the test can fail)", async () => {
     // The holder keeps the server connection of the first run in a transaction, so the prepared

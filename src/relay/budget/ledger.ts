@@ -32,6 +32,7 @@ import type { LedgerEntry } from "../../store/kv/types.ts";
 import { usageRecords } from "../../store/db/schema/index.ts";
 import type { UsageQueue, UsageRow } from "../usage-queue.ts";
 import { counterKey, fromNano, inflightKey, seed, settledKey, ttl, type BudgetedKey } from "./counters.ts";
+import { masterIdentity } from "./redis-identity.ts";
 import { callOfRecord, drainedUpTo, settlesOf, UnackedRecords, type SentSettles } from "./unacked.ts";
 
 const GROUP = "gw-usage";
@@ -245,7 +246,10 @@ export class Ledger {
     // a reader that would find their records already in Postgres and then get them added again.
     this.r.on("ready", () => {
       if (this.groups.size) void this.flush();
+      // Set before this turn ends: no admission on the new connection runs ahead of the check.
+      if (!this.gate) void this.checkMaster().catch(() => {});
     });
+    this.master = await masterIdentity(this.r);
     await this.ensureGroup();
     this.epoch = await this.r.get(this.k.epoch);
     if (this.epoch === null) {
@@ -261,6 +265,32 @@ export class Ledger {
     await this.r.xgroup("CREATE", this.k.stream, GROUP, "0", "MKSTREAM").catch((e: Error) => {
       if (!/BUSYGROUP/.test(e.message)) throw e;
     });
+  }
+
+  /** The masters' identity when last seen (redis-identity.ts). */
+  private master: string | null = null;
+
+  /**
+   * A failover (Sentinel promoted a replica, a Cluster node failed over) or a restart keeps the
+   * epoch (it was replicated, or persisted) but may have lost the last writes the old master
+   * acknowledged: reservations, in-flight entries, settlements, usage-stream entries. Admissions
+   * wait while this instance re-asserts, the same repair as after an empty restart.
+   */
+  checkMaster(): Promise<void> {
+    if (this.gate) return this.gate;
+    const gate = (async () => {
+      const now = await masterIdentity(this.r);
+      if (this.master === null || now === this.master) {
+        this.master = now;
+        return;
+      }
+      this.ctx.log.warn({}, "Redis master changed (failover or restart): re-asserting this instance's requests in flight");
+      await this.recover();
+      this.master = now; // only once repaired: a recovery cut short by another outage runs again
+    })();
+    this.gate = gate.finally(() => { if (this.gate === guarded) this.gate = null; });
+    const guarded = this.gate;
+    return guarded;
   }
 
   /** Checks the epoch; when Redis lost its state, admissions wait while this instance re-asserts. */
@@ -356,6 +386,7 @@ export class Ledger {
   private async heartbeat(): Promise<void> {
     await this.r.hset(this.k.instances, this.me, Date.now());
     await this.checkEpoch();
+    await this.checkMaster();
     if (this.lost) await this.rewriteLost();
     if (this.ticks++ % 2 === 0) await this.reconcile();
     // Pruning only frees memory: a failing XINFO must never cost a reconcile, and the copies

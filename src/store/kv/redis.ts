@@ -1,6 +1,8 @@
 // Redis KV through ioredis. Budget operations are Lua scripts so check-and-add is atomic across
 // every gateway instance sharing this Redis. Pub/sub uses a second connection, as Redis requires.
-import Redis from "ioredis";
+import type Redis from "ioredis";
+import type { RedisTarget } from "../../config.ts";
+import { COMMAND_TIMEOUT_MS, connectRedis, describeRedis, writable } from "./connect.ts";
 import type { KV, LedgerEntry, LimitCall, LimitKeys, ReserveResult } from "./types.ts";
 import { verdict } from "./types.ts";
 import { watchReplies } from "./reply-watchdog.ts";
@@ -223,8 +225,7 @@ local n = redis.call('INCR', KEYS[1])
 if n == 1 or redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return n`;
 
-/** Longest a Redis command may take before it fails (a frozen or unreachable Redis). */
-export const COMMAND_TIMEOUT_MS = 500;
+export { COMMAND_TIMEOUT_MS };
 
 export type Cmds = Redis & {
   gwAdmit(counter: string, ledger: string, log: string, amounts: string, leases: string, ...args: Array<string | number>): Promise<number[]>;
@@ -244,20 +245,17 @@ export class RedisKV implements KV {
   private handlers = new Map<string, Set<(m: string) => void>>();
   private stopWatchdog: () => void;
 
-  constructor(private url: string) {
-    // Outages answer fast (CONTRACT §7): a command gets about COMMAND_TIMEOUT_MS (reply-watchdog.ts:
-    // one timer per connection, not ioredis' commandTimeout and its timer per command); while the
-    // connection is down commands fail at once instead of waiting in an unbounded offline queue;
-    // reconnects are retried every few hundred ms. Callers decide what a failure means (budgeted
+  private target: RedisTarget;
+
+  /** `target`: how to reach Redis (a bare string is a redis:// URL). */
+  constructor(target: RedisTarget | string) {
+    this.target = typeof target === "string" ? { mode: "url", url: target } : target;
+    // Outages answer fast (CONTRACT §7; connect.ts): a command gets about COMMAND_TIMEOUT_MS
+    // (reply-watchdog.ts: one timer per connection, not ioredis' commandTimeout and its timer per
+    // command; a Cluster's nodes keep commandTimeout, having no single queue to watch); while the
+    // connection is down commands fail at once. Callers decide what a failure means (budgeted
     // inference: 503 budget_unavailable; settlements of keys without a budget: buffered, retried).
-    this.r = new Redis(url, {
-      connectTimeout: 1000,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      retryStrategy: (attempt) => Math.min(50 * attempt, 500),
-      enableAutoPipelining: true,
-      lazyConnect: false,
-    }) as Cmds;
+    this.r = connectRedis(this.target, "commands") as Cmds;
     this.r.defineCommand("gwAdmit", { numberOfKeys: 5, lua: ADMIT });
     this.r.defineCommand("gwRelease", { numberOfKeys: 2, lua: RELEASE });
     this.r.defineCommand("gwRenew", { numberOfKeys: 1, lua: RENEW });
@@ -313,7 +311,7 @@ export class RedisKV implements KV {
   async publish(channel: string, message: string) { await this.r.publish(channel, message); }
   async subscribe(channel: string, handler: (m: string) => void) {
     if (!this.sub) {
-      this.sub = new Redis(this.url, { maxRetriesPerRequest: null });
+      this.sub = connectRedis(this.target, "subscriber");
       this.sub.on("error", () => {});
       this.sub.on("message", (ch: string, msg: string) => {
         for (const h of this.handlers.get(ch) ?? []) h(msg);
@@ -326,16 +324,20 @@ export class RedisKV implements KV {
     }
     set.add(handler);
   }
-  /** Waits for the first connection (commands are not queued while there is none), then pings. */
   /** The ioredis client, for the money ledger's own scripts and streams (relay/budget/ledger.ts). */
   get client(): Cmds {
     return this.r;
   }
 
+  /**
+   * Waits for the first connection (commands are not queued while there is none), then checks
+   * that it can write: a replica (a demoted master, REDIS_URL on the wrong node) answers PING but
+   * refuses every write, so /readyz must not call it ready.
+   */
   async ping() {
     if (this.r.status !== "ready") {
       await new Promise<void>((resolve, reject) => {
-        const t = setTimeout(() => { cleanup(); reject(new Error(`Redis did not become ready within 5 s`)); }, 5000);
+        const t = setTimeout(() => { cleanup(); reject(new Error(`Redis (${describeRedis(this.target)}) did not become ready within 5 s`)); }, 5000);
         const ok = () => { cleanup(); resolve(); };
         const bad = (e: Error) => { if (this.r.status === "end") { cleanup(); reject(e); } };
         const cleanup = () => { clearTimeout(t); this.r.off("ready", ok); this.r.off("error", bad); };
@@ -343,7 +345,7 @@ export class RedisKV implements KV {
         this.r.on("error", bad);
       });
     }
-    await this.r.ping();
+    if (!(await writable(this.r))) throw new Error(`Redis (${describeRedis(this.target)}) answers but is not a writable master`);
   }
   async close() {
     this.stopWatchdog();
