@@ -1,5 +1,6 @@
-// GET /v1/models: without a key, the general catalog (every model the pricing catalog lists for
-// the API-key providers, plus the lane aliases); with a routing key, what that key's lanes can
+// GET /v1/models: without a key, the general catalog (SPEC: general model names plus the lane
+// aliases: the first-party model names the API-key providers list, without the `vendor/model`
+// paths of the hosting routers, which repeat them hundreds of times); with a routing key, what that key's lanes can
 // really be called with, live sub catalogs and bridge lists included (CONTRACT §4, §8; see
 // laneModels). GET /v1/models/{id} answers from the same list. Object-list shape as OpenAI's.
 import type { Ctx } from "../context.ts";
@@ -9,6 +10,7 @@ import { allAdapters, getAdapter } from "../providers/registry.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { catalogProvider } from "./pricing.ts";
+import { isRetiredModel } from "./retired-models.ts";
 
 interface ModelEntry {
   id: string;
@@ -29,9 +31,15 @@ export function isRealModelId(id: string): boolean {
   return !id.includes(":") || /-v\d+:\d+$/.test(id);
 }
 
+/** A provider's catalog models a client can call today: real ids, none its vendor retired. */
 function catalogModels(pricingId: string): string[] {
-  return catalogProvider({ providerId: pricingId })?.models.map((m) => m.id).filter(isRealModelId) ?? [];
+  return catalogProvider({ providerId: pricingId })?.models.map((m) => m.id).filter((id) => isRealModelId(id) && !isRetiredModel(id)) ?? [];
 }
+
+/** A general model name: not a router's `vendor/model` path (those are listed with a key that has such a lane). */
+const isGeneralName = (id: string) => !id.includes("/");
+/** Routers resell the other vendors' models under their own names: listed with a key that has such a lane only. */
+const ROUTERS = new Set(["openrouter"]);
 
 function entries(pairs: Iterable<[string, string]>, created: number): ModelEntry[] {
   const seen = new Set<string>();
@@ -50,7 +58,7 @@ function generalCatalog(created: number): ModelEntry[] {
   if (general) return general.data;
   const pairs: [string, string][] = [];
   for (const a of allAdapters()) {
-    if (a.kind === "api_key") for (const id of catalogModels(a.pricingId ?? a.id)) pairs.push([id, a.id]);
+    if (a.kind === "api_key" && !ROUTERS.has(a.id)) for (const id of catalogModels(a.pricingId ?? a.id)) if (isGeneralName(id)) pairs.push([id, a.id]);
   }
   // Lane aliases come after every provider's models, owned by the lane kind (SPEC Model entry).
   for (const a of allAdapters()) for (const id of a.catalogAliases ?? []) pairs.push([id, a.kind]);

@@ -19,9 +19,34 @@ export const noProviders = () =>
 export const noCredential = (provider: string, laneIndex: number) =>
   new GatewayError(400, `Lane ${laneIndex + 1} (${provider}) has no saved API key: it was deleted. Save one with POST /v1/organizations/credentials and rewire the key's lanes, then retry.`, { code: "no_credential" });
 
-/** Names the exact request that raises the budget (the key's own id in it), as it works. */
-export const budgetExceeded = (budgetUsd: number, month: string, keyId: string) =>
-  new GatewayError(402, `This routing key's monthly budget of $${budgetUsd} for ${month} is used up. Raise it with PATCH /v1/organizations/routing-keys?id=${keyId} and a body like {"monthly_budget_usd": ${Math.max(1, Math.ceil(budgetUsd * 2))}} (an account token's request), or wait for next month.`, { code: "budget_exceeded" });
+/** Dollars with the digits that matter: $12.50, $0.0009, $0.000001 (never $0.0000 for a nonzero amount). */
+export function usd(x: number): string {
+  if (x === 0) return "$0";
+  if (Math.abs(x) >= 1) return `$${x.toFixed(2)}`;
+  const decimals = Math.min(12, 1 - Math.floor(Math.log10(Math.abs(x))));
+  return `$${x.toFixed(decimals).replace(/(\.\d*?)0+$/, "$1").replace(/\.$/, "")}`;
+}
+
+export interface BudgetRefusalFacts {
+  budgetUsd: number;
+  month: string;
+  keyId: string;
+  /** The month's spend with requests in flight; null when the counter could not be read. */
+  spentUsd: number | null;
+  /** The request's smallest possible cost (prompt and a useful answer on the dearest lane). */
+  minUsd: number | null;
+}
+
+/** 402 that says the truth (used up, or one request's cost does not fit) and names the exact request that raises the budget. */
+export function budgetExceeded(f: BudgetRefusalFacts): GatewayError {
+  const left = f.spentUsd === null ? null : Math.max(0, f.budgetUsd - f.spentUsd);
+  const usedUp = left !== null && (left === 0 || f.minUsd === null);
+  const raiseTo = Math.max(1, Math.ceil(Math.max(f.budgetUsd * 2, (f.spentUsd ?? 0) + (f.minUsd ?? 0) * 10)));
+  const why = usedUp
+    ? `This routing key's monthly budget of ${usd(f.budgetUsd)} for ${f.month} is used up (${usd(f.spentUsd!)} spent or held by requests in flight).`
+    : `This request does not fit this routing key's monthly budget of ${usd(f.budgetUsd)} for ${f.month}: its smallest possible cost${f.minUsd === null ? "" : `, ${usd(f.minUsd)} (the prompt and a short answer at the dearest lane's prices),`} is more than the ${left === null ? "budget left" : `${usd(left)} left`}${f.spentUsd === null ? "" : ` (${usd(f.spentUsd)} spent or held by requests in flight)`}.`;
+  return new GatewayError(402, `${why} Raise it with PATCH /v1/organizations/routing-keys?id=${f.keyId} and a body like {"monthly_budget_usd": ${raiseTo}} (an account token's request)${usedUp ? ", or wait for next month" : ""}.`, { code: "budget_exceeded" });
+}
 
 /** What to do when a vendor refused the saved provider key of a lane (upstream 401/403). */
 export const credentialRefusedHint = (provider: string, laneIndex: number, keyId: string) =>

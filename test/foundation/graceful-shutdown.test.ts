@@ -56,6 +56,8 @@ run(`graceful shutdown (${label})`, () => {
       }
       expect(text).toContain("data: [DONE]");
       expect(await exited).toBe(0);
+      // It says when it has stopped, after the drain.
+      expect(child.output()).toMatch(/"shutting down[\s\S]*"gateway stopped"/);
       // The listener is closed.
       expect(await fetch(child.url + "/healthz").then(() => "open", () => "closed")).toBe("closed");
 
@@ -72,4 +74,47 @@ run(`graceful shutdown (${label})`, () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  test("Ctrl-C: SIGINT drains; a second SIGINT during the drain stops at once (exit 130) and says so", async () => {
+    const mock = await startMockOpenAI();
+    const dataDir = mkdtempSync(join(tmpdir(), "gw-sigint-"));
+    const env = { DATA_DIR: dataDir, GATEWAY_SECRET_KEY: randomBytes(32).toString("hex"), PROVIDER_OPENAI_BASE_URL: mock.url, SHUTDOWN_TIMEOUT_SECONDS: "120" };
+    try {
+      const seed = await startGateway({ ...env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent" });
+      const a = await createAccount(seed);
+      const c = await addCredential(seed, a.id, "openai");
+      const key = await addRoutingKey(seed, a.id, { lanes: [lane("openai", c.id)] });
+      await seed.stop();
+
+      const child = await spawnGateway(env);
+      // A stream that would run for a minute: the drain would wait for it.
+      const res = await fetch(child.url + "/v1/chat/completions", {
+        method: "POST",
+        headers: { authorization: `Bearer ${key.raw}`, "content-type": "application/json" },
+        body: JSON.stringify(chatBody({ stream: true, mock: { chunks: 600, chunk_delay_ms: 100 } })),
+      });
+      expect(res.status).toBe(200);
+      const reader = res.body!.getReader();
+      await reader.read();
+      child.signal("SIGINT");
+      // Draining: still running, readiness off.
+      for (let i = 0; i < 100 && (await fetch(child.url + "/readyz")).status !== 503; i++) await Bun.sleep(20);
+      expect((await fetch(child.url + "/readyz")).status).toBe(503);
+      expect(child.output()).toContain("Ctrl-C again");
+      child.signal("SIGINT");
+      expect(await child.exited).toBe(130);
+      expect(child.output()).toContain("second signal during the drain: stopping now");
+      // At once: the stream was cut, not waited for (it never reached its end).
+      let rest = "";
+      for (;;) {
+        const r = await reader.read().catch(() => ({ done: true, value: undefined }));
+        if (r.done) break;
+        rest += new TextDecoder().decode(r.value);
+      }
+      expect(rest).not.toContain("[DONE]");
+    } finally {
+      await mock.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 90_000);
 });

@@ -80,6 +80,20 @@ describe(`budgets (${storesLabel})`, () => {
     }
   });
 
+  test("402 budget_exceeded on a budget smaller than one request's smallest cost says it does not fit, with the numbers, not 'used up'", async () => {
+    const k = await keyWithBudget(0.000001);
+    const r = await gw.call("/v1/chat/completions", { token: k.raw, body: chatBody() });
+    expect(r.status).toBe(402);
+    expect(r.body.error.code).toBe("budget_exceeded");
+    const m: string = r.body.error.message;
+    expect(m).not.toContain("used up");
+    expect(m).toContain("does not fit");
+    expect(m).toContain("budget of $0.000001 for");
+    expect(m).toContain("$0.000001 left ($0 spent");
+    expect(m).toMatch(/smallest possible cost, \$0\.\d*[1-9]\d* \(/);
+    expect(m).toContain(`PATCH /v1/organizations/routing-keys?id=${k.id}`);
+  });
+
   test("402 budget_exceeded once spend reaches the budget, and /v1/key shows it exhausted", async () => {
     const k = await keyWithBudget(0.002);
     // Each answer costs more than the whole budget: the first is admitted (its estimate fits), the rest are refused.
@@ -90,6 +104,8 @@ describe(`budgets (${storesLabel})`, () => {
     expect(r.status).toBe(402);
     expect(r.body.error.code).toBe("budget_exceeded");
     expect(r.body.error.message).toContain("monthly_budget_usd");
+    expect(r.body.error.message).toContain("budget of $0.002 for");
+    expect(r.body.error.message).toContain("is used up");
     const info = await gw.call("/v1/key", { token: k.raw });
     expect(info.status).toBe(200);
     expect(info.body.budget.exhausted).toBe(true);

@@ -9,6 +9,10 @@ export interface ChildGateway {
   /** Sends SIGKILL (no drain, no shutdown hooks) and waits for the process to be gone. */
   kill(): Promise<void>;
   output(): string;
+  /** Sends `signal` without waiting. */
+  signal(signal: NodeJS.Signals): void;
+  /** Resolves with the exit code once the process is gone. */
+  readonly exited: Promise<number>;
 }
 
 const ROOT = join(import.meta.dir, "..", "..");
@@ -60,5 +64,7 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 30_0
       await proc.exited;
     },
     output: () => out,
+    signal: (sig) => proc.kill(sig),
+    exited: proc.exited,
   };
 }

@@ -6,6 +6,7 @@ import { createAccount, startTestGateway, storesLabel, type TestGateway } from "
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 import { isRealModelId } from "../../src/relay/models.ts";
+import { isRetiredModel } from "../../src/relay/retired-models.ts";
 import { newId } from "../../src/lib/ids.ts";
 import { bridges } from "../../src/store/db/schema/index.ts";
 import { startMockSubBackend, type MockSubBackend, type SubModel } from "../mocks/sub-backend.ts";
@@ -45,14 +46,23 @@ describe(`models and key introspection (${storesLabel})`, () => {
     const all = ids(r.body);
     expect(new Set(all).size).toBe(all.length);
     for (const id of ["sub/flagship", "sub/mini", "bridge/coding-agent"]) expect(all).toContain(id);
-    // Every catalog model of a vendor we route to is listed, with its vendor as owner; catalog
-    // patterns and fragments are not models (CONTRACT §8) and are left out.
+    // Every current catalog model of a vendor we route to is listed, with its vendor as owner;
+    // catalog patterns and fragments are not models (CONTRACT §8), and retired models cannot be called: both left out.
     for (const m of findProvider({ providerId: "openai" })!.models) {
-      if (isRealModelId(m.id)) expect(all).toContain(m.id);
+      if (isRealModelId(m.id) && !isRetiredModel(m.id)) expect(all).toContain(m.id);
       else expect(all).not.toContain(m.id);
     }
     expect(r.body.data.find((m: any) => m.id === "gpt-4o-mini").owned_by).toBe("openai");
-    expect(all).toContain(findProvider({ providerId: "anthropic" })!.models[0]!.id);
+    expect(all).toContain("claude-sonnet-4-5");
+  });
+
+  test("SPEC Model entry: without a key, general model names only — no router's vendor/model paths, no retired models, far fewer than the catalog", async () => {
+    const all = ids((await gw.call("/v1/models")).body);
+    const catalogSize = ["openai", "anthropic", "openrouter", "together", "groq"].reduce((n, p) => n + (findProvider({ providerId: p })?.models.length ?? 0), 0);
+    expect(all.length).toBeLessThan(catalogSize);
+    expect(all.filter((id) => id.includes("/"))).toEqual(["sub/flagship", "sub/mini", "bridge/coding-agent"]);
+    for (const retired of ["claude-2", "claude-v1", "ada", "babbage", "text-davinci-003", "gpt-4-32k"]) expect(all).not.toContain(retired);
+    expect((await gw.call("/v1/models/claude-2")).status).toBe(404);
   });
 
   test("GET /v1/models with a routing key: the models its lanes serve, plus the alias of each lane kind it has", async () => {
@@ -62,8 +72,11 @@ describe(`models and key introspection (${storesLabel})`, () => {
     const got = ids(r.body);
     expect(got[0]).toBe("gpt-4.1");
     expect(r.body.data[0].owned_by).toBe("openai");
-    for (const m of findProvider({ providerId: "groq" })!.models) if (isRealModelId(m.id)) expect(got).toContain(m.id);
+    for (const m of findProvider({ providerId: "groq" })!.models) if (isRealModelId(m.id) && !isRetiredModel(m.id)) expect(got).toContain(m.id);
     expect(got).not.toContain("gpt-4o-mini");
+    // Key-scoped lists leave retired models out too (groq shut these down).
+    expect(findProvider({ providerId: "groq" })!.models.map((m) => m.id)).toContain("llama3-70b-8192");
+    expect(got).not.toContain("llama3-70b-8192");
     expect(got).not.toContain("sub/flagship");
     expect(got).not.toContain("bridge/coding-agent");
 

@@ -18,7 +18,7 @@ import type { Json, Usage } from "../../protocols/types.ts";
 import type { ProviderAdapter } from "../../providers/types.ts";
 import type { KeyContext } from "../key-context.ts";
 import { priceUsd } from "../pricing.ts";
-import { budgetExceeded } from "../relay-errors.ts";
+import { budgetRefusal } from "./refusal.ts";
 import type { UsageRow } from "../usage-queue.ts";
 import { fromNano, reserve, toNano, type Reservation } from "./counters.ts";
 import { estimateRequest, fallbackPrices, outputLimitFor, type Estimate } from "./estimate.ts";
@@ -166,7 +166,7 @@ export class MoneyCall {
     if (!r) {
       ctx.services.relayObserver.budgetRejected({ endpoint: opts.endpoint });
       ctx.services.usageQueue.refusal(key.accountId, key.id, "budget");
-      throw budgetExceeded(key.monthlyBudgetUsd!, monthKey(), key.id);
+      throw await budgetRefusal(ctx, key, budgeted ? est.minUsd : null);
     }
     const rate = lc ? limits.admitted(key, lc, r.limits!, false, slice) : null;
     const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger), uid);
