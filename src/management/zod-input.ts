@@ -5,6 +5,7 @@ import type { z } from "zod";
 import { badRequest } from "../errors.ts";
 import { queryOf } from "../http/request.ts";
 import { readJsonObject } from "../http/body.ts";
+import { formatCharIn } from "../lib/format-chars.ts";
 import type { Ctx } from "../context.ts";
 
 type Issue = z.core.$ZodIssue;
@@ -74,27 +75,33 @@ export function issueSentence(issue: Issue, data: unknown, where: "body" | "quer
 }
 
 /**
- * The path of the first string (value or object key) holding a NUL character, or null. Postgres
- * text cannot hold one and upstream headers refuse it: such input is a 400 naming the field
- * (CONTRACT §8), checked before the schema so no store or upstream ever sees it.
+ * The path of the first string (value or object key) for which `bad` is true, or null. The body
+ * reader has already bounded the nesting (http/body.ts), so this walk's depth is too.
  */
-export function nulPath(data: unknown, path: PropertyKey[] = []): PropertyKey[] | null {
-  if (typeof data === "string") return data.includes("\u0000") ? path : null;
+export function stringPath(data: unknown, bad: (s: string) => boolean, path: PropertyKey[] = []): PropertyKey[] | null {
+  if (typeof data === "string") return bad(data) ? path : null;
   if (data === null || typeof data !== "object") return null;
   if (Array.isArray(data)) {
     for (let i = 0; i < data.length; i++) {
-      const p = nulPath(data[i], [...path, i]);
+      const p = stringPath(data[i], bad, [...path, i]);
       if (p) return p;
     }
     return null;
   }
   for (const [k, v] of Object.entries(data)) {
-    if (k.includes("\u0000")) return path;
-    const p = nulPath(v, [...path, k]);
+    if (bad(k)) return path;
+    const p = stringPath(v, bad, [...path, k]);
     if (p) return p;
   }
   return null;
 }
+
+/**
+ * The path of the first string holding a NUL character, or null. Postgres text cannot hold one and
+ * upstream headers refuse it: such input is a 400 naming the field (CONTRACT §8), checked before
+ * the schema so no store or upstream ever sees it.
+ */
+export const nulPath = (data: unknown): PropertyKey[] | null => stringPath(data, (s) => s.includes("\u0000"));
 
 export function parseWith<S extends z.ZodType>(schema: S, data: unknown, where: "body" | "query" = "body"): z.output<S> {
   const nul = nulPath(data);
@@ -102,6 +109,15 @@ export function parseWith<S extends z.ZodType>(schema: S, data: unknown, where: 
     const name = fieldPath(nul);
     const field = name === "" ? (where === "query" ? "the query" : "the request body") : `\`${name}\``;
     throw badRequest(`${field} contains a NUL character (\\u0000), which cannot be stored. Remove it and retry.`);
+  }
+  // Labels, names and model ids are read by people: an invisible or bidirectional format character
+  // would make one read as another (lib/format-chars.ts).
+  let char: string | null = null;
+  const cf = stringPath(data, (s) => (char = formatCharIn(s)) !== null);
+  if (cf) {
+    const name = fieldPath(cf);
+    const field = name === "" ? (where === "query" ? "the query" : "the request body") : `\`${name}\``;
+    throw badRequest(`${field} contains an invisible or bidirectional formatting character (${char}), which would make it read as something else. Remove it and retry.`);
   }
   const r = schema.safeParse(data);
   if (r.success) return r.data;

@@ -36,7 +36,7 @@ export const signupBody = z.object({
   email,
   source: z.unknown().meta({ type: "string", maxLength: SOURCE_MAX_LENGTH, description: "Where the agent found the gateway (a short slug)." }).optional().transform((v, ctx) => {
     if (v === undefined || v === null) return null;
-    if (typeof v !== "string" || v.trim() === "" || v.length > SOURCE_MAX_LENGTH || /[\u0000-\u001f\u007f]/.test(v)) {
+    if (typeof v !== "string" || v.trim() === "" || v.length > SOURCE_MAX_LENGTH || /[\u0000-\u001f\u007f\p{Cf}]/u.test(v)) {
       ctx.addIssue({ code: "custom", message: `Field \`source\` must be a short slug (1 to ${SOURCE_MAX_LENGTH} printable characters) naming where the agent found the gateway.` });
       return z.NEVER;
     }

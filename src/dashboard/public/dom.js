@@ -18,9 +18,18 @@ export function h(tag, props = {}, ...children) {
 export function append(el, children) {
   for (const c of [children].flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    el.append(c instanceof Node ? c : document.createTextNode(visible(c)));
   }
   return el;
+}
+
+/**
+ * Text as stored, with invisible format characters (bidi overrides, zero-width spaces: Unicode Cf)
+ * spelled out as <U+XXXX>, so a model name sent to the inference API as "\u202Egnp.exe" cannot
+ * show as "exe.png". Management refuses them in labels; inference text is stored as sent.
+ */
+export function visible(value) {
+  return String(value).replace(/\p{Cf}/gu, (c) => `<U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}>`);
 }
 
 /** Only http(s) links: a `javascript:` URL in data must not become clickable. */
