@@ -25,6 +25,8 @@ import { median } from "./lib/stats.ts";
 import { SCENARIOS, SOAK_STREAMS, soakShot, type Endpoints, type Reference, type Scenario, type Side } from "./lib/scenarios.ts";
 import { prepareStores } from "./lib/stores.ts";
 import { measureAdmissionTrips } from "./admission-trips.ts";
+import { runWrk, WRK } from "./lib/wrk.ts";
+import type { JsonShot } from "./lib/loop-client.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 const RESULTS = join(ROOT, "bench", "results");
@@ -43,6 +45,10 @@ if (!process.env.GW_BENCH_CHILD) {
   for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => child.kill(sig));
   process.exit(await child.exited);
 }
+
+/** How long a gateway segment's CPU is still counted after its last request (covers the 1 s usage drain). */
+const GATEWAY_TAIL_MS = 1200;
+const IDLE_SAMPLE_MS = 2000;
 
 const log = (msg: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
@@ -246,6 +252,15 @@ async function main(): Promise<number> {
     for (const sc of runnable) {
       for (const side of sidesBy.get(sc.id)!) await drive(sc, shots.get(sc.id)![side]!, side === "direct" ? opts.warmupS / 2 : opts.warmupS);
     }
+    // The gateway's work a request leaves behind (settlements and ledger writes of the last turns,
+    // the usage drain and flush once a second, the garbage it made) is CPU the request costs too:
+    // after each gateway segment its CPU keeps being counted for GATEWAY_TAIL_MS, less what the
+    // gateway burns idle (heartbeats, timers) in that time, measured here once.
+    await Bun.sleep(1500);
+    const idle0 = cpuMicros(gw.pid);
+    await Bun.sleep(IDLE_SAMPLE_MS);
+    const idleUsPerMs = Math.max(0, cpuMicros(gw.pid) - idle0) / IDLE_SAMPLE_MS;
+    log(`gateway idle CPU ${(idleUsPerMs * 1000).toFixed(0)} µs/s (taken off each ${GATEWAY_TAIL_MS} ms tail)`);
     for (let round = 1; round <= opts.rounds; round++) {
       for (const sc of runnable) {
         // A B … then the same backwards (A B C D D C B A), unless --smoke asks for one pass.
@@ -279,6 +294,13 @@ async function main(): Promise<number> {
             seg.cpuUs = used[i];
             seg.sysUs = c1[i]!.sysUs - c0[i]!.sysUs;
           }
+          if (side === "gateway" && i >= 0) {
+            await Bun.sleep(GATEWAY_TAIL_MS);
+            const c2 = cpuSplit(gw.pid);
+            const tail = c2.userUs + c2.sysUs - c1[i]!.userUs - c1[i]!.sysUs - idleUsPerMs * GATEWAY_TAIL_MS;
+            seg.cpuUs = (seg.cpuUs ?? 0) + Math.max(0, tail);
+            seg.tailCpuUs = Math.max(0, tail);
+          }
           segments.push(seg);
           if (result.errors) log(`${sc.id} ${side}: ${result.errors} errors, e.g. ${result.errorSamples[0]}`);
         }
@@ -303,6 +325,14 @@ async function main(): Promise<number> {
         gatewayCpuUsPerReq: NaN, gatewaySysUsPerReq: NaN, mockCpuUsPerReq: NaN, rssEndMb: NaN, peakRssMb: NaN, errors: probeErrors[sc.id]!.length, errorSamples: probeErrors[sc.id]!,
       });
     }
+
+    // The bench's own generator against an independent one (wrk): the gateway's CPU per request in
+    // the `chat` scenario, alternating autocannon and wrk segments, must agree within 15 %.
+    let wrkCheck: WrkCheck | undefined;
+    if (WRK && runnable.some((s) => s.id === "chat") && opts.mode !== "soak") {
+      wrkCheck = await reconcileWithWrk(SCENARIOS.find((s) => s.id === "chat")!, shots.get("chat")!.gateway!, gw, idleUsPerMs, opts.mode === "smoke" ? 1 : opts.rounds, opts.segmentS);
+      log(`wrk check (chat, 32 connections): gateway CPU per request ${wrkCheck.autocannonUs.toFixed(0)} µs under autocannon, ${wrkCheck.wrkUs.toFixed(0)} µs under wrk (${wrkCheck.wrkRps.toFixed(0)} req/s against ${wrkCheck.autocannonRps.toFixed(0)})`);
+    } else if (!WRK) log("wrk check skipped: wrk is not installed (Debian: apt-get install wrk)");
 
     let soak: SoakFigures | undefined;
     if (opts.soakS > 0) {
@@ -329,6 +359,10 @@ async function main(): Promise<number> {
     const admissionTrips = opts.mode === "soak" ? undefined : await measureAdmissionTrips(opts.mode === "smoke" ? 80 : 600);
     if (admissionTrips) log(`admission calls per request: ${admissionTrips.map((t) => `${t.key} ${t.admissionsPerRequest.toFixed(3)}`).join(", ")}`);
     const verdicts = targets(figures, idleBootRssMb, soak);
+    if (wrkCheck) {
+      const diff = Math.abs(wrkCheck.autocannonUs - wrkCheck.wrkUs) / wrkCheck.wrkUs;
+      verdicts.push(atMost("CPU per request under the bench's generator vs wrk (chat, 32 connections): difference", diff * 100, 15, "%", 1));
+    }
     if (admissionTrips) {
       const worst = Math.max(...admissionTrips.map((t) => t.admissionsPerRequest));
       verdicts.push(atMost("admission (budget, rate limits, concurrency): Redis script calls per request, worst kind of key", worst, 1, "calls", 3));
@@ -478,3 +512,44 @@ function writeResults(report: RunReport, md: string): void {
 }
 
 process.exit(await main());
+
+interface WrkCheck {
+  rounds: number;
+  autocannonUs: number;
+  wrkUs: number;
+  autocannonRps: number;
+  wrkRps: number;
+}
+
+/**
+ * The gateway's CPU per request (whole process, tail included, idle rate taken off) under the
+ * bench's generator and under wrk, in alternating segments (A B B A per round), same request,
+ * same connections kept alive, the generator on core 1.
+ */
+async function reconcileWithWrk(sc: Scenario, shot: () => Shot, gw: Subprocess, idleUsPerMs: number, rounds: number, segmentS: number): Promise<WrkCheck> {
+  const s = shot() as JsonShot;
+  const per = { autocannon: [] as number[], wrk: [] as number[], autocannonRps: [] as number[], wrkRps: [] as number[] };
+  const segment = async (gen: "autocannon" | "wrk") => {
+    const c0 = cpuMicros(gw.pid);
+    let ok: number;
+    let elapsedS: number;
+    if (gen === "autocannon") {
+      const r = await drive(sc, shot, segmentS);
+      ok = r.ok;
+      elapsedS = r.elapsedS;
+    } else {
+      const r = await runWrk(pinned(1), s.url, s.headers, s.body, sc.concurrency, segmentS);
+      if (r.non2xx || r.socketErrors) throw new Error(`wrk: ${r.non2xx} non-2xx answers, ${r.socketErrors} socket errors`);
+      ok = r.requests;
+      elapsedS = r.elapsedS;
+    }
+    await Bun.sleep(GATEWAY_TAIL_MS);
+    const used = cpuMicros(gw.pid) - c0 - idleUsPerMs * GATEWAY_TAIL_MS;
+    per[gen].push(used / ok);
+    per[`${gen}Rps`].push(ok / elapsedS);
+  };
+  for (let round = 0; round < rounds; round++) {
+    for (const gen of ["autocannon", "wrk", "wrk", "autocannon"] as const) await segment(gen);
+  }
+  return { rounds, autocannonUs: median(per.autocannon), wrkUs: median(per.wrk), autocannonRps: median(per.autocannonRps), wrkRps: median(per.wrkRps) };
+}

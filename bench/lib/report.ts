@@ -10,8 +10,10 @@ export interface Segment {
   round: number;
   side: Side;
   result: LoadResult;
-  /** CPU time of the proxy measured (gateway, bare proxy or Portkey) over the segment, µs; direct sides have none. */
+  /** CPU time of the whole process measured (gateway, bare proxy or Portkey; every thread) over the segment, µs; direct sides have none. The gateway's includes its tail (below). */
   cpuUs?: number;
+  /** Gateway only: CPU in the GATEWAY_TAIL_MS after its last request (deferred settlements, usage drain, garbage) less its idle rate, µs. */
+  tailCpuUs?: number;
   /** Of which kernel (system) time, µs. */
   sysUs?: number;
   /** Mock upstream CPU time over the segment, µs. */

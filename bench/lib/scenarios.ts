@@ -5,6 +5,7 @@
 // The mock's behaviour rides in the request body (`mock`), which the gateway and the bare proxy
 // forward untouched; Portkey drops unknown body fields, so it gets the same object in `x-mock`.
 import type { Shot, JsonShot, StreamShot } from "./loop-client.ts";
+import { AGENT_TOOLS, agentMessages } from "./agent-body.ts";
 
 export type Side = "direct" | "gateway" | "bare" | "portkey";
 /** The proxies measured beside the gateway, in the order they run within a round. */
@@ -78,6 +79,28 @@ export function chatJson(side: Side, ep: Endpoints, mock: Record<string, unknown
     headers: headers(side, ep, mock),
     body: JSON.stringify({ model: MODEL, messages, max_tokens: 256, mock }),
     check: isObject("chat.completion"),
+  };
+}
+
+/** What users send: an agent's turn (~4.6 kB: messages, a tool call and its result, three tools). */
+export function agentJson(side: Side, ep: Endpoints, mock: Record<string, unknown>): JsonShot {
+  return {
+    type: "json",
+    url: chatUrl(side, ep),
+    headers: headers(side, ep, mock),
+    body: JSON.stringify({ model: MODEL, messages: agentMessages(), tools: AGENT_TOOLS, tool_choice: "auto", max_tokens: 1024, temperature: 0.2, mock }),
+    check: isObject("chat.completion"),
+  };
+}
+
+export function agentStream(side: Side, ep: Endpoints, mock: Record<string, unknown>): StreamShot {
+  return {
+    type: "stream",
+    url: chatUrl(side, ep),
+    headers: headers(side, ep, mock),
+    body: JSON.stringify({ model: MODEL, messages: agentMessages(), tools: AGENT_TOOLS, tool_choice: "auto", max_tokens: 1024, temperature: 0.2, stream: true, stream_options: { include_usage: true }, mock }),
+    doneMarker: "[DONE]",
+    gapEvents: 0,
   };
 }
 
@@ -198,8 +221,8 @@ export const SCENARIOS: Scenario[] = [
     title: "chat, non-streaming, 32 connections",
     driver: "autocannon",
     concurrency: 32,
-    note: "POST /v1/chat/completions, 20-token answer, no upstream delay: the gateway's own cost per request and the latency it adds under load.",
-    shots: (side, ep) => fixed(chatJson(side, ep, { chunks: 20 })),
+    note: "POST /v1/chat/completions with an agent's turn (~4.6 kB: messages, a tool call and its result, three tools), 20-token answer, no upstream delay: the gateway's own cost per request and the latency it adds under load.",
+    shots: (side, ep) => fixed(agentJson(side, ep, { chunks: 20 })),
   },
   {
     id: "chat-1",
@@ -208,7 +231,7 @@ export const SCENARIOS: Scenario[] = [
     driver: "autocannon",
     concurrency: 1,
     note: "The same request from a single client: the latency the gateway adds when nothing queues.",
-    shots: (side, ep) => fixed(chatJson(side, ep, { chunks: 20 })),
+    shots: (side, ep) => fixed(agentJson(side, ep, { chunks: 20 })),
   },
   {
     id: "stream",
@@ -216,8 +239,8 @@ export const SCENARIOS: Scenario[] = [
     title: "chat, streaming 20 chunks, 32 streams",
     driver: "loop",
     concurrency: 32,
-    note: "stream: true, 20 content chunks sent back to back: time to first byte and CPU per stream.",
-    shots: (side, ep) => fixed(chatStream(side, ep, { chunks: 20, chunk_delay_ms: 0 })),
+    note: "The agent's turn with stream: true, 20 content chunks sent back to back: time to first byte and CPU per stream.",
+    shots: (side, ep) => fixed(agentStream(side, ep, { chunks: 20, chunk_delay_ms: 0 })),
   },
   {
     id: "stream-1",
@@ -226,7 +249,7 @@ export const SCENARIOS: Scenario[] = [
     driver: "loop",
     concurrency: 1,
     note: "The same stream from a single client: the time to first byte the gateway adds when nothing queues.",
-    shots: (side, ep) => fixed(chatStream(side, ep, { chunks: 20, chunk_delay_ms: 0 })),
+    shots: (side, ep) => fixed(agentStream(side, ep, { chunks: 20, chunk_delay_ms: 0 })),
   },
   {
     id: "stream-paced",
