@@ -79,6 +79,7 @@ export function chatUsage(u: Usage): Json {
     prompt_tokens_details: { cached_tokens: u.cached_tokens },
   };
   if (u.cache_write_tokens) out.prompt_tokens_details.cache_write_tokens = u.cache_write_tokens;
+  if (u.cache_write_1h_tokens) out.prompt_tokens_details.cache_write_1h_tokens = u.cache_write_1h_tokens;
   if (u.reasoning_tokens !== undefined) out.completion_tokens_details = { reasoning_tokens: u.reasoning_tokens };
   return out;
 }
@@ -102,6 +103,9 @@ export function usageFromFields(u: unknown, f: UsageFieldNames): Usage | null {
     cached_tokens: num(x[f.inputDetails]?.cached_tokens),
     cache_write_tokens: num(x[f.inputDetails]?.cache_write_tokens),
   };
+  // The gateway's own detail for 1-hour cache writes (a lane that is another such gateway, a bridge).
+  const h1 = num(x[f.inputDetails]?.cache_write_1h_tokens);
+  if (h1) out.cache_write_1h_tokens = h1;
   if (typeof x[f.outputDetails]?.reasoning_tokens === "number") out.reasoning_tokens = x[f.outputDetails].reasoning_tokens;
   return out;
 }

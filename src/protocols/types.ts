@@ -18,8 +18,10 @@ export interface Usage {
   completion_tokens: number;
   /** Input tokens served from the provider's cache (priced lower). */
   cached_tokens: number;
-  /** Input tokens written to the provider's cache (Anthropic cache creation). */
+  /** Input tokens written to the provider's cache (Anthropic cache creation), every TTL. */
   cache_write_tokens: number;
+  /** Of cache_write_tokens, those written for one hour (Anthropic `ephemeral_1h_input_tokens`; priced higher than 5-minute writes). */
+  cache_write_1h_tokens?: number;
   reasoning_tokens?: number;
 }
 

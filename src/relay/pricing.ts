@@ -13,7 +13,10 @@ interface FlatPrice {
   input: number;
   output: number;
   cacheRead: number;
+  /** A 5-minute cache write (the catalog's cache_write_mtok). */
   cacheWrite: number;
+  /** A 1-hour cache write: the catalog's cache_write_1h_mtok, else 2× input (CONTRACT §7). */
+  cacheWrite1h: number;
 }
 
 /** null = not in the catalog; "dynamic" = price depends on the call, use calcPrice each time. */
@@ -35,11 +38,12 @@ function lookup(pricingId: string, model: string): Entry {
   if (!r) e = null;
   else if (Array.isArray(r.model.prices)) e = "dynamic";
   else {
-    const p: ModelPrice = r.model_price;
+    const p: ModelPrice & { cache_write_1h_mtok?: unknown } = r.model_price;
     const input = p.input_mtok, output = p.output_mtok;
     const read = p.cache_read_mtok ?? input, write = p.cache_write_mtok ?? input;
-    e = isNum(input) && isNum(output) && isNum(read) && isNum(write)
-      ? { input: input / 1e6, output: output / 1e6, cacheRead: read / 1e6, cacheWrite: write / 1e6 }
+    const write1h = p.cache_write_1h_mtok ?? (isNum(input) ? 2 * input : undefined);
+    e = isNum(input) && isNum(output) && isNum(read) && isNum(write) && isNum(write1h)
+      ? { input: input / 1e6, output: output / 1e6, cacheRead: read / 1e6, cacheWrite: write / 1e6, cacheWrite1h: write1h / 1e6 }
       : "dynamic";
   }
   if (memo.size >= MEMO_MAX) memo.clear();
@@ -50,6 +54,8 @@ function lookup(pricingId: string, model: string): Entry {
 export interface UnitPrices {
   input: number;
   output: number;
+  /** The dearest price of an input token written to the cache (absent: never above input). */
+  cacheWrite?: number;
 }
 
 /**
@@ -58,7 +64,9 @@ export interface UnitPrices {
  */
 export function priceUsd(pricingId: string, model: string, u: Usage, fallback: UnitPrices | null): { usd: number; estimated: boolean } {
   if (fallback && lookup(pricingId, model) === null) {
-    return { usd: u.prompt_tokens * fallback.input + u.completion_tokens * fallback.output, estimated: true };
+    // 1-hour cache writes cost 2× input where no price is known: one more input price each.
+    const write1h = Math.min(u.cache_write_1h_tokens ?? 0, u.cache_write_tokens, u.prompt_tokens);
+    return { usd: (u.prompt_tokens + write1h) * fallback.input + u.completion_tokens * fallback.output, estimated: true };
   }
   return { usd: costUsd(pricingId, model, u), estimated: false };
 }
@@ -69,22 +77,24 @@ export function costUsd(pricingId: string, model: string, u: Usage): number {
   if (e === null) return 0;
   const cached = Math.min(u.cached_tokens, u.prompt_tokens);
   const write = Math.min(u.cache_write_tokens, u.prompt_tokens - cached);
+  // Cache writes are priced by their TTL: 1-hour writes above 5-minute ones.
+  const write1h = Math.min(u.cache_write_1h_tokens ?? 0, write);
   if (e === "dynamic") {
     const r = calcPrice(
-      { input_tokens: u.prompt_tokens, cache_read_tokens: cached, cache_write_tokens: write, output_tokens: u.completion_tokens },
+      { input_tokens: u.prompt_tokens, cache_read_tokens: cached, cache_write_tokens: write, cache_write_1h_tokens: write1h, output_tokens: u.completion_tokens } as Parameters<typeof calcPrice>[0],
       model,
       { providerId: pricingId },
     );
     return r ? r.total_price : 0;
   }
-  return (u.prompt_tokens - cached - write) * e.input + cached * e.cacheRead + write * e.cacheWrite + u.completion_tokens * e.output;
+  return (u.prompt_tokens - cached - write) * e.input + cached * e.cacheRead + (write - write1h) * e.cacheWrite + write1h * e.cacheWrite1h + u.completion_tokens * e.output;
 }
 
 /** Price per token (input, output) for budget estimates; dynamic prices are sampled at a large prompt so tiers err high. */
 export function unitPrices(pricingId: string, model: string): UnitPrices | null {
   const e = lookup(pricingId, model);
   if (e === null) return null;
-  if (e !== "dynamic") return { input: e.input, output: e.output };
+  if (e !== "dynamic") return { input: e.input, output: e.output, cacheWrite: Math.max(e.cacheWrite, e.cacheWrite1h) };
   const k = `${pricingId}\u0000${model}`;
   const hit = dynamicUnits.get(k);
   if (hit && Date.now() - hit.at < 60_000) return hit.v;

@@ -145,7 +145,9 @@ describe("streams", () => {
     expect(JSON.parse(last.data).error.message).toContain("overloaded_error");
     const rows = await usageRowsOf(w.gw, r.requestId);
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ provider: "anthropic", outcome: "broken", promptTokens: 30, completionTokens: 1 });
+    expect(rows[0]).toMatchObject({ provider: "anthropic", outcome: "broken", promptTokens: 30 });
+    // CONTRACT §7: the output received counts, not message_start's placeholder of 1 ("Partial ans": two deltas).
+    expect(rows[0]!.completionTokens).toBeGreaterThanOrEqual(2);
   });
 
   test("a Gemini error event after content ends a Responses stream with an error event; no response.completed", async () => {

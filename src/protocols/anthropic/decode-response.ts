@@ -32,12 +32,24 @@ export function usageFromAnthropic(u: unknown): Usage | null {
   if (typeof x.input_tokens !== "number" && typeof x.output_tokens !== "number") return null;
   const cacheRead = num(x.cache_read_input_tokens);
   const cacheWrite = num(x.cache_creation_input_tokens);
-  return {
+  const out: Usage = {
     prompt_tokens: num(x.input_tokens) + cacheRead + cacheWrite,
     completion_tokens: num(x.output_tokens),
     cached_tokens: cacheRead,
     cache_write_tokens: cacheWrite,
   };
+  const h1 = oneHourWrites(x);
+  if (h1 !== null) out.cache_write_1h_tokens = h1;
+  return out;
+}
+
+/**
+ * The 1-hour cache writes of an Anthropic `usage` (`cache_creation.ephemeral_1h_input_tokens`,
+ * part of cache_creation_input_tokens and priced higher than 5-minute writes), or null when absent.
+ */
+export function oneHourWrites(x: Json): number | null {
+  const v = x.cache_creation?.ephemeral_1h_input_tokens;
+  return typeof v === "number" && Number.isFinite(v) && v > 0 ? v : null;
 }
 
 export function decodeAnthropicResponse(body: Json, opts: { model: string; created?: number }): { completion: Json; usage: Usage | null } {

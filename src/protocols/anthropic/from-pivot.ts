@@ -26,12 +26,20 @@ export function stopReasonOf(finishReason: unknown): string {
  * input_tokens leaves out cache reads and writes, which it reports beside it.
  */
 export function anthropicUsage(u: Usage): Json {
-  return {
+  const out: Json = {
     input_tokens: Math.max(0, u.prompt_tokens - u.cached_tokens - u.cache_write_tokens),
     cache_creation_input_tokens: u.cache_write_tokens,
     cache_read_input_tokens: u.cached_tokens,
     output_tokens: u.completion_tokens,
   };
+  // Cache writes by TTL, as Anthropic reports them (the two add up to cache_creation_input_tokens).
+  if (u.cache_write_tokens) {
+    out.cache_creation = {
+      ephemeral_5m_input_tokens: Math.max(0, u.cache_write_tokens - (u.cache_write_1h_tokens ?? 0)),
+      ephemeral_1h_input_tokens: u.cache_write_1h_tokens ?? 0,
+    };
+  }
+  return out;
 }
 
 /** Tool-call arguments (a JSON string) → the tool_use `input` object; arguments that are not an object travel as {"arguments": text}. */

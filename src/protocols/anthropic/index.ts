@@ -3,7 +3,7 @@
 //   pass-through usage reader when the client speaks Messages too);
 // - anthropicClientCodec: a /v1/messages client on a lane that speaks another protocol.
 import type { ClientCodec, Json, UpstreamCodec, Usage } from "../types.ts";
-import { decodeAnthropicResponse, usageFromAnthropic } from "./decode-response.ts";
+import { decodeAnthropicResponse, oneHourWrites, usageFromAnthropic } from "./decode-response.ts";
 import { encodeAnthropicRequest } from "./encode-request.ts";
 import { anthropicErrorOf } from "./errors.ts";
 import { anthropicFromPivot } from "./from-pivot.ts";
@@ -25,12 +25,15 @@ function streamUsage(prev: Usage | null, ev: Json): Usage | null {
   const cacheRead = typeof x.cache_read_input_tokens === "number" ? x.cache_read_input_tokens : prev?.cached_tokens ?? 0;
   const cacheWrite = typeof x.cache_creation_input_tokens === "number" ? x.cache_creation_input_tokens : prev?.cache_write_tokens ?? 0;
   const input = typeof x.input_tokens === "number" ? x.input_tokens : prev ? prev.prompt_tokens - prev.cached_tokens - prev.cache_write_tokens : 0;
-  return {
+  const out: Usage = {
     prompt_tokens: input + cacheRead + cacheWrite,
     completion_tokens: typeof x.output_tokens === "number" ? x.output_tokens : prev?.completion_tokens ?? 0,
     cached_tokens: cacheRead,
     cache_write_tokens: cacheWrite,
   };
+  const h1 = x.cache_creation ? oneHourWrites(x) : prev?.cache_write_1h_tokens ?? null;
+  if (h1) out.cache_write_1h_tokens = h1;
+  return out;
 }
 
 export const anthropicCodec: UpstreamCodec = {

@@ -7,7 +7,7 @@
 // finish chunk. ping is ignored; an error event throws UpstreamStreamError.
 import { chatChunk, roleChunkOnce, streamEventJson, vendorText, type ChunkBase } from "../pivot.ts";
 import { UpstreamStreamError, type ChunkDecoder, type Json, type SseEvent, type Usage } from "../types.ts";
-import { finishReasonOf } from "./decode-response.ts";
+import { finishReasonOf, oneHourWrites } from "./decode-response.ts";
 import { JSON_TOOL_NAME } from "./encode-request.ts";
 import { anthropicErrorRetryable } from "./errors.ts";
 
@@ -20,7 +20,7 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
   let jsonAnswer = false;
   let stopReason: string | null = null;
   let finished = false;
-  const u = { input: 0, cacheRead: 0, cacheWrite: 0, output: 0, seen: false };
+  const u = { input: 0, cacheRead: 0, cacheWrite: 0, cacheWrite1h: 0, output: 0, seen: false };
 
   const takeUsage = (x: unknown) => {
     if (!x || typeof x !== "object") return;
@@ -28,6 +28,7 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
     if (typeof usage.input_tokens === "number") { u.input = usage.input_tokens; u.seen = true; }
     if (typeof usage.cache_read_input_tokens === "number") u.cacheRead = usage.cache_read_input_tokens;
     if (typeof usage.cache_creation_input_tokens === "number") u.cacheWrite = usage.cache_creation_input_tokens;
+    if (usage.cache_creation) u.cacheWrite1h = oneHourWrites(usage) ?? 0;
     if (typeof usage.output_tokens === "number") { u.output = usage.output_tokens; u.seen = true; }
   };
   const start = roleChunkOnce(base);
@@ -105,12 +106,14 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
     },
     usage(): Usage | null {
       if (!u.seen) return null;
-      return {
+      const out: Usage = {
         prompt_tokens: u.input + u.cacheRead + u.cacheWrite,
         completion_tokens: u.output,
         cached_tokens: u.cacheRead,
         cache_write_tokens: u.cacheWrite,
       };
+      if (u.cacheWrite1h) out.cache_write_1h_tokens = u.cacheWrite1h;
+      return out;
     },
   };
 }

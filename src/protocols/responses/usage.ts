@@ -12,7 +12,7 @@ export function usageFromResponses(u: unknown): Usage | null {
 export function responsesUsage(u: Usage): Json {
   return {
     input_tokens: u.prompt_tokens,
-    input_tokens_details: { cached_tokens: u.cached_tokens, cache_write_tokens: u.cache_write_tokens },
+    input_tokens_details: { cached_tokens: u.cached_tokens, cache_write_tokens: u.cache_write_tokens, ...(u.cache_write_1h_tokens ? { cache_write_1h_tokens: u.cache_write_1h_tokens } : {}) },
     output_tokens: u.completion_tokens,
     output_tokens_details: { reasoning_tokens: u.reasoning_tokens ?? 0 },
     total_tokens: u.prompt_tokens + u.completion_tokens,

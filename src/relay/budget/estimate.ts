@@ -57,6 +57,8 @@ export function estimateRequest(ctx: Ctx, key: KeyContext, request: Json, bodyBy
   const cap = clientOutputLimit(request);
   // Every choice is generated and billed: n choices of up to `out` tokens each (CONTRACT §7).
   const choices = choicesOf(request);
+  // A prompt that asks for cache writes may be billed above the input price (1-hour writes: 2×).
+  const writes = asksCacheWrite(request);
   const requestModel = typeof request.model === "string" ? request.model : "";
   const fallback = fallbackPrices(ctx);
   let est: Estimate | null = null;
@@ -64,7 +66,8 @@ export function estimateRequest(ctx: Ctx, key: KeyContext, request: Json, bodyBy
     const adapter = getAdapter(lane.provider);
     if (adapter?.seat && key.budgetExcludesSeats) continue;
     for (const model of candidateModels(requestModel, lane)) {
-      const p = (adapter ? unitPrices(adapter.pricingId ?? adapter.id, model) : null) ?? fallback;
+      const listed = (adapter ? unitPrices(adapter.pricingId ?? adapter.id, model) : null) ?? fallback;
+      const p = writes ? { ...listed, input: Math.max(listed.input, listed.cacheWrite ?? 2 * listed.input) } : listed;
       const out = worstOutputTokens(cap, model);
       const usd = inTokens * p.input + out * choices * p.output;
       const minUsd = inTokens * p.input + Math.min(out, MIN_USEFUL_OUTPUT_TOKENS) * choices * p.output;
@@ -99,4 +102,18 @@ export function outputLimitFor(est: Estimate, grantedUsd: number): number | null
     limit = Math.min(limit, Math.floor((grantedUsd - est.inTokens * p.input) / (p.output * est.choices) + 1e-6));
   }
   return Math.max(1, limit);
+}
+
+/**
+ * True when the request marks anything for the prompt cache (Anthropic `cache_control`, on the
+ * request or on a system, message or tool block): those tokens may be billed as cache writes.
+ */
+export function asksCacheWrite(request: Json): boolean {
+  if (request.cache_control) return true;
+  const marked = (blocks: unknown) => Array.isArray(blocks) && blocks.some((b) => b && typeof b === "object" && (b as Json).cache_control);
+  if (marked(request.system) || marked(request.tools)) return true;
+  const messages = request.messages;
+  if (!Array.isArray(messages)) return false;
+  for (const m of messages) if (m && typeof m === "object" && marked(m.content)) return true;
+  return false;
 }
