@@ -1,7 +1,7 @@
 // The latest usage records, newest first: GET /v1/organizations/usage/records?limit&key&provider&outcome&before.
 // One record is one attempt (CONTRACT §7); `lanes_tried` lists the lanes its request had tried
 // up to and including this attempt, so a fallback reads as "anthropic → openai".
-import { and, asc, desc, eq, inArray, lt, type SQL } from "drizzle-orm";
+import { and, desc, eq, inArray, lt, type SQL } from "drizzle-orm";
 import type { Db } from "../../store/db/client.ts";
 import { usageRecords } from "../../store/db/schema/index.ts";
 import { iso } from "../../lib/time.ts";
@@ -60,7 +60,10 @@ async function page(db: Db, accountId: string, q: RecordsQuery) {
   const requestIds = [...new Set(rows.map((r) => r.requestId).filter((x): x is string => !!x))];
   const attempts = requestIds.length === 0 ? [] : await db
     .select({ id: u.id, requestId: u.requestId, provider: u.provider, endpoint: u.endpoint })
-    .from(u).where(and(eq(u.accountId, accountId), inArray(u.requestId, requestIds))).orderBy(asc(u.id));
+    .from(u).where(and(eq(u.accountId, accountId), inArray(u.requestId, requestIds)));
+  // Sorted here, not by the query: an ORDER BY id would tempt the planner to walk the account's
+  // (account_id, id) index over every record instead of probing the request ids' index.
+  attempts.sort((x, y) => x.id - y.id);
   const byRequest = new Map<string, Array<{ id: number; provider: string }>>();
   for (const a of attempts) {
     if (a.endpoint === "classifier") continue; // the classifier's call picks a lane; it is not one

@@ -47,7 +47,8 @@ const extra = {
   seat_requests: sql<number>`coalesce(sum(${d.seatRequests}), 0)::float8`,
   seat_cost_usd: sql<number>`coalesce(sum(${d.seatCostUsd}), 0)::float8`,
   saved_usd: sql<number>`coalesce(sum(${d.savedUsd}), 0)::float8`,
-  ttfb: sql<Array<string | number>>`usage_ttfb_sum(${d.ttfb})`,
+  // Sixteen plain sums: far cheaper per rollup row than an array-adding aggregate.
+  ttfb: sql<Array<string | number>>`array[${sql.raw(Array.from({ length: 16 }, (_, i) => `coalesce(sum(ttfb[${i + 1}]), 0)`).join(", "))}]::bigint[]`,
 };
 
 type ExtraRow = MetricRow & { [K in keyof typeof extra]: unknown };
