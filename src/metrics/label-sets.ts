@@ -11,7 +11,7 @@ export const OTHER = "other";
 export const ENDPOINTS: ReadonlySet<string> = new Set(["chat", "responses", "messages", "embeddings", "blitz", "classifier", "transcriptions", "count_tokens"]);
 
 /** `outcome` of a request or lane attempt. */
-export const OUTCOMES: ReadonlySet<string> = new Set(["ok", "error", "broken", "aborted", "refused"]);
+export const OUTCOMES: ReadonlySet<string> = new Set(["ok", "error", "broken", "aborted", "refused", "cache_hit"]);
 
 /**
  * `code` / `reason`: the gateway's own error codes (SPEC Errors table) and the lane-failure codes

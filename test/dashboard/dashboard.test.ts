@@ -97,7 +97,7 @@ describe.skipIf(!run)(`dashboard in chromium${why}`, () => {
     await signIn(page, rk);
     await page.waitForSelector("#totals");
     const usage = (await gw.call("/v1/organizations/usage", { token: rk })).body;
-    for (const f of ["requests", "errors", "prompt_tokens", "completion_tokens", "cost_usd"]) {
+    for (const f of ["requests", "errors", "prompt_tokens", "completion_tokens", "cost_usd", "cache_hits", "saved_usd"]) {
       expect([f, await page.getAttribute(`#totals [data-figure=${f}]`, "data-value")]).toEqual([f, String(usage.totals[f])]);
     }
     expect(await page.textContent("#totals [data-figure=requests] strong")).toBe(usage.totals.requests.toLocaleString("en-US"));

@@ -44,30 +44,30 @@ describe(`usage rollup (${storesLabel})`, () => {
     expect(since).toBe(todayStart - 29 * DAY);
     expect(Math.abs(until - Date.now())).toBeLessThan(60_000);
 
-    expect(r.body.totals).toEqual({ requests: 6, errors: 2, prompt_tokens: 465, completion_tokens: 61, cost_usd: 0.0621 });
+    expect(r.body.totals).toEqual({ requests: 6, errors: 2, prompt_tokens: 465, completion_tokens: 61, cost_usd: 0.0621, cache_hits: 0, saved_usd: 0 });
 
     expect(r.body.by_day).toEqual([
-      { date: dayOf(twoDaysAgo), requests: 3, errors: 1, prompt_tokens: 315, completion_tokens: 31, cost_usd: 0.0501 },
-      { date: dayOf(today), requests: 3, errors: 1, prompt_tokens: 150, completion_tokens: 30, cost_usd: 0.012 },
+      { date: dayOf(twoDaysAgo), requests: 3, errors: 1, prompt_tokens: 315, completion_tokens: 31, cost_usd: 0.0501, cache_hits: 0, saved_usd: 0 },
+      { date: dayOf(today), requests: 3, errors: 1, prompt_tokens: 150, completion_tokens: 30, cost_usd: 0.012, cache_hits: 0, saved_usd: 0 },
     ]);
 
     const byKey = Object.fromEntries(r.body.by_key.map((k: any) => [k.routing_key_id, k]));
-    expect(byKey[k1.id]).toEqual({ routing_key_id: k1.id, label: "alpha", key_prefix: k1.key_prefix, requests: 3, errors: 1, prompt_tokens: 150, completion_tokens: 30, cost_usd: 0.012 });
-    expect(byKey[k2.id]).toEqual({ routing_key_id: k2.id, label: "beta", key_prefix: k2.key_prefix, requests: 3, errors: 1, prompt_tokens: 315, completion_tokens: 31, cost_usd: 0.0501 });
+    expect(byKey[k1.id]).toEqual({ routing_key_id: k1.id, label: "alpha", key_prefix: k1.key_prefix, requests: 3, errors: 1, prompt_tokens: 150, completion_tokens: 30, cost_usd: 0.012, cache_hits: 0, saved_usd: 0 });
+    expect(byKey[k2.id]).toEqual({ routing_key_id: k2.id, label: "beta", key_prefix: k2.key_prefix, requests: 3, errors: 1, prompt_tokens: 315, completion_tokens: 31, cost_usd: 0.0501, cache_hits: 0, saved_usd: 0 });
     expect(r.body.by_key.map((k: any) => k.routing_key_id)).toEqual([k2.id, k1.id]); // highest cost first
 
     const byProvider = Object.fromEntries(r.body.by_provider.map((p: any) => [p.provider, p]));
     expect(Object.keys(byProvider).sort()).toEqual(["anthropic", "openai", "sub"]);
-    expect(byProvider.sub).toEqual({ provider: "sub", requests: 2, errors: 1, prompt_tokens: 310, completion_tokens: 31, cost_usd: 0.0501 });
-    expect(byProvider.anthropic).toEqual({ provider: "anthropic", requests: 2, errors: 1, prompt_tokens: 50, completion_tokens: 10, cost_usd: 0.002 });
-    expect(byProvider.openai).toEqual({ provider: "openai", requests: 2, errors: 0, prompt_tokens: 105, completion_tokens: 20, cost_usd: 0.01 });
+    expect(byProvider.sub).toEqual({ provider: "sub", requests: 2, errors: 1, prompt_tokens: 310, completion_tokens: 31, cost_usd: 0.0501, cache_hits: 0, saved_usd: 0 });
+    expect(byProvider.anthropic).toEqual({ provider: "anthropic", requests: 2, errors: 1, prompt_tokens: 50, completion_tokens: 10, cost_usd: 0.002, cache_hits: 0, saved_usd: 0 });
+    expect(byProvider.openai).toEqual({ provider: "openai", requests: 2, errors: 0, prompt_tokens: 105, completion_tokens: 20, cost_usd: 0.01, cache_hits: 0, saved_usd: 0 });
   });
 
   test("an account without usage gets zero totals and empty lists", async () => {
     const a = await createAccount(gw);
     const r = await gw.call("/v1/organizations/usage", { token: a.token });
     expect(r.status).toBe(200);
-    expect(r.body.totals).toEqual({ requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0 });
+    expect(r.body.totals).toEqual({ requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0, cache_hits: 0, saved_usd: 0 });
     expect([r.body.by_day, r.body.by_key, r.body.by_provider]).toEqual([[], [], []]);
   });
 

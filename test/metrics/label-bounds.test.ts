@@ -24,7 +24,7 @@ describe("label sets", () => {
     expect(providerLabel("none")).toBe("none");
     expect(providerLabel("evil\"}provider")).toBe("other");
     expect(ENDPOINTS.size).toBeLessThan(20);
-    expect(OUTCOMES.size).toBe(5);
+    expect(OUTCOMES.size).toBe(6); // ok, error, broken, aborted, refused, cache_hit (docs/caching.md)
   });
 });
 

@@ -257,6 +257,12 @@ describe(`response cache (${storesLabel})`, () => {
       expect(hit.completionTokens).toBe(0);
       expect(hit.savedUsd).toBeCloseTo(miss.costUsd, 12);
     }
+    // The usage rollup shows the key's hits and the money they saved.
+    const usage = (await gw.call("/v1/organizations/usage", { token: acct.token })).body;
+    const byKey = usage.by_key.find((r: { routing_key_id: string }) => r.routing_key_id === k.id);
+    expect(byKey.cache_hits).toBe(2);
+    expect(byKey.saved_usd).toBeCloseTo(2 * miss.costUsd, 9);
+    expect(byKey.cost_usd).toBeCloseTo(miss.costUsd, 9);
     // The month's spend is the miss's cost alone once its settlement is in (settlements are batched).
     let spent = -1;
     for (let i = 0; i < 50 && Math.abs(spent - miss.costUsd) > 1e-6; i++) {

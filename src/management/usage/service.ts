@@ -20,10 +20,13 @@ export const metrics = {
   prompt_tokens: sql<number>`coalesce(sum(${d.promptTokens}), 0)::float8`,
   completion_tokens: sql<number>`coalesce(sum(${d.completionTokens}), 0)::float8`,
   cost_usd: sql<number>`coalesce(sum(${d.costUsd}), 0)::float8`,
+  // Response-cache hits (docs/caching.md): requests answered at $0; saved_usd is what they cost when first bought.
+  cache_hits: sql<number>`coalesce(sum(${d.requests}) filter (where ${d.outcome} = 'cache_hit'), 0)::float8`,
+  saved_usd: sql<number>`coalesce(sum(${d.savedUsd}), 0)::float8`,
 };
 
-export type MetricRow = { requests: unknown; errors: unknown; prompt_tokens: unknown; completion_tokens: unknown; cost_usd: unknown };
-type Totals = { requests: number; errors: number; prompt_tokens: number; completion_tokens: number; cost_usd: number };
+export type MetricRow = { requests: unknown; errors: unknown; prompt_tokens: unknown; completion_tokens: unknown; cost_usd: unknown; cache_hits?: unknown; saved_usd?: unknown };
+type Totals = { requests: number; errors: number; prompt_tokens: number; completion_tokens: number; cost_usd: number; cache_hits: number; saved_usd: number };
 
 /** Sums of doubles: rounded to the nano-dollar so float noise does not show. */
 export const usd = (v: unknown) => Math.round(Number(v ?? 0) * 1e9) / 1e9;
@@ -35,6 +38,8 @@ export function totals(r: MetricRow | undefined): Totals {
     prompt_tokens: Number(r?.prompt_tokens ?? 0),
     completion_tokens: Number(r?.completion_tokens ?? 0),
     cost_usd: usd(r?.cost_usd),
+    cache_hits: Number(r?.cache_hits ?? 0),
+    saved_usd: usd(r?.saved_usd),
   };
 }
 
@@ -52,9 +57,11 @@ const add = (a: Totals, r: Totals) => {
   a.prompt_tokens += r.prompt_tokens;
   a.completion_tokens += r.completion_tokens;
   a.cost_usd += r.cost_usd;
+  a.cache_hits += r.cache_hits;
+  a.saved_usd += r.saved_usd;
 };
-const zero = (): Totals => ({ requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0 });
-const rounded = (t: Totals): Totals => ({ ...t, cost_usd: usd(t.cost_usd) });
+const zero = (): Totals => ({ requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0, cache_hits: 0, saved_usd: 0 });
+const rounded = (t: Totals): Totals => ({ ...t, cost_usd: usd(t.cost_usd), saved_usd: usd(t.saved_usd) });
 const byCost = (a: Totals, b: Totals) => b.cost_usd - a.cost_usd || b.requests - a.requests;
 
 export async function usageRollup(db: Db, accountId: string, now = new Date()) {

@@ -3,7 +3,9 @@
 import { api } from "../api.js";
 import { clear, fmt, h, table } from "../dom.js";
 
-const OUTCOMES = ["ok", "error", "aborted", "broken", "interrupted"];
+const OUTCOMES = ["ok", "error", "aborted", "broken", "interrupted", "cache_hit"];
+/** Outcomes that are answers, not failures. */
+const SERVED = new Set(["ok", "cache_hit"]);
 const filters = { key: "", provider: "", outcome: "" };
 
 function select(name, label, options, labelOf = (o) => o) {
@@ -13,12 +15,12 @@ function select(name, label, options, labelOf = (o) => o) {
 }
 
 function row(r, keyNames) {
-  return h("tr", { dataset: { record: String(r.id) }, className: r.outcome === "ok" ? "" : "failed" },
+  return h("tr", { dataset: { record: String(r.id) }, className: SERVED.has(r.outcome) ? "" : "failed" },
     h("td", {}, fmt.time(r.created_at)),
     h("td", {}, keyNames.get(r.routing_key_id) ?? r.routing_key_id ?? "—"),
     h("td", {}, r.lanes_tried.join(" → ")),
     h("td", {}, r.model ?? "—"),
-    h("td", {}, h("span", { className: `badge ${r.outcome === "ok" ? "ok" : "bad"}` }, r.outcome), " ", String(r.status), r.error_code ? h("small", { className: "muted" }, ` ${r.error_code}`) : null),
+    h("td", {}, h("span", { className: `badge ${SERVED.has(r.outcome) ? "ok" : "bad"}` }, r.outcome), " ", String(r.status), r.error_code ? h("small", { className: "muted" }, ` ${r.error_code}`) : null),
     h("td", { className: "num" }, `${fmt.int(r.prompt_tokens)} / ${fmt.int(r.completion_tokens)}`),
     h("td", { className: "num" }, fmt.usd(r.cost_usd), r.price_estimated ? h("span", { className: "badge", title: "Model not in the pricing catalog: fallback price" }, "est.") : null,
       r.seat ? h("span", { className: "badge" }, "seat") : null),
