@@ -10,6 +10,8 @@
 // Each caller says how its refusal reads (the route's error shape), through `invalid`.
 import { GatewayError } from "../errors.ts";
 
+const utf8 = new TextDecoder();
+
 /** The deepest JSON nesting accepted (objects and arrays), far beyond any real request. */
 export const MAX_JSON_DEPTH = 64;
 
@@ -53,8 +55,9 @@ export async function readText(request: Request, maxBytes: number): Promise<{ te
     }
     parts.push(value);
   }
-  const bytes = parts.length === 1 ? parts[0]! : Buffer.concat(parts, total);
-  return { text: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"), bytes: total };
+  // Decoded as request.text() decodes (a leading BOM dropped, invalid bytes as U+FFFD), so a body
+  // reads the same sent chunked or with a length.
+  return { text: utf8.decode(parts.length === 1 ? parts[0]! : Buffer.concat(parts, total)), bytes: total };
 }
 
 /**

@@ -1,7 +1,7 @@
 // The values a metric label can take. Nothing an upstream or a tenant sends becomes a label as it
 // is: every value passes through one of these maps, so each label set is fixed by the code and
 // the number of series stays bounded however many distinct error codes an upstream invents.
-// docs/observability.md lists the sets.
+// docs/observability.md lists the sets; a new value the gateway itself records is added here.
 import { getAdapter } from "../providers/registry.ts";
 
 /** The value every unknown input maps to. */

@@ -18,6 +18,7 @@ import { forwardedHeaders } from "./client-headers.ts";
 import { allLanesFailed, noProviders, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody } from "./request-body.ts";
 import { laneModel } from "./routing/model.ts";
+import { scrubSecrets, secretsOfCall } from "./secret-scrub.ts";
 
 /** The documented estimate: a quarter token per byte of what the model reads. */
 export function estimateInputTokens(body: Json): number {
@@ -33,16 +34,20 @@ async function countOn(ctx: Ctx, lane: ResolvedLane, body: Json, headers: Record
   const fail = (status: number, code: string, message: string): LaneFailure => ({ provider: lane.provider, laneIndex: lane.index, status, code, message });
   const model = laneModel(String(body.model), lane);
   let res: Response;
+  let secrets: string[] = [];
   try {
     const call = adapter.countTokens!({ ctx, lane, body: model === body.model ? body : { ...body, model }, clientHeaders: headers });
+    secrets = secretsOfCall(call);
     res = await adapter.send(ctx, lane, call, AbortSignal.any([signal, AbortSignal.timeout(ctx.config.UPSTREAM_TIMEOUT_SECONDS * 1000)]));
   } catch (e) {
     if (e instanceof GatewayError && !e.retryable) return e;
-    return fail(0, "connection_failed", e instanceof Error ? e.message : String(e));
+    return fail(0, "connection_failed", scrubSecrets(e instanceof Error ? e.message : String(e), secrets));
   }
   const text = await res.text().catch(() => "");
   if (res.ok) return answer(text, "exact");
-  const info = anthropicCodec.errorOf(res.status, text);
+  const raw = anthropicCodec.errorOf(res.status, text);
+  // The lane's secret never leaves in the upstream's words (secret-scrub.ts).
+  const info = { ...raw, message: scrubSecrets(raw.message, secrets), code: raw.code === undefined ? undefined : scrubSecrets(raw.code, secrets) };
   if (info.retryable || info.modelNotFound) return fail(res.status, info.code ?? `http_${res.status}`, info.message);
   return upstreamRejected(lane.provider, res.status, info.message, info.code);
 }

@@ -209,3 +209,20 @@ function chunkedUntilAnswerDeclared(path: string, length: number): Promise<numbe
     sock.write(`POST ${path} HTTP/1.1\r\nhost: ${u.host}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n`);
   });
 }
+
+describe(`encodings (${storesLabel})`, () => {
+  test("a leading UTF-8 BOM is dropped and invalid bytes read as U+FFFD, the same with a length or chunked", async () => {
+    const json = new TextEncoder().encode(JSON.stringify(chatBody({ messages: [{ role: "user", content: "hi \uFFFD" }] })));
+    const body = new Uint8Array([0xef, 0xbb, 0xbf, ...json]);
+    // The U+FFFD above, sent as an invalid byte instead.
+    const i = body.indexOf(0xef, 3);
+    const broken = new Uint8Array([...body.slice(0, i), 0xff, ...body.slice(i + 3)]);
+    for (const chunked of [false, true]) {
+      const payload = chunked ? new ReadableStream<Uint8Array>({ start(c) { c.enqueue(broken.slice(0, 2)); c.enqueue(broken.slice(2)); c.close(); } }) : broken;
+      const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${rawKey}`, "content-type": "application/json" }, body: payload });
+      expect(res.status).toBe(200);
+      await res.text();
+      expect(up.received.at(-1)!.body.messages[0].content).toBe("hi \uFFFD");
+    }
+  });
+});
