@@ -110,3 +110,30 @@ describe(`an upstream echoing the lane's key (${storesLabel})`, () => {
     });
   }
 });
+
+describe(`count_tokens: an Anthropic upstream echoing the lane's key (${storesLabel})`, () => {
+  test("the 400 passed back carries no fragment of the x-api-key it was sent", async () => {
+    const echo = Bun.serve({
+      port: 0, hostname: "127.0.0.1",
+      async fetch(req) {
+        await req.text();
+        const key = req.headers.get("x-api-key") ?? "";
+        return Response.json({ type: "error", error: { type: "invalid_request_error", message: `invalid x-api-key ${key.slice(2, 32)} for this organization` } }, { status: 400 });
+      },
+    });
+    const g = await startTestGateway({ PROVIDER_ANTHROPIC_BASE_URL: `http://127.0.0.1:${echo.port}` });
+    try {
+      const acct = await createAccount(g);
+      const cred = await addCredential(g, acct.id, "anthropic", KEY);
+      const k = await addRoutingKey(g, acct.id, { lanes: [lane("anthropic", cred.id)] });
+      const res = await g.req("/v1/messages/count_tokens", { token: k.raw, body: { model: "claude-sonnet-4-5", messages: [{ role: "user", content: "hi" }] } });
+      expect(res.status).toBe(400);
+      const text = await res.text();
+      expect(text).toContain("invalid x-api-key [redacted] for this organization");
+      expect(text).not.toContain(KEY.slice(2, 10));
+    } finally {
+      await g.stop();
+      echo.stop(true);
+    }
+  }, 60_000);
+});
