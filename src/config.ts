@@ -88,6 +88,12 @@ const schema = z.object({
   INSTANCE_DEAD_AFTER_SECONDS: z.coerce.number().positive().default(15),
   /** Raw usage records older than this many months are dropped (whole month partitions); the daily rollup is kept. Unset: keep all. */
   USAGE_RETENTION_MONTHS: positiveInt.optional(),
+  /** /blitz jobs: results are kept this long after a job ends, then deleted. */
+  BLITZ_JOB_RESULT_TTL_HOURS: z.coerce.number().positive().default(168),
+  /** /blitz jobs: prompts one instance runs at once, across every job (the key's own caps still apply). */
+  BLITZ_JOB_CONCURRENCY: positiveInt.default(16),
+  /** /blitz jobs on Redis: a running item whose instance stopped renewing its lock this long is redelivered. */
+  BLITZ_JOB_LOCK_MS: positiveInt.default(30000),
   EXPIRY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   /** A cached routing key is re-read from Postgres after this long (invalidations apply at once regardless). */
   KEY_CACHE_TTL_SECONDS: z.coerce.number().positive().default(60),

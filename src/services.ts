@@ -19,6 +19,7 @@ import { startLedger } from "./relay/budget/ledger.ts";
 import { RateLimits } from "./relay/limits/rate-limits.ts";
 import { classifyLanes } from "./relay/routing/classifier.ts";
 import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
+import { blitzJobsJobs, createBlitzJobs } from "./relay/blitz/jobs/service.ts";
 import { createSubState } from "./providers/sub/state.ts";
 import { createBridgeModelState } from "./providers/bridge/models.ts";
 import { createStripeClient } from "./signup/stripe-checkout.ts";
@@ -68,6 +69,7 @@ export async function buildServices(base: Base): Promise<Services> {
     subLanes: createSubState(),
     bridgeModels: createBridgeModelState(),
     blitzSlots: new Semaphore(BLITZ_INSTANCE_CAP),
+    blitzJobs: createBlitzJobs(base),
     accountTokenTouches: new LRUCache({ max: 10_000 }),
     mailer,
     stripe: createStripeClient(base.config),
@@ -81,5 +83,5 @@ export async function startServices(ctx: Ctx): Promise<Job[]> {
   // Partitions for this month and the next ones exist before the first record is written.
   const partitions = usagePartitionsJob(ctx);
   await partitions.runOnce();
-  return [ctx.services.usageQueue.job, accountExpiryJob(ctx), bridgeHealthJob(ctx), partitions];
+  return [ctx.services.usageQueue.job, accountExpiryJob(ctx), bridgeHealthJob(ctx), partitions, ...blitzJobsJobs(ctx)];
 }

@@ -2,6 +2,7 @@ import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
 import { ANTHROPIC, INFERENCE, mount } from "../http/route.ts";
 import { blitzRoutes } from "./blitz.ts";
+import { blitzJobRoutes } from "./blitz/jobs/routes.ts";
 import { keyInfo } from "./key-info.ts";
 import { listModels, retrieveModel } from "./models.ts";
 import { handleCountTokens } from "./count-tokens.ts";
@@ -61,5 +62,6 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
     GET: { summary: "The calling routing key: lanes, mode, budget", tag: "Inference", auth: "routing-key", responses: { "200": { description: "The key and this month's spend." } } },
   });
   blitzRoutes(ctx, app);
+  blitzJobRoutes(ctx, app);
   transcriptionRoutes(ctx, app);
 }

@@ -90,18 +90,19 @@ function checkMessages(messages: unknown, field: string): Json[] {
 }
 
 /** Checks a parsed /blitz body and expands it to one chat body per prompt. Throws 400 bad_request. */
-export function parseBlitzBody(body: Json): BlitzBatch {
+export function parseBlitzBody(body: Json, limit: { max: number; path: string } = { max: BLITZ_MAX_PROMPTS, path: "/blitz" }): BlitzBatch {
+  const max = limit.max;
   if (body.model === undefined) throw badRequest("model is required: name the model every prompt of the batch runs on.");
   if (typeof body.model !== "string" || body.model.trim() === "") throw badRequest(`model must be a non-empty string (got ${describe(body.model)}).`);
   if (body.messages !== undefined) {
     throw badRequest("messages is not a /blitz field: put each conversation in prompts[i].messages, or send a plain string per prompt.");
   }
   const prompts = body.prompts;
-  if (prompts === undefined) throw badRequest(`prompts is required: an array of 1 to ${BLITZ_MAX_PROMPTS} prompts, each a string or {"messages": [...]}.`);
-  if (!Array.isArray(prompts)) throw badRequest(`prompts must be an array of 1 to ${BLITZ_MAX_PROMPTS} prompts (got ${describe(prompts)}).`);
-  if (prompts.length === 0) throw badRequest(`prompts is empty: send 1 to ${BLITZ_MAX_PROMPTS} prompts.`);
-  if (prompts.length > BLITZ_MAX_PROMPTS) {
-    throw badRequest(`prompts has ${prompts.length} entries; a /blitz request takes at most ${BLITZ_MAX_PROMPTS}. Split the batch into several requests.`);
+  if (prompts === undefined) throw badRequest(`prompts is required: an array of 1 to ${max} prompts, each a string or {"messages": [...]}.`);
+  if (!Array.isArray(prompts)) throw badRequest(`prompts must be an array of 1 to ${max} prompts (got ${describe(prompts)}).`);
+  if (prompts.length === 0) throw badRequest(`prompts is empty: send 1 to ${max} prompts.`);
+  if (prompts.length > max) {
+    throw badRequest(`prompts has ${prompts.length} entries; a ${limit.path} request takes at most ${max}. Split the batch into several requests${limit.path === "/blitz" ? ", or submit it as one job with POST /blitz/jobs (up to 10,000)" : ""}.`);
   }
   checkParams(body, "");
 

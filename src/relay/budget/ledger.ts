@@ -383,6 +383,17 @@ export class Ledger {
     this.unacked.prune(w);
   }
 
+  /**
+   * An instance's standing: `alive` (recent heartbeat: work it holds may still be running), `dead`
+   * (silent, its in-flight entries not yet reconciled) or `gone` (unlisted: reconciled, so its
+   * in-flight requests' records are on the usage stream).
+   */
+  async instanceState(instance: string): Promise<"alive" | "dead" | "gone"> {
+    const t = await this.r.hget(this.k.instances, instance);
+    if (t === null) return "gone";
+    return Date.now() - Number(t) <= this.ctx.config.INSTANCE_DEAD_AFTER_SECONDS * 1000 ? "alive" : "dead";
+  }
+
   private ticks = 0;
   /** Gateway instances with a recent heartbeat (this one included), as of the last reconcile. */
   liveInstances = 1;

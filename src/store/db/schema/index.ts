@@ -1,3 +1,4 @@
 export * from "./accounts.ts";
 export * from "./routing.ts";
 export * from "./usage.ts";
+export * from "./blitz-jobs.ts";

@@ -1,0 +1,101 @@
+// /blitz job items on BullMQ (Redis mode): one BullMQ job per item, id `<job id>.<index>` (a
+// second add of the same item is a no-op), taken by whichever instance's worker is free. A worker
+// renews its items' locks; when an instance dies, another one's stalled-job check puts its items
+// back after BLITZ_JOB_LOCK_MS and the item handler decides between a rerun and `interrupted`
+// (runner.ts). An item that stalls a second time fails in BullMQ and is reported by `onLost`.
+import { DelayedError, Queue, Worker, type Job } from "bullmq";
+import { Redis } from "ioredis";
+import { createHash } from "node:crypto";
+import type { ItemHandler, ItemRef, JobQueue } from "./queue.ts";
+
+/** Braces keep every key of the queue in one Redis Cluster slot. */
+const PREFIX = "{gw-blitz}";
+const ADD_CHUNK = 1000;
+
+export interface BullOptions {
+  redisUrl: string;
+  /**
+   * Names the database the jobs live in: instances share a queue only when they share the
+   * database its items refer to (gateways over other databases may share the Redis).
+   */
+  database: string;
+  concurrency: number;
+  lockMs: number;
+  onError(e: unknown, item: ItemRef | null): void;
+  /** An item BullMQ gave up on (stalled twice): the handler never finished it. */
+  onLost(item: ItemRef): void;
+}
+
+const refOf = (job: Job): ItemRef => ({ jobId: String(job.data.jobId), idx: Number(job.data.idx) });
+
+export class BullJobQueue implements JobQueue {
+  private readonly conn: Redis;
+  private readonly queue: Queue;
+  private readonly name: string;
+  private worker: Worker | null = null;
+  private workerConn: Redis | null = null;
+
+  constructor(private readonly o: BullOptions) {
+    // BullMQ's blocking commands need maxRetriesPerRequest: null on its connections.
+    this.conn = new Redis(o.redisUrl, { maxRetriesPerRequest: null });
+    this.conn.on("error", (e) => o.onError(e, null));
+    this.name = `blitz-items-${createHash("sha256").update(o.database).digest("hex").slice(0, 16)}`;
+    this.queue = new Queue(this.name, { connection: this.conn, prefix: PREFIX });
+  }
+
+  /** The connection for the handler's own look-ups (the in-flight ledger). */
+  get redis(): Redis {
+    return this.conn;
+  }
+
+  async add(jobId: string, indices: number[]): Promise<void> {
+    for (let i = 0; i < indices.length; i += ADD_CHUNK) {
+      await this.queue.addBulk(indices.slice(i, i + ADD_CHUNK).map((idx) => ({
+        name: "item",
+        data: { jobId, idx },
+        opts: { jobId: `${jobId}.${idx}`, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } },
+      })));
+    }
+  }
+
+  start(handler: ItemHandler): void {
+    if (this.worker) return;
+    this.worker = new Worker(this.name, async (job, token) => {
+      const v = await handler(refOf(job));
+      if (v) {
+        // A rate limit: back in the queue for later, not a failure.
+        await job.moveToDelayed(Date.now() + v.retryAfterMs, token);
+        throw new DelayedError();
+      }
+    }, {
+      connection: (this.workerConn = new Redis(this.o.redisUrl, { maxRetriesPerRequest: null }).on("error", (e) => this.o.onError(e, null))),
+      prefix: PREFIX,
+      concurrency: this.o.concurrency,
+      lockDuration: this.o.lockMs,
+      stalledInterval: Math.max(500, Math.floor(this.o.lockMs / 2)),
+      maxStalledCount: 1,
+      // The idle long-poll: short, so a shutdown never waits long on it.
+      drainDelay: 1,
+    });
+    this.worker.on("failed", (job, err) => {
+      if (!job) return;
+      if (/stalled/i.test(err.message)) this.o.onLost(refOf(job));
+      else this.o.onError(err, refOf(job));
+    });
+    this.worker.on("error", (e) => this.o.onError(e, null));
+  }
+
+  private closing: Promise<void> | null = null;
+
+  close(): Promise<void> {
+    this.closing ??= this.shut();
+    return this.closing;
+  }
+
+  private async shut(): Promise<void> {
+    await this.worker?.close();
+    await this.queue.close();
+    await this.workerConn?.quit().catch(() => {});
+    await this.conn.quit().catch(() => {});
+  }
+}

@@ -1,0 +1,154 @@
+// /blitz/jobs (CONTRACT §8): up to 10,000 prompts in one job that outlives the request.
+//   POST   /blitz/jobs        → 202 {id, object, status, …} + Location
+//   GET    /blitz/jobs/{id}   → progress, cost so far, and results paged by index (?after=&limit=)
+//   DELETE /blitz/jobs/{id}   → cancels what has not started; running prompts finish and are charged
+// Only the routing key that created a job sees it; any other caller gets 404, as for an unknown id.
+import type { Elysia } from "elysia";
+import { z } from "zod";
+import type { Ctx } from "../../../context.ts";
+import { badRequest, GatewayError } from "../../../errors.ts";
+import { bearer, queryOf } from "../../../http/request.ts";
+import { readJsonObject } from "../../../http/body.ts";
+import { BLITZ, json, mount, type RequestContext } from "../../../http/route.ts";
+import { newId } from "../../../lib/ids.ts";
+import { resolveAndCheck } from "../../../net/ssrf.ts";
+import { resolveRoutingKey } from "../../auth.ts";
+import { noProviders } from "../../relay-errors.ts";
+import { parseBlitzBody } from "../validate.ts";
+import { cancelJob, createJob, getJob, pageItems, type ItemRow, type JobRow } from "./store.ts";
+
+export const BLITZ_JOB_MAX_PROMPTS = 10_000;
+/** A job's body may be larger than one request's: 10,000 prompts of a few hundred bytes each. */
+const JOB_MAX_BYTES = 64 * 1024 * 1024;
+const PAGE_DEFAULT = 100;
+const PAGE_MAX = 1000;
+
+const authRequired = () =>
+  new GatewayError(401, "No routing key was sent. /blitz/jobs needs a routing key (gw_…) in the Authorization header.", { code: "auth_required" });
+const notFound = (ctx: Ctx, id: string) =>
+  new GatewayError(404, `No job ${id} for this routing key (a job is visible to the key that created it, and deleted ${ctx.config.BLITZ_JOB_RESULT_TTL_HOURS} hours after it ends).`, { code: "not_found" });
+
+export const jobBodyDoc = z.looseObject({
+  model: z.string().min(1),
+  prompts: z.array(z.union([z.string(), z.looseObject({ messages: z.array(z.looseObject({ role: z.string() })) })])).min(1).max(BLITZ_JOB_MAX_PROMPTS),
+  webhook_url: z.url().optional().meta({ description: "Receives `job.completed` / `job.failed`, signed with `Gateway-Signature` (docs/blitz.md)." }),
+}).meta({ description: "The /blitz body with up to 10,000 prompts. Shared chat parameters apply to every prompt." });
+
+const pageDoc = z.strictObject({
+  after: z.string().regex(/^-?\d+$/).optional().meta({ description: "Results after this index (default: from the start)." }),
+  limit: z.string().regex(/^\d+$/).optional().meta({ description: `Results per page, 1 to ${PAGE_MAX} (default ${PAGE_DEFAULT}).` }),
+});
+
+export function blitzJobRoutes(ctx: Ctx, app: Elysia): void {
+  mount(ctx, app, "/blitz/jobs", { POST: (rc) => submit(ctx, rc) }, BLITZ, {
+    POST: {
+      summary: "Submit up to 10,000 prompts as a job", tag: "Inference", auth: "routing-key", body: jobBodyDoc,
+      description: "Each prompt is admitted and charged like its own request when its turn comes (budget, rate limits, concurrency cap). The job runs on every instance's workers and survives the death of one.",
+      responses: { "202": { description: "`{id, object: \"blitz.job\", status: \"queued\", total, …}` with `Location: /blitz/jobs/{id}`." } },
+    },
+  });
+  mount(ctx, app, "/blitz/jobs/:id", { GET: (rc) => show(ctx, rc), DELETE: (rc) => cancel(ctx, rc) }, BLITZ, {
+    GET: {
+      summary: "A job's progress, cost so far and results (paged)", tag: "Inference", auth: "routing-key", query: pageDoc,
+      responses: { "200": { description: "The job with `results`: `[{index, state, status, completion | error, usage, cost_usd}]` after `after`, and `next_after` (null on the last page)." } },
+    },
+    DELETE: {
+      summary: "Cancel a job", tag: "Inference", auth: "routing-key",
+      responses: { "200": { description: "The job, `status: \"cancelled\"`: prompts not started never run; running ones finish and are charged." } },
+    },
+  });
+}
+
+async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
+  const { request } = rc;
+  if (!bearer(request)) throw authRequired();
+  const key = await resolveRoutingKey(ctx, request);
+  const body = (await readJsonObject(request, Math.max(ctx.config.MAX_REQUEST_BYTES, JOB_MAX_BYTES), badRequest)).value;
+  if (body.stream !== undefined) throw badRequest("stream is not a /blitz/jobs field: results are read with GET /blitz/jobs/{id} (use POST /blitz with \"stream\": true for events).");
+  let webhookUrl: string | null = null;
+  if (body.webhook_url !== undefined) {
+    webhookUrl = await checkWebhookUrl(ctx, body.webhook_url);
+    delete body.webhook_url;
+  }
+  const batch = parseBlitzBody(body, { max: BLITZ_JOB_MAX_PROMPTS, path: "/blitz/jobs" });
+  if (key.lanes.length === 0) throw noProviders();
+  const id = newId("bjob");
+  await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl }, batch.requests);
+  await ctx.services.blitzJobs.queue.add(id, batch.requests.map((_, i) => i));
+  const job = (await getJob(ctx, id))!;
+  return json(presentJob(job), 202, { location: `/blitz/jobs/${id}` });
+}
+
+/** A webhook URL is an outbound call the client chooses: http(s), and public unless the operator allows private upstreams. */
+export async function checkWebhookUrl(ctx: Ctx, value: unknown, field = "webhook_url"): Promise<string> {
+  if (typeof value !== "string" || value.length > 2048) throw badRequest(`${field} must be an http or https URL (at most 2048 characters).`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw badRequest(`${field} is not a valid URL.`);
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") throw badRequest(`${field} must use http or https.`);
+  if (url.username || url.password) throw badRequest(`${field} must not carry credentials; verify deliveries with the Gateway-Signature header instead.`);
+  await resolveAndCheck(ctx, url, field);
+  return url.toString();
+}
+
+async function ownJob(ctx: Ctx, rc: RequestContext): Promise<JobRow> {
+  if (!bearer(rc.request)) throw authRequired();
+  const key = await resolveRoutingKey(ctx, rc.request);
+  const id = decodeURIComponent(new URL(rc.request.url).pathname.slice("/blitz/jobs/".length));
+  const job = /^[\w-]{1,64}$/.test(id) ? await getJob(ctx, id) : null;
+  if (!job || job.routingKeyId !== key.id || (job.expiresAt && job.expiresAt.getTime() < Date.now())) throw notFound(ctx, id.slice(0, 64));
+  return job;
+}
+
+async function show(ctx: Ctx, rc: RequestContext) {
+  const job = await ownJob(ctx, rc);
+  const q = queryOf(rc.request);
+  for (const k of Object.keys(q)) if (k !== "after" && k !== "limit") throw badRequest(`Unknown query parameter ${k.slice(0, 40)}: only after and limit page the results.`);
+  const after = q.after === undefined ? -1 : Number(q.after);
+  if (!Number.isInteger(after) || after < -1) throw badRequest("after must be an item index (an integer ≥ -1): the last index of the previous page.");
+  const limit = q.limit === undefined ? PAGE_DEFAULT : Number(q.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_MAX) throw badRequest(`limit must be an integer from 1 to ${PAGE_MAX}.`);
+  const items = await pageItems(ctx, job.id, after, limit);
+  const last = items.at(-1)?.idx;
+  return { ...presentJob(job), results: items.map(presentItem), next_after: last !== undefined && last < job.total - 1 ? last : null };
+}
+
+async function cancel(ctx: Ctx, rc: RequestContext) {
+  const job = await ownJob(ctx, rc);
+  const after = await cancelJob(ctx, job.id);
+  return presentJob(after ?? (await getJob(ctx, job.id)) ?? job);
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+export function presentJob(j: JobRow) {
+  return {
+    id: j.id,
+    object: "blitz.job",
+    status: j.status,
+    total: j.total,
+    progress: { done: j.total - j.remaining, remaining: j.remaining, succeeded: j.succeeded, failed: j.failed, not_run: j.notRun, interrupted: j.interrupted },
+    cost_usd: j.costUsd,
+    stop_reason: j.stopReason,
+    webhook_url: j.webhookUrl,
+    created_at: iso(j.createdAt),
+    finished_at: iso(j.finishedAt),
+    expires_at: iso(j.expiresAt),
+  };
+}
+
+function presentItem(i: ItemRow) {
+  const r = (i.result ?? {}) as { completion?: unknown; error?: unknown };
+  return {
+    index: i.idx,
+    state: i.status,
+    status: i.httpStatus,
+    ...(r.completion !== undefined ? { completion: r.completion } : {}),
+    ...(r.error !== undefined ? { error: r.error } : {}),
+    usage: i.usage,
+    cost_usd: i.costUsd,
+  };
+}

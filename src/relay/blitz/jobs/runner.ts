@@ -1,0 +1,143 @@
+// Runs one /blitz job item (CONTRACT §8), wherever the queue delivers it.
+//
+// - Each item is admitted like any request (runChat: budget, rate limits, concurrency cap). A 429
+//   puts it back in the queue for later; a 402 stops the job admitting (its remaining items end
+//   `not_run` with the budget's error) so a budget never runs dry halfway through each item.
+// - Idempotent by item: only a queued item is claimed; a final one is skipped.
+// - Redelivery after its instance died (the item is still `running`): if its request is in the
+//   dead instance's in-flight ledger, or has a usage record, it reached the money path and is
+//   marked `interrupted` at that cost (the ledger's reconciler writes its record at the reserved
+//   cost), so it is never billed twice; otherwise nothing of it ran and it is rerun, once.
+import { eq } from "drizzle-orm";
+import type { Ctx } from "../../../context.ts";
+import type { GatewayError } from "../../../errors.ts";
+import type { Json } from "../../../protocols/types.ts";
+import { usageRecords } from "../../../store/db/schema/index.ts";
+import { fromNano, inflightKey } from "../../budget/counters.ts";
+import { runChat } from "../../pipeline.ts";
+import type { ItemHandler, ItemRef, ItemVerdict } from "./queue.ts";
+import { claimItem, finishItem, getJob, requeueItem, retakeItem, stopAdmitting, type ItemOutcome, type JobRow } from "./store.ts";
+
+/** How a rate-limited item waits before its next try when the refusal named no time. */
+const RETRY_DEFAULT_MS = 1000;
+/** Longer than a few usage-stream drains (every 200 ms), so a reconciled record has reached Postgres. */
+const STREAM_SETTLE_MS = 1000;
+
+export interface RunnerDeps {
+  /** Redis mode: the connection to read the in-flight ledger with. */
+  ledgerRedis: { hvals(key: string): Promise<string[]> } | null;
+  /** Redis mode: another instance's standing in the ledger; null = one process. */
+  instanceState: ((instance: string) => Promise<"alive" | "dead" | "gone">) | null;
+  /** How long to wait before looking again at an item a live instance still runs. */
+  recheckMs: number;
+  /** A job's last item reached a final state (completed or failed). */
+  onEnded(job: JobRow): void;
+}
+
+export const itemRequestId = (jobId: string, idx: number, attempt: number) => `${jobId}.${idx}${attempt > 1 ? `.r${attempt}` : ""}`;
+
+const errorResult = (message: string, code: string): Json => ({ error: { message, code } });
+
+function retryAfterMs(err: GatewayError): number {
+  const ms = Number(err.headers?.["retry-after-ms"]);
+  if (Number.isFinite(ms) && ms > 0) return Math.min(ms, 60_000);
+  const s = Number(err.headers?.["retry-after"]);
+  return Number.isFinite(s) && s > 0 ? Math.min(s * 1000, 60_000) : RETRY_DEFAULT_MS;
+}
+
+export function itemRunner(ctx: Ctx, deps: RunnerDeps): ItemHandler {
+  const finish = async (ref: ItemRef, o: ItemOutcome) => {
+    const { ended } = await finishItem(ctx, ref.jobId, ref.idx, o);
+    if (ended) deps.onEnded(ended);
+  };
+
+  /** What became of an attempt whose instance died: in flight (reserved), recorded, or never admitted. */
+  async function priorAttempt(keyId: string, requestId: string): Promise<{ costUsd: number } | null> {
+    // Records first: they carry the real cost (an answer that came back just before the death) or
+    // the reconciler's reserved one; the ledger entry stands in for a record not yet written.
+    const recorded = async () => {
+      await ctx.services.usageQueue.flush();
+      const rows = await ctx.db.select({ cost: usageRecords.costUsd }).from(usageRecords).where(eq(usageRecords.requestId, requestId));
+      return rows.length ? { costUsd: rows.reduce((a, r) => a + r.cost, 0) } : null;
+    };
+    const first = await recorded();
+    if (first || !deps.ledgerRedis) return first;
+    const needle = `"r":${JSON.stringify(requestId)}`;
+    const entry = (await deps.ledgerRedis.hvals(inflightKey(keyId))).find((v) => v.includes(needle));
+    // A reconciled record may still be on its way from the usage stream to Postgres: one more look.
+    await Bun.sleep(STREAM_SETTLE_MS);
+    const again = await recorded();
+    if (again) return again;
+    return entry ? { costUsd: fromNano(Number(entry.slice(entry.lastIndexOf("|") + 1)) || 0) } : null;
+  }
+
+  /** Items this instance is running now (a redelivery of one of them is a duplicate). */
+  const mine = new Set<string>();
+
+  return async (ref) => {
+    const id = `${ref.jobId}.${ref.idx}`;
+    if (mine.has(id)) return;
+    mine.add(id);
+    try {
+      return await run(ref);
+    } finally {
+      mine.delete(id);
+    }
+  };
+
+  async function run(ref: ItemRef): Promise<ItemVerdict> {
+    const job = await getJob(ctx, ref.jobId);
+    if (!job) return; // expired and deleted
+    const got = await claimItem(ctx, ref.jobId, ref.idx, ctx.instanceId);
+    if (!got) return;
+    let item = got.item;
+    if (!got.claimed) {
+      if (item.status !== "running") return; // already final: a duplicate delivery
+      // The queue thought its runner stalled. While that instance is alive (a slow event loop, not
+      // a death) it still owns the item; while it is dead but not yet reconciled, its in-flight
+      // requests are not yet on record. Either way, look again later.
+      const settled = !item.owner || item.owner === ctx.instanceId || !deps.instanceState || (await deps.instanceState(item.owner)) === "gone";
+      if (!settled) return { retryAfterMs: deps.recheckMs };
+      const prior = await priorAttempt(job.routingKeyId, itemRequestId(ref.jobId, ref.idx, item.attempts));
+      if (prior || item.attempts >= 2) {
+        return finish(ref, {
+          status: "interrupted", httpStatus: 500, costUsd: prior?.costUsd ?? 0,
+          result: errorResult("The gateway instance running this prompt stopped while it was in flight; it is charged at its reserved cost and was not retried (its answer may have been generated).", "interrupted"),
+        });
+      }
+      const again = await retakeItem(ctx, ref.jobId, ref.idx, ctx.instanceId, item.attempts);
+      if (!again) return; // another instance took it over first
+      item = again;
+    }
+    if (job.status === "cancelled") {
+      return finish(ref, { status: "cancelled", httpStatus: 499, result: errorResult("The job was cancelled before this prompt started; it was never sent.", "cancelled") });
+    }
+    if (job.stopReason) {
+      return finish(ref, { status: "not_run", httpStatus: 402, result: errorResult("Not run: the routing key's monthly budget ran out during this job, which stopped admitting prompts.", job.stopReason) });
+    }
+    const key = await ctx.services.keyCache.load(job.keyHash);
+    if (!key) {
+      return finish(ref, { status: "failed", httpStatus: 401, result: errorResult("The job's routing key was revoked or its account removed; this prompt was not sent.", "invalid_api_key") });
+    }
+    const body = item.request as Json;
+    const r = await runChat(ctx, key, body, {
+      shape: "chat", stream: false, endpoint: "blitz", signal: new AbortController().signal,
+      requestId: itemRequestId(ref.jobId, ref.idx, item.attempts), bodyBytes: JSON.stringify(body).length,
+    });
+    if (r.ok) {
+      const u = r.usage;
+      const usage = { prompt_tokens: u.prompt_tokens ?? 0, completion_tokens: u.completion_tokens ?? 0, total_tokens: (u.prompt_tokens ?? 0) + (u.completion_tokens ?? 0) };
+      return finish(ref, { status: "succeeded", httpStatus: r.status, result: { completion: r.body }, usage, costUsd: r.costUsd });
+    }
+    const err = r.error;
+    if (err.status === 429 && r.costUsd === 0) {
+      await requeueItem(ctx, ref.jobId, ref.idx);
+      return { retryAfterMs: retryAfterMs(err) };
+    }
+    if (err.status === 402 && r.costUsd === 0) {
+      await stopAdmitting(ctx, ref.jobId, err.code ?? "budget_exceeded");
+      return finish(ref, { status: "not_run", httpStatus: 402, result: errorResult(err.message, err.code ?? "budget_exceeded") });
+    }
+    return finish(ref, { status: "failed", httpStatus: err.status, result: errorResult(err.message, err.code ?? "upstream_error"), costUsd: r.costUsd });
+  }
+}

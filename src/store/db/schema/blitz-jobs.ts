@@ -1,0 +1,50 @@
+import { doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+
+/**
+ * A /blitz job (CONTRACT §8): its counters move with each item's final write, in the same
+ * statement, so progress is one row read and exactly one writer sees the job finish.
+ */
+export const blitzJobs = pgTable("blitz_jobs", {
+  id: text("id").primaryKey(),
+  accountId: text("account_id").notNull(),
+  routingKeyId: text("routing_key_id").notNull(),
+  /** The key's hash, so any instance resolves it through its key cache (a revoked key stops the job). */
+  keyHash: text("key_hash").notNull(),
+  /** queued | running | completed | cancelled | failed */
+  status: text("status").notNull().default("queued"),
+  total: integer("total").notNull(),
+  /** Items not yet in a final state. */
+  remaining: integer("remaining").notNull(),
+  succeeded: integer("succeeded").notNull().default(0),
+  failed: integer("failed").notNull().default(0),
+  /** Items that never ran: cancelled, or refused once the key's budget ran out. */
+  notRun: integer("not_run").notNull().default(0),
+  interrupted: integer("interrupted").notNull().default(0),
+  costUsd: doublePrecision("cost_usd").notNull().default(0),
+  /** Why the job stopped admitting items (`budget_exceeded`), null while it admits. */
+  stopReason: text("stop_reason"),
+  webhookUrl: text("webhook_url"),
+  createdAt: ts("created_at").notNull().defaultNow(),
+  finishedAt: ts("finished_at"),
+  /** Results are deleted after this (set when the job ends). */
+  expiresAt: ts("expires_at"),
+}, (t) => [index("blitz_jobs_key").on(t.routingKeyId, t.createdAt), index("blitz_jobs_expiry").on(t.expiresAt)]);
+
+/** One prompt of a job: its chat body, then its result. `idx` is the prompt's index. */
+export const blitzJobItems = pgTable("blitz_job_items", {
+  jobId: text("job_id").notNull(),
+  idx: integer("idx").notNull(),
+  /** queued | running | succeeded | failed | cancelled | not_run | interrupted */
+  status: text("status").notNull().default("queued"),
+  request: jsonb("request").notNull(),
+  httpStatus: integer("http_status"),
+  result: jsonb("result"),
+  usage: jsonb("usage"),
+  costUsd: doublePrecision("cost_usd").notNull().default(0),
+  /** Runs started (a crash redelivery that reruns the item makes it 2). */
+  attempts: integer("attempts").notNull().default(0),
+  /** Instance running it (crash recovery reads it). */
+  owner: text("owner"),
+}, (t) => [primaryKey({ columns: [t.jobId, t.idx] })]);

@@ -1,0 +1,212 @@
+// /blitz/jobs end to end over real HTTP on one instance, in both store modes (BullMQ on Redis, the
+// in-process queue on the embedded defaults): submission, progress, paging, cancellation, the
+// budget stopping admission, ownership, validation and the results' TTL (CONTRACT §8).
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { eq, like } from "drizzle-orm";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
+import { addRoutingKey, lane, startOpenAIGroqWorld } from "../relay/fixtures.ts";
+import { parseBlitzBody } from "../../src/relay/blitz/validate.ts";
+import { estimateCostUsd } from "../../src/relay/pipeline.ts";
+import { loadKeyContext } from "../../src/relay/key-context.ts";
+import type { UsageQueue } from "../../src/relay/usage-queue.ts";
+import { blitzJobItems, blitzJobs, usageRecords } from "../../src/store/db/schema/index.ts";
+import { deleteExpired } from "../../src/relay/blitz/jobs/store.ts";
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const user = (content: string) => ({ messages: [{ role: "user", content }] });
+
+describe(`/blitz/jobs (${storesLabel})`, () => {
+  let gw: TestGateway;
+  let A: MockUpstream, B: MockUpstream;
+  let acct: { id: string; token: string };
+  let credA: { id: string };
+
+  beforeAll(async () => {
+    ({ gw, A, B, acct, credA } = await startOpenAIGroqWorld());
+  });
+  afterEach(() => A.setDefault({}));
+  afterAll(async () => {
+    await gw?.stop();
+    await Promise.all([A, B].map((m) => m?.stop()));
+  });
+
+  const oneLane = (extra: { monthlyBudgetUsd?: number | null; maxConcurrentRequests?: number | null } = {}) =>
+    addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)], ...extra });
+  const recordsOf = async (jobId: string) => {
+    await (gw.ctx.services.usageQueue as UsageQueue).flush();
+    return gw.ctx.db.select().from(usageRecords).where(like(usageRecords.requestId, `${jobId}.%`));
+  };
+  async function waitEnded(token: string, id: string, ms = 30_000) {
+    const until = Date.now() + ms;
+    for (;;) {
+      const r = await gw.call(`/blitz/jobs/${id}?limit=1`, { token });
+      if (!["queued", "running"].includes(r.body.status) && r.body.progress.remaining === 0) return r.body;
+      if (Date.now() > until) throw new Error(`job did not end: ${JSON.stringify(r.body)}`);
+      await sleep(50);
+    }
+  }
+  const receivedOf = (tag: string) => A.received.filter((x) => JSON.stringify(x.body.messages).includes(tag)).length;
+
+  test("CONTRACT §8: POST /blitz/jobs → 202 {id, status} + Location; every prompt runs once; results paged by ?after=&limit=", async () => {
+    const key = await oneLane();
+    const n = 120;
+    const prompts = Array.from({ length: n }, (_, i) => ({ ...user(`J1 p${i}`), mock: { content: `answer ${i}`, prompt_tokens: 10, completion_tokens: i % 7 } }));
+    const r = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 20, prompts } });
+    expect(r.status).toBe(202);
+    const id = String(r.body.id);
+    expect(id).toMatch(/^bjob_/);
+    expect(r.headers.get("location")).toBe(`/blitz/jobs/${id}`);
+    expect([r.body.object, r.body.total]).toEqual(["blitz.job", n]);
+    expect(["queued", "running"]).toContain(r.body.status);
+    const done = await waitEnded(key.raw, r.body.id);
+    expect(done.status).toBe("completed");
+    expect(done.progress).toEqual({ done: n, remaining: 0, succeeded: n, failed: 0, not_run: 0, interrupted: 0 });
+    expect(done.finished_at).toEqual(expect.any(String));
+    expect(Date.parse(done.expires_at) - Date.parse(done.finished_at)).toBe(gw.ctx.config.BLITZ_JOB_RESULT_TTL_HOURS * 3600_000);
+    // Pages of 50: 0-49, 50-99, 100-119.
+    const seen: any[] = [];
+    let after: number | null = -1;
+    let pages = 0;
+    while (after !== null) {
+      const p = await gw.call(`/blitz/jobs/${r.body.id}?after=${after}&limit=50`, { token: key.raw });
+      expect(p.status).toBe(200);
+      seen.push(...p.body.results);
+      after = p.body.next_after;
+      pages++;
+    }
+    expect(pages).toBe(3);
+    expect(seen.map((s) => s.index)).toEqual(Array.from({ length: n }, (_, i) => i));
+    for (const s of seen) {
+      expect(s.state).toBe("succeeded");
+      expect(s.status).toBe(200);
+      expect(s.completion.choices[0].message.content).toBe(`answer ${s.index}`);
+      expect(s.usage).toEqual({ prompt_tokens: 10, completion_tokens: s.index % 7, total_tokens: 10 + (s.index % 7) });
+    }
+    // Exactly once upstream and in usage; the job's cost is the records' sum.
+    for (let i = 0; i < n; i += 17) expect(receivedOf(`J1 p${i}"`)).toBe(1);
+    const rows = await recordsOf(r.body.id);
+    expect(rows).toHaveLength(n);
+    expect(new Set(rows.map((x) => x.requestId)).size).toBe(n);
+    expect(rows.every((x) => x.endpoint === "blitz" && x.outcome === "ok")).toBe(true);
+    expect(done.cost_usd).toBeCloseTo(rows.reduce((a, x) => a + x.costUsd, 0), 9);
+  }, 60_000);
+
+  test("CONTRACT §8: DELETE cancels the prompts not started (never sent); running ones finish and are charged", async () => {
+    const key = await oneLane();
+    const n = 60;
+    const prompts = Array.from({ length: n }, (_, i) => ({ ...user(`J2 p${i}`), mock: { latency_ms: 200 } }));
+    const r = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts } });
+    expect(r.status).toBe(202);
+    const del = await gw.call(`/blitz/jobs/${r.body.id}`, { token: key.raw, method: "DELETE" });
+    expect(del.status).toBe(200);
+    expect(del.body.status).toBe("cancelled");
+    const done = await waitEnded(key.raw, r.body.id);
+    expect(done.status).toBe("cancelled");
+    expect(done.progress.not_run).toBeGreaterThan(0);
+    expect(done.progress.succeeded + done.progress.not_run).toBe(n);
+    const all = (await gw.call(`/blitz/jobs/${r.body.id}?limit=1000`, { token: key.raw })).body.results;
+    const cancelled = all.filter((x: any) => x.state === "cancelled");
+    expect(cancelled).toHaveLength(done.progress.not_run);
+    expect(cancelled[0].error.code).toBe("cancelled");
+    // Cancelled prompts never reached the upstream; the ones that ran have one record each.
+    await sleep(100);
+    const sent = A.received.filter((x) => JSON.stringify(x.body.messages).includes("J2 p")).length;
+    expect(sent).toBe(done.progress.succeeded);
+    expect(await recordsOf(r.body.id)).toHaveLength(done.progress.succeeded);
+    // A second DELETE changes nothing.
+    const again = await gw.call(`/blitz/jobs/${r.body.id}`, { token: key.raw, method: "DELETE" });
+    expect(again.body.progress).toEqual(done.progress);
+  }, 60_000);
+
+  test("CONTRACT §8: each item is admitted like a request; when the budget runs out the job stops admitting and reports the items that did not run", async () => {
+    const probe = (await loadKeyContext(gw.ctx, (await oneLane()).hash))!;
+    const body = { model: "gpt-4o-mini", max_tokens: 2000, prompts: Array.from({ length: 24 }, (_, i) => ({ ...user(`J3 p${i}`), mock: { latency_ms: 50 } })) };
+    const one = estimateCostUsd(gw.ctx, probe, parseBlitzBody(body, { max: 10_000, path: "/blitz/jobs" }).requests[0]!, 200)!;
+    const key = await oneLane({ monthlyBudgetUsd: one * 3.5 });
+    const r = await gw.call("/blitz/jobs", { token: key.raw, body });
+    const done = await waitEnded(key.raw, r.body.id);
+    expect(done.stop_reason).toBe("budget_exceeded");
+    expect(done.progress.succeeded).toBeGreaterThanOrEqual(1);
+    expect(done.progress.not_run).toBeGreaterThanOrEqual(1);
+    expect(done.progress.succeeded + done.progress.not_run).toBe(24);
+    const all = (await gw.call(`/blitz/jobs/${r.body.id}?limit=1000`, { token: key.raw })).body.results;
+    const notRun = all.filter((x: any) => x.state === "not_run");
+    expect(notRun).toHaveLength(done.progress.not_run);
+    expect(notRun.every((x: any) => x.status === 402 && x.error.code === "budget_exceeded")).toBe(true);
+    const sent = A.received.filter((x) => JSON.stringify(x.body.messages).includes("J3 p")).length;
+    expect(sent).toBe(done.progress.succeeded);
+    // Never over the budget.
+    const info = await gw.call("/v1/key", { token: key.raw });
+    expect(info.body.budget.current_month_spend_usd).toBeLessThanOrEqual(one * 3.5);
+  }, 60_000);
+
+  test("CONTRACT §8: a key's concurrency cap holds for job items (429s wait and retry, none fails)", async () => {
+    const key = await oneLane({ maxConcurrentRequests: 2 });
+    const r = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts: Array.from({ length: 8 }, (_, i) => ({ ...user(`J4 p${i}`), mock: { latency_ms: 100 } })) } });
+    const done = await waitEnded(key.raw, r.body.id, 60_000);
+    expect(done.progress.succeeded).toBe(8);
+    expect(await recordsOf(r.body.id)).toHaveLength(8);
+  }, 60_000);
+
+  test("CONTRACT §8: only the key that created a job sees it (404 otherwise); bad paging is 400", async () => {
+    const key = await oneLane();
+    const other = await oneLane();
+    const r = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts: ["x"] } });
+    for (const method of ["GET", "DELETE"]) {
+      const g = await gw.call(`/blitz/jobs/${r.body.id}`, { token: other.raw, method });
+      expect(g.status).toBe(404);
+      expect(g.body).toEqual({ error: expect.any(String), code: "not_found" });
+    }
+    expect((await gw.call("/blitz/jobs/bjob_nope", { token: key.raw })).status).toBe(404);
+    expect((await gw.call(`/blitz/jobs/${r.body.id}`)).status).toBe(401);
+    for (const q of ["after=x", "limit=0", "limit=1001", "after=-2", "page=2"]) {
+      const b = await gw.call(`/blitz/jobs/${r.body.id}?${q}`, { token: key.raw });
+      expect(b.status).toBe(400);
+      expect(b.body.code).toBe("bad_request");
+    }
+    await waitEnded(key.raw, r.body.id);
+  }, 60_000);
+
+  test("CONTRACT §8: validation — over 10,000 prompts, stream, bad webhook_url are 400 naming the field; 405 is flat", async () => {
+    const key = await oneLane();
+    const a0 = A.received.length;
+    const cases: Array<[unknown, string]> = [
+      [{ model: "gpt-4o-mini", prompts: Array.from({ length: 10_001 }, () => "x") }, "at most 10000"],
+      [{ model: "gpt-4o-mini", prompts: ["x"], stream: true }, "stream is not a /blitz/jobs field"],
+      [{ model: "gpt-4o-mini", prompts: ["x"], webhook_url: "ftp://example.com/h" }, "webhook_url must use http or https"],
+      [{ model: "gpt-4o-mini", prompts: ["x"], webhook_url: "https://u:p@example.com/h" }, "webhook_url must not carry credentials"],
+      [{ model: "gpt-4o-mini", prompts: [] }, "prompts is empty"],
+    ];
+    for (const [body, words] of cases) {
+      const r = await gw.call("/blitz/jobs", { token: key.raw, body });
+      expect(r.status).toBe(400);
+      expect(r.body.code).toBe("bad_request");
+      expect(r.body.error).toContain(words);
+    }
+    // Private addresses are refused like bridge URLs unless the operator allows them.
+    (gw.ctx.config as { ALLOW_PRIVATE_UPSTREAMS: boolean }).ALLOW_PRIVATE_UPSTREAMS = false;
+    try {
+      const r = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts: ["x"], webhook_url: "http://127.0.0.1:9/h" } });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toContain("webhook_url");
+      expect(r.body.error).toContain("loopback");
+    } finally {
+      (gw.ctx.config as { ALLOW_PRIVATE_UPSTREAMS: boolean }).ALLOW_PRIVATE_UPSTREAMS = true;
+    }
+    expect(A.received.length).toBe(a0);
+    const put = await gw.call("/blitz/jobs", { token: key.raw, method: "PUT" });
+    expect(put.status).toBe(405);
+    expect(put.body).toEqual({ error: expect.any(String) });
+  }, 60_000);
+
+  test("CONTRACT §8: results are kept for BLITZ_JOB_RESULT_TTL_HOURS after the job ends, then gone (404, rows deleted)", async () => {
+    const key = await oneLane();
+    const r = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts: ["a", "b"] } });
+    await waitEnded(key.raw, r.body.id);
+    await gw.ctx.db.update(blitzJobs).set({ expiresAt: new Date(Date.now() - 1000) }).where(eq(blitzJobs.id, r.body.id));
+    expect((await gw.call(`/blitz/jobs/${r.body.id}`, { token: key.raw })).status).toBe(404);
+    expect(await deleteExpired(gw.ctx)).toBeGreaterThanOrEqual(1);
+    expect(await gw.ctx.db.select().from(blitzJobItems).where(eq(blitzJobItems.jobId, r.body.id))).toHaveLength(0);
+  }, 60_000);
+});
