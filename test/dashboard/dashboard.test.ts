@@ -76,6 +76,8 @@ async function seed() {
   for (let i = 0; i < 6; i++) {
     rows.push(row({ requestId: `m${i}`, routingKeyId: k2.id, provider: "openai", model: "gpt-4o", promptTokens: 3000, completionTokens: 900, costUsd: 0.0165, latencyMs: 2100, ttfbMs: 420 + i * 15, createdAt: new Date(now - 180_000 - i * 1000) }));
   }
+  // Record keys as the relay writes them (`<money call>.<attempt>`): a request's attempts share a call.
+  for (const r of rows) r.recordKey = `${acct.id}.${r.requestId}.${r.attempt}`;
   await gw.ctx.db.insert(usageRecords).values(rows);
   // Rows inserted here bypassed the budget counters: drop them so each is rebuilt from Postgres, as after a Redis restart.
   for (const k of [k1, k2]) await gw.ctx.kv.del(counterKey(k.id, monthKey()));
