@@ -31,7 +31,6 @@ const notFound = (ctx: Ctx, id: string) =>
 export const jobBodyDoc = z.looseObject({
   model: z.string().min(1),
   prompts: z.array(z.union([z.string(), z.looseObject({ messages: z.array(z.looseObject({ role: z.string() })) })])).min(1).max(BLITZ_JOB_MAX_PROMPTS),
-  webhook_url: z.url().optional().meta({ description: "Receives `job.completed` / `job.failed`, signed with `Gateway-Signature` (docs/blitz.md)." }),
 }).meta({ description: "The /blitz body with up to 10,000 prompts. Shared chat parameters apply to every prompt." });
 
 const pageDoc = z.strictObject({
@@ -65,11 +64,13 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   const key = await resolveRoutingKey(ctx, request);
   const body = (await readJsonObject(request, Math.max(ctx.config.MAX_REQUEST_BYTES, JOB_MAX_BYTES), badRequest)).value;
   if (body.stream !== undefined) throw badRequest("stream is not a /blitz/jobs field: results are read with GET /blitz/jobs/{id} (use POST /blitz with \"stream\": true for events).");
-  let webhookUrl: string | null = null;
+  // Signed job webhooks are not delivered by this gateway yet: refuse the field rather than
+  // accept a URL that would never be called.
   if (body.webhook_url !== undefined) {
-    webhookUrl = await checkWebhookUrl(ctx, body.webhook_url);
-    delete body.webhook_url;
+    await checkWebhookUrl(ctx, body.webhook_url);
+    throw badRequest("webhook_url is not supported yet: this gateway does not deliver job webhooks. Remove it and poll GET /blitz/jobs/{id} for progress.");
   }
+  const webhookUrl: string | null = null;
   const batch = parseBlitzBody(body, { max: BLITZ_JOB_MAX_PROMPTS, path: "/blitz/jobs" });
   if (key.lanes.length === 0) throw noProviders();
   const id = newId("bjob");
