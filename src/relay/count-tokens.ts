@@ -14,6 +14,8 @@ import type { Json } from "../protocols/types.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
+import { MoneyCall } from "./budget/money.ts";
+import type { KeyContext } from "./key-context.ts";
 import { forwardedHeaders } from "./client-headers.ts";
 import { allLanesFailed, noProviders, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody } from "./request-body.ts";
@@ -56,6 +58,16 @@ export async function handleCountTokens(ctx: Ctx, rc: RequestContext): Promise<R
   const key = await resolveRoutingKey(ctx, rc.request, true);
   const { body } = await readInferenceBody(rc.request, "chat", ctx.config.MAX_REQUEST_BYTES);
   if (key.lanes.length === 0) throw noProviders();
+  // A request against the key's rate limits (no tokens): a key answering 429 makes no upstream call.
+  const money = key.limits ? await MoneyCall.reserveFor(ctx, key, { requestId: rc.requestId, endpoint: "count_tokens" }, null, { requests: 1, tokens: 0 }) : null;
+  try {
+    return await countTokens(ctx, rc, key, body);
+  } finally {
+    money?.settle();
+  }
+}
+
+async function countTokens(ctx: Ctx, rc: RequestContext, key: KeyContext, body: Json): Promise<Response> {
   const headers = forwardedHeaders("anthropic", rc.request);
   let last: LaneFailure | null = null;
   let tried = 0;
