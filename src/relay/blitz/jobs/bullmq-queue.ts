@@ -28,6 +28,9 @@ export interface BullOptions {
 
 const refOf = (job: Job): ItemRef => ({ jobId: String(job.data.jobId), idx: Number(job.data.idx) });
 
+/** The longest a shutdown waits for the worker's graceful close. */
+const CLOSE_LIMIT_MS = 30_000;
+
 export class BullJobQueue implements JobQueue {
   private readonly conn: Redis;
   private readonly queue: Queue;
@@ -93,9 +96,29 @@ export class BullJobQueue implements JobQueue {
   }
 
   private async shut(): Promise<void> {
-    await this.worker?.close();
-    await this.queue.close();
-    await this.workerConn?.quit().catch(() => {});
-    await this.conn.quit().catch(() => {});
+    // BullMQ's connections keep an offline queue (its blocking commands need it), so with Redis
+    // unreachable a graceful close waits on commands that never complete and the gateway's drain
+    // would hang. Close gracefully only while both connections are up, and never for longer than
+    // CLOSE_LIMIT_MS; otherwise drop them (an item in flight is redelivered like a crashed one's).
+    const up = this.conn.status === "ready" && (!this.workerConn || this.workerConn.status === "ready");
+    const graceful = up
+      ? (async () => {
+          await this.worker?.close();
+          await this.queue.close();
+          return true;
+        })().catch(() => false)
+      : Promise.resolve(false);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const closed = await Promise.race([graceful, new Promise<boolean>((r) => (timer = setTimeout(() => r(false), CLOSE_LIMIT_MS)))]);
+    clearTimeout(timer);
+    if (closed) {
+      await this.workerConn?.quit().catch(() => {});
+      await this.conn.quit().catch(() => {});
+      return;
+    }
+    void this.worker?.close(true).catch(() => {});
+    void this.queue.close().catch(() => {});
+    this.workerConn?.disconnect();
+    this.conn.disconnect();
   }
 }
