@@ -20,8 +20,13 @@ import { claimItem, finishItem, getJob, requeueItem, retakeItem, stopAdmitting, 
 
 /** How a rate-limited item waits before its next try when the refusal named no time. */
 const RETRY_DEFAULT_MS = 1000;
-/** Longer than a few usage-stream drains (every 200 ms), so a reconciled record has reached Postgres. */
-const STREAM_SETTLE_MS = 1000;
+/**
+ * How long a redelivered item looks for its earlier attempt's record before running again: past
+ * the ledger's claim of stream entries a dead instance had read but not written (15 s idle), plus
+ * a few usage-stream drains (every 200 ms).
+ */
+const STREAM_SETTLE_MS = 17_000;
+const STREAM_LOOK_MS = 500;
 
 export interface RunnerDeps {
   /** Redis mode: the connection to read the in-flight ledger with. */
@@ -64,11 +69,17 @@ export function itemRunner(ctx: Ctx, deps: RunnerDeps): ItemHandler {
     if (first || !deps.ledgerRedis) return first;
     const needle = `"r":${JSON.stringify(requestId)}`;
     const entry = (await deps.ledgerRedis.hvals(inflightKey(keyId))).find((v) => v.includes(needle));
-    // A reconciled record may still be on its way from the usage stream to Postgres: one more look.
-    await Bun.sleep(STREAM_SETTLE_MS);
-    const again = await recorded();
-    if (again) return again;
-    return entry ? { costUsd: fromNano(Number(entry.slice(entry.lastIndexOf("|") + 1)) || 0) } : null;
+    if (entry) return { costUsd: fromNano(Number(entry.slice(entry.lastIndexOf("|") + 1)) || 0) };
+    // A record the reconciler (or the dead instance, just before it died) sent may still be on its
+    // way from the usage stream to Postgres, read by another instance's drain: look again over
+    // several drains before concluding that nothing of the attempt ran. A rerun after a record
+    // lands would bill the item twice.
+    for (let waited = 0; waited < STREAM_SETTLE_MS; waited += STREAM_LOOK_MS) {
+      await Bun.sleep(STREAM_LOOK_MS);
+      const again = await recorded();
+      if (again) return again;
+    }
+    return null;
   }
 
   /** Items this instance is running now (a redelivery of one of them is a duplicate). */
