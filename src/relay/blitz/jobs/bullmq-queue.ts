@@ -103,6 +103,10 @@ export class BullJobQueue implements JobQueue {
     const up = this.conn.status === "ready" && (!this.workerConn || this.workerConn.status === "ready");
     const graceful = up
       ? (async () => {
+          // A gateway stopped right after it started: let BullMQ's own start-up commands answer
+          // first, or quitting the connections rejects them where nobody awaits them.
+          await this.queue.waitUntilReady();
+          await this.worker?.waitUntilReady();
           await this.worker?.close();
           await this.queue.close();
           return true;
