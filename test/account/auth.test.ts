@@ -27,7 +27,7 @@ const MANAGEMENT_CALLS: Array<{ method: string; path: string; body?: unknown }> 
 describe(`management authentication (${storesLabel})`, () => {
   let gw: TestGateway;
   beforeAll(async () => { gw = await startTestGateway({ BILLING_WEBHOOK_SECRET: "whsec_auth_tests", SIGNUP_IP_LIMIT_PER_HOUR: "1000" }); }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   const me = (headers: Record<string, string> = {}) => gw.call("/v1/organizations/me", { headers });
 
@@ -128,7 +128,7 @@ describe(`GATEWAY_SECRET_KEY missing in production (${storesLabel})`, () => {
   beforeAll(async () => {
     gw = await startTestGateway({ NODE_ENV: "production", GATEWAY_SECRET_KEY: "", BILLING_WEBHOOK_SECRET: "whsec_env_missing", SIGNUP_IP_LIMIT_PER_HOUR: "1000" });
   }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   test("signup, verify, /me and activation work without the key; saving a credential answers 500 env_missing", async () => {
     expect(gw.ctx.secrets.available).toBe(false);

@@ -41,7 +41,7 @@ describe(`account expiry (${storesLabel})`, () => {
     gw = await startTestGateway({ UNPAID_ACCOUNT_TTL_SECONDS: String(TTL_SECONDS), EXPIRY_SWEEP_INTERVAL_SECONDS: "3600", BILLING_WEBHOOK_SECRET: "whsec_expiry_tests", SIGNUP_IP_LIMIT_PER_HOUR: "1000" });
     await gw.ctx.kv.subscribe("gw:invalidate", (m) => invalidations.push(JSON.parse(m)));
   }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   const job = () => gw.jobs.find((j) => j.name === "account-expiry")!;
 
@@ -124,7 +124,7 @@ describe(`account expiry on its own interval (${storesLabel})`, () => {
   beforeAll(async () => {
     gw = await startTestGateway({ UNPAID_ACCOUNT_TTL_SECONDS: "1", EXPIRY_SWEEP_INTERVAL_SECONDS: "0.2", SIGNUP_IP_LIMIT_PER_HOUR: "1000" });
   }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   test("the job runs every EXPIRY_SWEEP_INTERVAL_SECONDS and removes the account without being called", async () => {
     const a = await signupViaApi(gw);

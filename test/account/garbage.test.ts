@@ -41,10 +41,10 @@ describe(`garbage never yields a 5xx (${storesLabel})`, () => {
     pro = await proAccountViaApi(gw);
     free = await signupViaApi(gw);
   }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   let failures: string[] = [];
-  beforeEach(() => { failures = []; });
+  beforeEach(() => { failures = []; }, 60_000);
   async function probe(method: string, path: string, init: { body?: string | Uint8Array; headers?: Record<string, string> } = {}) {
     let status = 0;
     let text = "";

@@ -10,7 +10,7 @@ import { TOKEN_TOUCH_MS, touchAccountToken } from "../../src/management/guard.ts
 describe(`account tokens and /me (${storesLabel})`, () => {
   let gw: TestGateway;
   beforeAll(async () => { gw = await startTestGateway({ BILLING_WEBHOOK_SECRET: "whsec_tokens_tests", SIGNUP_IP_LIMIT_PER_HOUR: "1000" }); }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   const create = (token: string, body: unknown) => gw.call("/v1/organizations/tokens", { method: "POST", token, body });
 

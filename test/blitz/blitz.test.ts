@@ -25,15 +25,15 @@ describe(`POST /blitz (${storesLabel})`, () => {
 
   beforeAll(async () => {
     ({ gw, A, B, acct, credA, credB } = await startOpenAIGroqWorld());
-  });
+  }, 60_000);
   afterEach(() => {
     A.setDefault({});
     B.setDefault({});
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A, B].map((m) => m?.stop()));
-  });
+  }, 60_000);
 
   const oneLane = (extra: { monthlyBudgetUsd?: number | null } = {}) =>
     addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)], ...extra });

@@ -47,7 +47,7 @@ describe.if(REAL_STORES)(name, () => {
     for (const c of children) await c.kill().catch(() => {});
     await gw?.stop();
     await A?.stop();
-  });
+  }, 60_000);
 
   test("CONTRACT §8: a 1,000-prompt job with one of three instances SIGKILLed midway finishes with every item exactly once in usage", async () => {
     const acct = await createAccount(gw);

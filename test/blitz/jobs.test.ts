@@ -24,12 +24,12 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
 
   beforeAll(async () => {
     ({ gw, A, B, acct, credA } = await startOpenAIGroqWorld());
-  });
-  afterEach(() => A.setDefault({}));
+  }, 60_000);
+  afterEach(() => A.setDefault({}), 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A, B].map((m) => m?.stop()));
-  });
+  }, 60_000);
 
   const oneLane = (extra: { monthlyBudgetUsd?: number | null; maxConcurrentRequests?: number | null } = {}) =>
     addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)], ...extra });

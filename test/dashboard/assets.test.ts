@@ -8,7 +8,7 @@ import { DASHBOARD_CSP } from "../../src/dashboard/routes.ts";
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startTestGateway(); }, 60_000);
-afterAll(async () => { await gw?.stop(); });
+afterAll(async () => { await gw?.stop(); }, 60_000);
 
 const PUBLIC = join(import.meta.dir, "..", "..", "src", "dashboard", "public");
 const sources = (dir = PUBLIC): string[] =>

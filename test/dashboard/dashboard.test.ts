@@ -92,7 +92,7 @@ describe.skipIf(!run)(`dashboard in chromium${why}`, () => {
   afterAll(async () => {
     await browser?.close();
     await gw?.stop();
-  });
+  }, 60_000);
 
   test("rk_: the overview's figures are GET /v1/organizations/usage's, per lane too; every view renders; hostile labels are text; CSP on page and assets", async () => {
     const page = await newPage();

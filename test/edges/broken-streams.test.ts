@@ -13,7 +13,7 @@ import { startWorld, usageRowsOf, type World } from "../translation/world.ts";
 
 let w: World;
 beforeAll(async () => { w = await startWorld(); }, 120_000);
-afterAll(async () => { await w?.stop(); });
+afterAll(async () => { await w?.stop(); }, 60_000);
 
 let seq = 0;
 async function send(rawKey: string, path: string, body: Json, headers: Record<string, string> = {}) {

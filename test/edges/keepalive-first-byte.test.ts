@@ -28,11 +28,11 @@ beforeAll(async () => {
 afterEach(() => {
   A.setDefault({});
   B.setDefault({});
-});
+}, 60_000);
 afterAll(async () => {
   await gw?.stop();
   await Promise.all([A?.stop(), B?.stop()]);
-});
+}, 60_000);
 
 async function usageRows(requestId: string) {
   await (gw.ctx.services.usageQueue as UsageQueue).flush();

@@ -14,7 +14,7 @@ beforeAll(async () => {
   gw = await startTestGateway({ SUB_API_BASE_URL: "http://127.0.0.1:9", SUB_AUTH_BASE_URL: "http://127.0.0.1:9", BRIDGE_HEALTH_INTERVAL_SECONDS: "3600" });
   ({ token } = await createAccount(gw));
 }, 60_000);
-afterAll(async () => { await gw?.stop(); });
+afterAll(async () => { await gw?.stop(); }, 60_000);
 
 const ROUTES: Record<string, { methods: string[]; fields: string[]; query: string[] }> = {
   "/v1/organizations/me": { methods: ["GET"], fields: [], query: [] },

@@ -7,7 +7,7 @@ import { authJson } from "../management/helpers.ts";
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startTestGateway(); }, 60_000);
-afterAll(async () => { await gw?.stop(); });
+afterAll(async () => { await gw?.stop(); }, 60_000);
 
 const NUL = "\u0000";
 

@@ -20,7 +20,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.stop();
   await A?.stop();
-});
+}, 60_000);
 
 describe(`CONTRACT §8: GET /v1/models/{id} and real ids only (${storesLabel})`, () => {
   test("the official openai SDK's models.retrieve gets the model object for a model the key serves", async () => {

@@ -3,8 +3,8 @@ import { startTestGateway, storesLabel, type TestGateway } from "../helpers/gate
 
 describe(`boot (${storesLabel})`, () => {
   let gw: TestGateway;
-  beforeAll(async () => { gw = await startTestGateway(); });
-  afterAll(async () => { await gw?.stop(); });
+  beforeAll(async () => { gw = await startTestGateway(); }, 60_000);
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   test("GET /healthz answers 200 while the process lives", async () => {
     const r = await gw.call("/healthz");

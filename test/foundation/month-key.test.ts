@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, setSystemTime, test } from "bun:test";
 import { monthKey, secondsToMonthEnd } from "../../src/lib/time.ts";
 
-afterEach(() => setSystemTime());
+afterEach(() => setSystemTime(), 60_000);
 
 describe("monthKey: the UTC calendar month budgets count in", () => {
   test("changes at the first millisecond of the next UTC month, and back when the clock steps back", () => {

@@ -46,7 +46,7 @@ run(`one process per address and data directory (${label})`, () => {
     await first?.terminate();
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(otherDir, { recursive: true, force: true });
-  });
+  }, 60_000);
 
   test("CONTRACT §1 a second start on the same port fails with 'address in use' and exit code 1 (no reusePort)", async () => {
     const port = new URL(first.url).port;

@@ -26,7 +26,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.stop();
   await mock?.stop();
-});
+}, 60_000);
 
 const post = (body: unknown, token = A.token) => gw.call(BR, { method: "POST", token, body });
 const BRIDGE_FIELDS = [

@@ -17,7 +17,7 @@ beforeAll(async () => {
   const a = await createAccount(gw);
   A = { ...a, rk: await addToken(gw, a.id, "read_only") };
 }, 60_000);
-afterAll(async () => { await gw?.stop(); });
+afterAll(async () => { await gw?.stop(); }, 60_000);
 
 const post = (body: unknown, token = A.token) => gw.call(CRED, { method: "POST", token, body });
 

@@ -47,7 +47,7 @@ afterAll(async () => {
   await gw?.stop();
   await sub?.stop();
   await bridgeMock?.stop();
-});
+}, 60_000);
 
 /** The error message with the given id replaced, to compare answers for B's id and a made-up one. */
 const msg = (r: { body: any }, id: string) => String(r.body.error).replaceAll(id, "<id>");

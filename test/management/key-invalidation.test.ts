@@ -18,7 +18,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await peer?.stop();
   await gw?.stop();
-});
+}, 60_000);
 
 const instances = () => [gw, ...(peer ? [peer] : [])];
 const keyStatus = async (g: TestGateway, raw: string) => (await g.call("/v1/key", { token: raw })).status;

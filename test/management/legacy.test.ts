@@ -25,7 +25,7 @@ afterAll(async () => {
   await gw?.stop();
   await sub?.stop();
   await bridge?.stop();
-});
+}, 60_000);
 
 /** Drops fields that differ between two otherwise identical objects (ids, times, secrets). */
 const shape = (o: any): any =>

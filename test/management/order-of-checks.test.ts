@@ -24,7 +24,7 @@ beforeAll(async () => {
   removed = await mk("pro");
   await gw.ctx.db.update(accounts).set({ removedAt: new Date() }).where(eq(accounts.id, removed.id));
 }, 60_000);
-afterAll(async () => { await gw?.stop(); });
+afterAll(async () => { await gw?.stop(); }, 60_000);
 
 type M = "GET" | "POST" | "PATCH" | "DELETE";
 const PATHS: Array<{ path: string; methods: M[]; wrong: M[] }> = [

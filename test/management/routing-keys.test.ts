@@ -37,7 +37,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.stop();
   await sub?.stop();
-});
+}, 60_000);
 
 const create = (body: unknown, token = A.token) => gw.call(RK, { method: "POST", token, body });
 const patch = (id: string, body: unknown, token = A.token) => gw.call(`${RK}?id=${encodeURIComponent(id)}`, { method: "PATCH", token, body });

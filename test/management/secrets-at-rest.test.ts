@@ -26,7 +26,7 @@ afterAll(async () => {
   await gw?.stop();
   await sub?.stop();
   await bridge?.stop();
-});
+}, 60_000);
 
 async function exercise() {
   const a = await createAccount(gw);

@@ -14,7 +14,7 @@ beforeAll(async () => {
   gw = await startTestGateway({ ALLOW_PRIVATE_UPSTREAMS: "false" });
   A = await createAccount(gw);
 }, 60_000);
-afterAll(async () => { await gw?.stop(); });
+afterAll(async () => { await gw?.stop(); }, 60_000);
 
 const REFUSED: Array<[string, string]> = [
   ["loopback", "http://127.0.0.1:8080"],

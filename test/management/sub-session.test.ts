@@ -25,7 +25,7 @@ afterAll(async () => {
   await gw?.stop();
   await sub?.stop();
   await subAuth?.stop();
-});
+}, 60_000);
 
 const SESSION_FIELDS = ["id", "connected", "status", "connected_at", "last_used_at", "expires_at", "last_error", "sub_host"].sort();
 const rowOf = async (id: string) => (await gw.ctx.db.select().from(subSessions).where(eq(subSessions.id, id)))[0]!;

@@ -8,7 +8,7 @@ import { usageRecords } from "../../src/store/db/schema/index.ts";
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startTestGateway(); }, 60_000);
-afterAll(async () => { await gw?.stop(); });
+afterAll(async () => { await gw?.stop(); }, 60_000);
 
 const DAY = 86400_000;
 

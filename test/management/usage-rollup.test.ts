@@ -25,7 +25,7 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A, B].map((m) => m?.stop()));
-  });
+  }, 60_000);
 
   const groups = async (token: string, by: string, month?: string) =>
     (await gw.call(`/v1/organizations/usage/groups?by=${by}${month ? `&month=${month}` : ""}`, { token })).body;

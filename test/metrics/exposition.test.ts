@@ -10,10 +10,10 @@ describe(`metrics exposition (${storesLabel})`, () => {
   let b: TestGateway;
   beforeAll(async () => {
     [a, b] = await Promise.all([startTestGateway(), startTestGateway()]);
-  });
+  }, 60_000);
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
-  });
+  }, 60_000);
 
   test("GET /metrics answers the Prometheus text format without authentication", async () => {
     const r = await a.req("/metrics");

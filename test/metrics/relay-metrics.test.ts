@@ -42,11 +42,11 @@ describe(`metrics through the relay (${storesLabel})`, () => {
   afterEach(() => {
     A.setDefault({});
     (gw.ctx.services.usageQueue as UsageQueue).resume();
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A?.stop(), B?.stop()]);
-  });
+  }, 60_000);
 
   test("a chat completion through the gateway counts one request and its latency by endpoint, provider and outcome", async () => {
     const key = await newKey({ label: "metrics-chat", providers: [{ provider: "openai", credential_id: openaiCred }] });

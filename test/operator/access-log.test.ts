@@ -38,7 +38,7 @@ describe(`access log (${storesLabel})`, () => {
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A, B].map((m) => m?.stop()));
-  });
+  }, 60_000);
 
   test("a request that fell over: its line names both lanes, the one that served, the outcome, tokens and cost", async () => {
     A.setDefault({ status: 503 });

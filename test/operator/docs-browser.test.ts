@@ -21,7 +21,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await gw?.stop();
-});
+}, 60_000);
 
 describe.skipIf(REAL_STORES)("API reference page in a browser (runs in the embedded-store pass only: the page reads no store)", () => {
   test("/docs lists the management operations, with no console errors and nothing loaded from elsewhere", async () => {

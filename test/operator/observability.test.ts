@@ -64,7 +64,7 @@ describe(`process and lane metrics, traces (${storesLabel})`, () => {
     await gw?.stop();
     await Promise.all([A, B].map((m) => m?.stop()));
     otlp?.stop();
-  });
+  }, 60_000);
 
   test("a request that fell over: one SERVER span, one CLIENT span per lane with GenAI attribute names", async () => {
     A.setDefault({ status: 503 });

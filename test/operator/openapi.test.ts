@@ -11,7 +11,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await gw.stop();
-});
+}, 60_000);
 
 /** Elysia's `:id` params → OpenAPI's `{id}`. */
 const openApiPath = (p: string) => p.replace(/:([A-Za-z0-9_]+)/g, "{$1}");

@@ -46,7 +46,7 @@ run("README Quick tour, verbatim (embedded defaults, a gateway process)", () => 
     }
     await mock?.stop();
     rmSync(dir, { recursive: true, force: true });
-  });
+  }, 60_000);
 
   test("the tour's commands, as written, take a newcomer from nothing to a streamed answer; Ctrl-C then stops the gateway and says so", async () => {
     for (const tool of ["curl", "jq"]) {

@@ -33,12 +33,12 @@ describe(`abandoned requests are charged (${storesLabel})`, () => {
     acct = await createAccount(gw);
     openai = await addCredential(gw, acct.id, "openai");
     anthropic = await addCredential(gw, acct.id, "anthropic", M.apiKey);
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await A?.stop();
     await M?.stop();
-  });
+  }, 60_000);
 
   async function key(provider = "openai") {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane(provider, provider === "openai" ? openai.id : anthropic.id)], monthlyBudgetUsd: 100 });

@@ -25,15 +25,15 @@ describe(`accounting (${storesLabel})`, () => {
 
   beforeAll(async () => {
     ({ gw, A, B, acct, credA, credB } = await startOpenAIGroqWorld());
-  });
+  }, 60_000);
   afterEach(() => {
     A.setDefault({});
     queue().resume();
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A?.stop(), B?.stop()]);
-  });
+  }, 60_000);
 
   const rowsFor = async (requestId: string) => {
     await queue().flush();

@@ -19,11 +19,11 @@ describe(`inference auth and validation (${storesLabel})`, () => {
     acct = await createAccount(gw);
     const cred = await addCredential(gw, acct.id, "openai");
     key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await mock?.stop();
-  });
+  }, 60_000);
 
   test("no key answers 401 signup_required", async () => {
     for (const path of ["/v1/chat/completions", "/v1/responses"]) {

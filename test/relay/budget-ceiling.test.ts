@@ -43,12 +43,12 @@ describe(`budget as a ceiling (${storesLabel})`, () => {
     gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: "100", UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: "400" });
     acct = await createAccount(gw);
     cred = await addCredential(gw, acct.id, "openai");
-  });
-  afterEach(() => A.setDefault({}));
+  }, 60_000);
+  afterEach(() => A.setDefault({}), 60_000);
   afterAll(async () => {
     await gw?.stop();
     await A?.stop();
-  });
+  }, 60_000);
 
   async function key(usd: number, model: string | null = null) {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id, { model })], monthlyBudgetUsd: usd });

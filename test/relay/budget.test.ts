@@ -28,12 +28,12 @@ describe(`budgets (${storesLabel})`, () => {
     gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url });
     acct = await createAccount(gw);
     cred = await addCredential(gw, acct.id, "openai");
-  });
-  afterEach(() => A.setDefault({}));
+  }, 60_000);
+  afterEach(() => A.setDefault({}), 60_000);
   afterAll(async () => {
     await gw?.stop();
     await A?.stop();
-  });
+  }, 60_000);
 
   async function keyWithBudget(usd: number) {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: usd });
@@ -216,8 +216,8 @@ describe(`budgets (${storesLabel})`, () => {
 
   describe("seat traffic", () => {
     let w: SubWorld;
-    beforeAll(async () => { w = await startSubWorld(); });
-    afterAll(async () => { await w?.stop(); });
+    beforeAll(async () => { w = await startSubWorld(); }, 60_000);
+    afterAll(async () => { await w?.stop(); }, 60_000);
 
     test("seat traffic is left out of the budget while budget_excludes_seats, and counts when it is false", async () => {
       const { sessionId } = await connectSub(w);

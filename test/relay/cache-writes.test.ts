@@ -52,11 +52,11 @@ describe(`cache writes priced by TTL through the gateway (${storesLabel})`, () =
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("anthropic", cred.id)], monthlyBudgetUsd: 10 });
     raw = k.raw;
     keyId = k.id;
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await M?.stop();
-  });
+  }, 60_000);
 
   const message = (id: string) => ({
     id, type: "message", role: "assistant", model: "claude-haiku-4-5",

@@ -15,11 +15,11 @@ describe(`client-fix errors (${storesLabel})`, () => {
 
   beforeAll(async () => {
     ({ gw, A, B, acct, credA, credB } = await startOpenAIGroqWorld());
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A?.stop(), B?.stop()]);
-  });
+  }, 60_000);
 
   const bothLanes = () => addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id), lane("groq", credB.id)] });
 

@@ -11,11 +11,11 @@ describe(`count_tokens and rate limits (${storesLabel})`, () => {
   beforeAll(async () => {
     M = await startMockAnthropic();
     gw = await startTestGateway({ PROVIDER_ANTHROPIC_BASE_URL: M.url });
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await M?.stop();
-  });
+  }, 60_000);
 
   test("CONTRACT §8: count_tokens counts as a request against rpm_limit; over it, 429 and no upstream call", async () => {
     const acct = await createAccount(gw);

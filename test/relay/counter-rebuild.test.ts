@@ -11,7 +11,7 @@ import { addRoutingKey } from "./fixtures.ts";
 describe(`counter rebuild (${storesLabel})`, () => {
   let gw: TestGateway;
   beforeAll(async () => { gw = await startTestGateway(); }, 30_000);
-  afterAll(() => gw?.stop());
+  afterAll(() => gw?.stop(), 60_000);
 
   test("the rebuild leaves out the records of the calls whose settlements are about to add them", async () => {
     const acct = await createAccount(gw);

@@ -30,14 +30,14 @@ describe(`lane fallback (${storesLabel})`, () => {
     credA = await addCredential(gw, acct.id, "openai");
     credB = await addCredential(gw, acct.id, "groq");
     credC = await addCredential(gw, acct.id, "mistral");
-  });
+  }, 60_000);
   afterEach(() => {
     for (const m of [A, B, C]) m.setDefault({});
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A, B, C].map((m) => m?.stop()));
-  });
+  }, 60_000);
 
   const twoLanes = () => addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id), lane("groq", credB.id)] });
 

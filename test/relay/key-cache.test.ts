@@ -22,11 +22,11 @@ describe(`key cache (${storesLabel})`, () => {
   beforeAll(async () => {
     mock = await startMockOpenAI();
     gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: mock.url });
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await mock?.stop();
-  });
+  }, 60_000);
 
   test("a warm non-streaming request runs without any Postgres query", async () => {
     const acct = await createAccount(gw);

@@ -51,13 +51,13 @@ describe.if(REAL_STORES)(name, () => {
     acct = await createAccount(gw);
     cred = await addCredential(gw, acct.id, "openai");
   }, 30_000);
-  afterEach(() => A.setDefault({}));
+  afterEach(() => A.setDefault({}), 60_000);
   afterAll(async () => {
     for (const c of children) await c.kill().catch(() => {});
     await gw?.stop();
     await A?.stop();
     await redis?.stop();
-  });
+  }, 60_000);
 
   const child = async () => {
     const c = await spawnGateway({

@@ -26,11 +26,11 @@ describe(`models and key introspection (${storesLabel})`, () => {
     acct = await createAccount(gw);
     credA = await addCredential(gw, acct.id, "openai");
     credG = await addCredential(gw, acct.id, "groq");
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await A?.stop();
-  });
+  }, 60_000);
 
   const ids = (body: any) => (body.data as Array<{ id: string }>).map((m) => m.id);
 

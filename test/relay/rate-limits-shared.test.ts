@@ -56,7 +56,7 @@ describe.if(REAL_STORES)(name, () => {
     for (const g of [...gws].reverse()) await g.stop();
     hop?.stop(true);
     await A?.stop();
-  });
+  }, 60_000);
 
   test("3 instances hold one requests-per-minute limit: 200 concurrent clients hammering a 60 RPM key for 3 s get at most 60 answers (≤ 61 in any 60 s window)", async () => {
     const k = await addRoutingKey(gws[0]!, acct.id, { lanes: [lane("openai", cred.id)], rpmLimit: 60 });

@@ -47,13 +47,13 @@ describe(`rate limits (${storesLabel})`, () => {
     gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: `http://127.0.0.1:${counter.port}/v1` });
     acct = await createAccount(gw);
     cred = await addCredential(gw, acct.id, "openai");
-  });
-  afterEach(() => A.setDefault({}));
+  }, 60_000);
+  afterEach(() => A.setDefault({}), 60_000);
   afterAll(async () => {
     await gw?.stop();
     counter?.stop(true);
     await A?.stop();
-  });
+  }, 60_000);
 
   const key = (opts: { rpm?: number; tpm?: number; cap?: number; budget?: number }) =>
     addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], rpmLimit: opts.rpm, tpmLimit: opts.tpm, maxConcurrentRequests: opts.cap, monthlyBudgetUsd: opts.budget });

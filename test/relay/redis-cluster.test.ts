@@ -47,7 +47,7 @@ describe.if(REAL_STORES)(name, () => {
     probe?.disconnect();
     await mock?.stop();
     await redis?.stop();
-  });
+  }, 60_000);
 
   test("the node refuses cross-slot scripts (the test can fail)", async () => {
     await expect(probe.eval("return 1", 2, "gw:{a}:x", "gw:{b}:y")).rejects.toThrow(/CROSSSLOT/);

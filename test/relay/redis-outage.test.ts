@@ -39,7 +39,7 @@ describe.if(REAL_STORES)(name, () => {
     await gw?.stop();
     await A?.stop();
     await redis?.stop();
-  });
+  }, 60_000);
 
   const ask = async (raw: string) => {
     const t = performance.now();

@@ -15,12 +15,12 @@ describe.if(REAL_STORES)(name, () => {
     redis = await startPrivateRedis();
     kv = new RedisKV(redis.url);
     await kv.ping();
-  });
+  }, 60_000);
   afterAll(async () => {
     redis?.thaw();
     await kv?.close();
     await redis?.stop();
-  });
+  }, 60_000);
 
   test("CONTRACT §7: commands on the hot path arm no timer of their own (the deadline is one watchdog per connection)", async () => {
     const original = globalThis.setTimeout;

@@ -53,13 +53,13 @@ describe(`reservations after translation (${storesLabel})`, () => {
     acct = await createAccount(gw);
     openai = await addCredential(gw, acct.id, "openai");
     anthropic = await addCredential(gw, acct.id, "anthropic", M.apiKey);
-  });
-  afterEach(() => A.setDefault({}));
+  }, 60_000);
+  afterEach(() => A.setDefault({}), 60_000);
   afterAll(async () => {
     await gw?.stop();
     await A?.stop();
     await M?.stop();
-  });
+  }, 60_000);
 
   async function key(usd: number | null, provider = "openai") {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane(provider, provider === "openai" ? openai.id : anthropic.id)], monthlyBudgetUsd: usd });

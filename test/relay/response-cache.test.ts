@@ -25,12 +25,12 @@ describe(`response cache (${storesLabel})`, () => {
     gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url });
     acct = await createAccount(gw);
     cred = await addCredential(gw, acct.id, "openai");
-  });
-  afterEach(() => A.setDefault({}));
+  }, 60_000);
+  afterEach(() => A.setDefault({}), 60_000);
   afterAll(async () => {
     await gw?.stop();
     await A?.stop();
-  });
+  }, 60_000);
 
   const key = (opts: { cache?: typeof CACHE | null; account?: { id: string }; credential?: { id: string }; budget?: number; rpm?: number } = {}) =>
     addRoutingKey(gw, (opts.account ?? acct).id, {

@@ -19,11 +19,11 @@ describe(`responses endpoint (${storesLabel})`, () => {
     const acct = await createAccount(gw);
     openaiKey = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", (await addCredential(gw, acct.id, "openai")).id)] });
     groqKey = await addRoutingKey(gw, acct.id, { lanes: [lane("groq", (await addCredential(gw, acct.id, "groq")).id, { model: "llama-3.3-70b-versatile" })] });
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A?.stop(), B?.stop()]);
-  });
+  }, 60_000);
 
   const direct = (body: unknown) =>
     fetch(`${A.url}/responses`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });

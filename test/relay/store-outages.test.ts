@@ -177,7 +177,7 @@ run(`store outages (${label})`, () => {
       await peer?.terminate();
       await gw?.stop();
       await redis?.stop();
-    });
+    }, 60_000);
 
     test("CONTRACT §7 a management write is all or nothing: with Redis down, POST routing-keys returns its raw key and PATCH revoked answers 200; the revocation reaches another gateway process within 5 s over Postgres NOTIFY", async () => {
       const made = await gw.call("/v1/organizations/routing-keys", { method: "POST", token: acct.token, body: { label: "before", providers } });

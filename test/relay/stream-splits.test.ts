@@ -76,11 +76,11 @@ describe(`client stream over awkward upstream splits (${storesLabel})`, () => {
     const acct = await createAccount(gw);
     const a = await addCredential(gw, acct.id, "openai");
     key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", a.id)] });
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await upstream?.stop();
-  });
+  }, 60_000);
 
   for (const [plan, parts] of Object.entries(PLANS)) {
     test(`${plan}: the client gets the upstream's bytes unchanged and its usage is recorded`, async () => {
@@ -137,11 +137,11 @@ describe(`translated client stream over awkward upstream splits (${storesLabel})
     const acct = await createAccount(gw);
     const a = await addCredential(gw, acct.id, "anthropic");
     key = await addRoutingKey(gw, acct.id, { lanes: [lane("anthropic", a.id, { model: "claude-3-5-haiku-latest" })] });
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await upstream?.stop();
-  });
+  }, 60_000);
 
   for (const plan of Object.keys(A_PLANS)) {
     test(`${plan}: the chat client gets the whole text, a normal end and the upstream's usage`, async () => {

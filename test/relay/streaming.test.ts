@@ -23,15 +23,15 @@ describe(`streaming (${storesLabel})`, () => {
     const b = await addCredential(gw, acct.id, "groq");
     key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", a.id), lane("groq", b.id)] });
     soloKey = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", a.id)] });
-  });
+  }, 60_000);
   afterEach(() => {
     A.setDefault({});
     B.setDefault({});
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A?.stop(), B?.stop()]);
-  });
+  }, 60_000);
 
   const direct = (body: unknown) =>
     fetch(`${A.url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });

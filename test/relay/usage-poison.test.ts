@@ -19,12 +19,12 @@ describe(`usage records the database would refuse (${storesLabel})`, () => {
 
   beforeAll(async () => {
     ({ gw, A, B, acct, credA } = await startOpenAIGroqWorld());
-  });
-  afterEach(() => queue().resume());
+  }, 60_000);
+  afterEach(() => queue().resume(), 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A?.stop(), B?.stop()]);
-  });
+  }, 60_000);
 
   test("one usage record per attempt, none lost: a model name with a NUL byte is recorded and does not block the queue", async () => {
     const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)] });

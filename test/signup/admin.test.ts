@@ -26,7 +26,7 @@ describe(`admin command (${storesLabel})`, () => {
   const key = randomBytes(32).toString("hex");
   const base = { DATA_DIR: dataDir, GATEWAY_SECRET_KEY: key, SIGNUP_IP_LIMIT_PER_HOUR: "1000" };
   let gw: TestGateway | null = null;
-  afterAll(async () => { await gw?.stop(); rmSync(dataDir, { recursive: true, force: true }); });
+  afterAll(async () => { await gw?.stop(); rmSync(dataDir, { recursive: true, force: true }); }, 60_000);
 
   async function withStoresFree<T>(fn: (env: Record<string, string>) => Promise<T>): Promise<T> {
     if (REAL_STORES) return fn({ DATABASE_URL: gw!.env.DATABASE_URL! });

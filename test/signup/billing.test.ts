@@ -14,7 +14,7 @@ const SECRET = "whsec_billing_tests_secret";
 describe(`billing webhook (${storesLabel})`, () => {
   let gw: TestGateway;
   beforeAll(async () => { gw = await startTestGateway({ BILLING_WEBHOOK_SECRET: SECRET, SIGNUP_IP_LIMIT_PER_HOUR: "1000" }); }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   const account = async (id: string) => (await gw.ctx.db.select().from(accounts).where(eq(accounts.id, id)))[0]!;
   const send = async (event: Record<string, unknown>, opts: { secret?: string; timestamp?: number } = {}) => {
@@ -202,7 +202,7 @@ describe(`billing webhook (${storesLabel})`, () => {
 describe(`billing webhook without BILLING_WEBHOOK_SECRET (${storesLabel})`, () => {
   let gw: TestGateway;
   beforeAll(async () => { gw = await startTestGateway({}); }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   test("answers 500 env_missing and changes nothing", async () => {
     const { payload, header } = await signedEvent("whsec_any", checkoutCompletedEvent("acct_x"));

@@ -16,7 +16,7 @@ async function page(gw: TestGateway, query: string) {
 describe(`checkout page (${storesLabel})`, () => {
   let gw: TestGateway;
   beforeAll(async () => { gw = await startTestGateway({ BILLING_WEBHOOK_SECRET: "whsec_checkout_tests", MEMBERSHIP_PRICE_USD: "25", SIGNUP_IP_LIMIT_PER_HOUR: "1000" }); }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   test("a free account's page states the price, the deadline and what happens next, as HTML", async () => {
     const a = await signupViaApi(gw);
@@ -113,7 +113,7 @@ describe(`Stripe Checkout Sessions (${storesLabel})`, () => {
       startTestGateway({ STRIPE_SECRET_KEY: KEY, STRIPE_PRICE_ID: "price_missing", STRIPE_API_BASE_URL: broken.url, SIGNUP_IP_LIMIT_PER_HOUR: "1000" }),
     ]);
   }, 60_000);
-  afterAll(async () => { await gw?.stop(); await gwNoPrice?.stop(); await gwBroken?.stop(); stripe.stop(); broken.stop(); });
+  afterAll(async () => { await gw?.stop(); await gwNoPrice?.stop(); await gwBroken?.stop(); stripe.stop(); broken.stop(); }, 60_000);
 
   test("with STRIPE_SECRET_KEY the first verify creates a Checkout Session (client_reference_id = account id) and checkout_url is its URL", async () => {
     const before = stripe.requests.length;

@@ -21,7 +21,7 @@ async function closedPort(): Promise<number> {
 describe(`mail outbox when SMTP_URL is unset (${storesLabel})`, () => {
   let gw: TestGateway;
   beforeAll(async () => { gw = await startTestGateway({ SIGNUP_IP_LIMIT_PER_HOUR: "1000" }); }, 60_000);
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => { await gw?.stop(); }, 60_000);
 
   test("the code email is written to DATA_DIR/outbox as an .eml file and the log line names the file, not the code", async () => {
     const email = randomEmail();
@@ -66,7 +66,7 @@ describe(`SMTP delivery (${storesLabel})`, () => {
     await Promise.all([gwRefused?.stop(), gwDown?.stop(), gwAuth?.stop()]);
     await refusing?.close();
     await authed?.close();
-  });
+  }, 60_000);
 
   test("502 {error} without code when the SMTP server refuses the mail; no usable code is left behind", async () => {
     const email = randomEmail();

@@ -16,7 +16,7 @@ describe(`agent signup and verify (${storesLabel})`, () => {
     sink = await startSmtpSink();
     gw = await startTestGateway({ SMTP_URL: sink.url, BILLING_WEBHOOK_SECRET: "whsec_signup_tests", SIGNUP_IP_LIMIT_PER_HOUR: "1000" });
   }, 60_000);
-  afterAll(async () => { await gw?.stop(); await sink?.close(); });
+  afterAll(async () => { await gw?.stop(); await sink?.close(); }, 60_000);
 
   const signup = (body: unknown, ip?: string) => signupCall(gw, "agent-signup", body, ip);
   const verify = (body: unknown, ip?: string) => signupCall(gw, "agent-verify", body, ip);
@@ -281,7 +281,7 @@ describe(`signup code lifetime and per-IP limit (${storesLabel})`, () => {
     // A second instance over the same Postgres + Redis: the per-IP count must be shared.
     if (REAL_STORES) peer = await startTestGateway({ SMTP_URL: sink.url, SIGNUP_CODE_TTL_SECONDS: "1", SIGNUP_IP_LIMIT_PER_HOUR: "3" }, { shareWith: gw });
   }, 60_000);
-  afterAll(async () => { await peer?.stop(); await gw?.stop(); await sink?.close(); });
+  afterAll(async () => { await peer?.stop(); await gw?.stop(); await sink?.close(); }, 60_000);
 
   test("an expired code (past SIGNUP_CODE_TTL_SECONDS) answers 400", async () => {
     const email = randomEmail();
@@ -321,7 +321,7 @@ describe(`owner notice delivery failure (${storesLabel})`, () => {
     sink = await startSmtpSink({ refuseData: (raw) => refuseNotices && /^Subject: Activate/m.test(raw) });
     gw = await startTestGateway({ SMTP_URL: sink.url, SIGNUP_IP_LIMIT_PER_HOUR: "1000" });
   }, 60_000);
-  afterAll(async () => { await gw?.stop(); await sink?.close(); });
+  afterAll(async () => { await gw?.stop(); await sink?.close(); }, 60_000);
 
   test("verify still succeeds when the owner notice cannot be sent, and the next verify sends it (once)", async () => {
     const a = await signupViaApi(gw, { sink });

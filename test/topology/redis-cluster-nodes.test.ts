@@ -58,7 +58,7 @@ describe.if(HAVE)(`REDIS_CLUSTER_NODES: a three-master Redis Cluster (${label})`
     await gw?.stop();
     await mock?.stop();
     await cluster?.stop();
-  });
+  }, 60_000);
 
   test("CONTRACT §2 + §7: budget + limits admission, streamed and plain answers, /blitz and a 429 across keys on different masters; every record reaches Postgres; no CROSSSLOT", async () => {
     const acct = await createAccount(gw);

@@ -49,7 +49,7 @@ describe.if(HAVE)(`Redis Sentinel failover under load (${label})`, () => {
     await gw?.stop();
     await mock?.stop();
     await sentinel?.stop();
-  });
+  }, 60_000);
 
   test("CONTRACT §2 + §7: a killed master: budgeted requests answer 503 budget_unavailable fast while no master answers, /readyz says not ready, service resumes after the promotion, the ceiling holds and every upstream call has one usage record", async () => {
     const acct = await createAccount(gw);
@@ -142,7 +142,7 @@ describe.if(HAVE)(`REDIS_URL on a master a failover demoted (${label})`, () => {
     await gw?.stop();
     await mock?.stop();
     await sentinel?.stop();
-  });
+  }, 60_000);
 
   test("CONTRACT §7: READONLY from a demoted master is an outage: budgeted requests answer 503 budget_unavailable and /readyz 503, not writes into a replica", async () => {
     const acct = await createAccount(gw);
@@ -193,7 +193,7 @@ describe.if(HAVE)(`a Redis that lost acknowledged writes but kept its epoch (${l
     probe?.disconnect();
     await mock?.stop();
     await redis?.stop();
-  });
+  }, 60_000);
 
   test("CONTRACT §7: a master that comes back from an older snapshot (failover lag, AOF loss) gets this instance's requests in flight re-asserted: the lost reservation is counted again before the next admission", async () => {
     const acct = await createAccount(gw);

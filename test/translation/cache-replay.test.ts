@@ -114,7 +114,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await w?.stop();
-});
+}, 60_000);
 
 /** Queues the lane's recorded tool-call answer for one request of this shape. */
 function queueToolAnswer(lane: Lane, shape: Shape) {

@@ -13,7 +13,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await w?.stop();
-});
+}, 60_000);
 
 let seq = 0;
 async function send(rawKey: string, path: string, body: Json) {

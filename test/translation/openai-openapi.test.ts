@@ -73,7 +73,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await w?.stop();
   await bridge?.stop();
-});
+}, 60_000);
 
 const MODEL: Record<Lane, string> = {
   openai: "gpt-4.1", anthropic: "claude-sonnet-4-5-20250929", google: "gemini-2.5-flash",

@@ -97,7 +97,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await w?.stop();
-});
+}, 60_000);
 
 let reqSeq = 0;
 async function send(lane: LaneCase, path: string, body: Json, stream: boolean) {

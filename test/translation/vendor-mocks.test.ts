@@ -15,11 +15,11 @@ let gemini: MockGemini;
 beforeAll(async () => {
   anthropic = await startMockAnthropic();
   gemini = await startMockGemini();
-});
+}, 60_000);
 afterAll(async () => {
   await anthropic.stop();
   await gemini.stop();
-});
+}, 60_000);
 
 const okMessages = { model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] };
 async function toAnthropic(body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
