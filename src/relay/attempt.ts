@@ -14,6 +14,7 @@ import type { KeyContext } from "./key-context.ts";
 import { credentialRefusedHint, modelNotFound, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
+import type { Tap } from "./stream/tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
 import { scrubSecrets, secretsOfCall } from "./secret-scrub.ts";
 
@@ -45,7 +46,7 @@ export interface RelayRequest {
 
 export type LaneResult =
   | { kind: "json"; attempt: Attempt; status: number; text: string; parsed: Json; usage: Usage }
-  | { kind: "stream"; attempt: Attempt; res: Response; tap: PassThroughTap | TranslateTap; ac: AbortController; done(): void }
+  | { kind: "stream"; attempt: Attempt; res: Response; tap: Tap; ac: AbortController; done(): void }
   | { kind: "failed"; failure: LaneFailure }
   | { kind: "client"; error: GatewayError }
   | { kind: "aborted" };
@@ -331,7 +332,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   // From here the stream driver owns the timeout (idle-based) and the abort.
   clearTimeout(timer);
   const tap = client === null
-    ? new PassThroughTap(codec as UpstreamCodec, rr.body)
+    ? new PassThroughTap(codec as UpstreamCodec, rr.body, clientCodecs[rr.shape])
     : new TranslateTap(codec.streamDecoder!({ model, id: `chatcmpl-${rr.requestId}`, created: Math.floor(Date.now() / 1000) }), client.streamEncoder(rr.body));
   return { kind: "stream", attempt, res, tap, ac, done: release };
 }

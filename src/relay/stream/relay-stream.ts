@@ -13,7 +13,7 @@ import { chatStreamError } from "../../protocols/chat/index.ts";
 import { abandonedCode, TimeoutError, usageSoFar, type LaneResult, type RelayRequest } from "../attempt.ts";
 import type { GatewayError } from "../../errors.ts";
 import { scrub } from "../relay-errors.ts";
-import { FailedAfterOutput, TranslateTap } from "./translate.ts";
+import { FailedAfterOutput } from "./tap.ts";
 
 export type StreamLane = Extract<LaneResult, { kind: "stream" }>;
 
@@ -32,15 +32,6 @@ export const SSE_HEADERS: Record<string, string> = {
 
 const KEEPALIVE = new TextEncoder().encode(": keep-alive\n\n");
 const enc = new TextEncoder();
-
-function errorEvent(rr: RelayRequest, tap: StreamLane["tap"], message: string, code: string): Uint8Array {
-  // A translated stream ends through its own encoder, continuing what it already wrote.
-  if (tap instanceof TranslateTap) return tap.error(message);
-  // Pass-through: the error continues the upstream's own event numbering (Responses sequence_number).
-  const codec = clientCodecs[rr.shape];
-  const text = codec ? codec.streamEncoder(rr.body, { nextSequence: tap.nextSequence() }).error(message) : chatStreamError(message, code);
-  return enc.encode(text);
-}
 
 /** The committed client stream of one lane's answer (and of any lane that takes over). */
 export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: StreamHooks): Response {
@@ -217,7 +208,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
       }
       const err = next.kind === "client" ? next.error : null;
       const message = err ? err.message : "No lane could serve the request.";
-      c.enqueue(errorEvent(rr, cur.tap, message, err?.code ?? "upstream_error"));
+      c.enqueue(cur.tap.error(message, err?.code ?? "upstream_error"));
       close("error", err?.status ?? 502);
       c.close();
       return false;
@@ -225,7 +216,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
     const { usage, counted } = soFar();
     if (timedOut) cur.attempt.finish(status, "aborted", abandonedCode("timeout", counted), usage);
     else cur.attempt.finish(status, "broken", "stream_broken", usage);
-    c.enqueue(errorEvent(rr, cur.tap, `The upstream (${cur.attempt.provider}) stream broke off mid-answer: ${scrub(why)}. The answer above is incomplete; retry the request.`, "upstream_error"));
+    c.enqueue(cur.tap.error(`The upstream (${cur.attempt.provider}) stream broke off mid-answer: ${scrub(why)}. The answer above is incomplete; retry the request.`, "upstream_error"));
     close("broken", 502);
     c.close();
     return false;
@@ -243,7 +234,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
         cur.attempt.finish(cur.res.status, "error", "relay_failed", soFar().usage);
         close("error", 500);
         try {
-          c.enqueue(errorEvent(rr, cur.tap, "The gateway failed while relaying the stream; retry the request.", "unhandled"));
+          c.enqueue(cur.tap.error("The gateway failed while relaying the stream; retry the request.", "unhandled"));
           c.close();
         } catch {}
       }

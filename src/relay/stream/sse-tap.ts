@@ -4,13 +4,15 @@
 // a trailing partial event waits for the rest, so the client stream is always at an event
 // boundary (keep-alive comments can go in between, and an event hidden from the client, the
 // include_usage chunk it did not ask for, can be cut out whole).
-import { UpstreamStreamError, type Json, type UpstreamCodec, type Usage } from "../../protocols/types.ts";
+import { chatStreamError } from "../../protocols/chat/index.ts";
+import { UpstreamStreamError, type ClientCodec, type Json, type UpstreamCodec, type Usage } from "../../protocols/types.ts";
 import { countDeltaTokens } from "./delta-count.ts";
-import { FailedAfterOutput } from "./translate.ts";
+import { FailedAfterOutput, type Tap } from "./tap.ts";
 
 const LF = 10, CR = 13, BACKSLASH = 92, COLON = 58, SPACE = 32, TAB = 9;
 const USAGE = Buffer.from('"usage"');
 const DATA = Buffer.from("data:");
+const enc = new TextEncoder();
 
 /** End (exclusive) of the last complete event in b[0..n), or 0. Handles \n\n, \r\n\r\n and \n\r\n. */
 export function lastEventEnd(b: Uint8Array, n = b.length): number {
@@ -76,7 +78,7 @@ function isNullValue(b: Uint8Array, pos: number, n: number): boolean {
   return b[j] === 110 && b[j + 1] === 117 && b[j + 2] === 108 && b[j + 3] === 108; // null
 }
 
-export class PassThroughTap {
+export class PassThroughTap implements Tap {
   usage: Usage | null = null;
   /** A data event has been forwarded (after this, no fallback: the client has content). */
   delivered = false;
@@ -88,7 +90,14 @@ export class PassThroughTap {
   /** The last region forwarded (it ends on an event boundary, so it holds the last event whole). */
   private last: Uint8Array | null = null;
 
-  constructor(private codec: UpstreamCodec, private request: Json) {}
+  /** `client`: the client protocol's codec, for an error event that continues the stream (absent: a chat error event). */
+  constructor(private codec: UpstreamCodec, private request: Json, private client?: ClientCodec) {}
+
+  /** The error event continues the upstream's own event numbering (Responses sequence_number). */
+  error(message: string, code: string): Uint8Array {
+    const text = this.client ? this.client.streamEncoder(this.request, { nextSequence: this.nextSequence() }).error(message) : chatStreamError(message, code);
+    return enc.encode(text);
+  }
 
   /** The last event forwarded (its data and event name), or null. Read only at the end or on an error. */
   lastEvent(): { data: string; event: string | null } | null {

@@ -4,10 +4,11 @@
 import { createSseDecoder, type SseDecoder } from "../../protocols/sse.ts";
 import type { ChunkDecoder, ChunkEncoder, Json, SseEvent, Usage } from "../../protocols/types.ts";
 import { chunkDeltaTokens } from "./delta-count.ts";
+import { FailedAfterOutput, type Tap } from "./tap.ts";
 
 const enc = new TextEncoder();
 
-export class TranslateTap {
+export class TranslateTap implements Tap {
   delivered = false;
   forwarded = 0;
   /** Output tokens counted from the deltas decoded (delta-count.ts): what an answer cut short is charged. */
@@ -46,7 +47,7 @@ export class TranslateTap {
    * The client's error event for a stream broken after this tap wrote to it, from the same encoder:
    * a Responses stream keeps its sequence_number and ends with response.failed carrying the error.
    */
-  error(message: string): Uint8Array {
+  error(message: string, _code?: string): Uint8Array {
     return enc.encode(this.encoder.error(message));
   }
 
@@ -73,13 +74,5 @@ export class TranslateTap {
     this.delivered = true;
     this.forwarded++;
     return enc.encode(s);
-  }
-}
-
-/** The decoder failed after client bytes were encoded from the same read: send `output`, then handle `failure`. */
-export class FailedAfterOutput extends Error {
-  override name = "FailedAfterOutput";
-  constructor(readonly output: Uint8Array, readonly failure: unknown) {
-    super(failure instanceof Error ? failure.message : String(failure));
   }
 }

@@ -1,0 +1,36 @@
+// What the stream relay (relay-stream.ts) needs of a lane's stream, whichever way its bytes go:
+// passed through as they are (sse-tap.ts) or translated between protocols (translate.ts).
+import type { Usage } from "../../protocols/types.ts";
+
+export interface Tap {
+  /** The upstream's usage counts seen so far, or null. */
+  readonly usage: Usage | null;
+  /** A data event has reached the client (after this, no fallback: the client has content). */
+  readonly delivered: boolean;
+  /** Client writes produced. */
+  readonly forwarded: number;
+  /** Output tokens counted from the deltas (delta-count.ts): what an answer cut short is charged. */
+  readonly outputTokens: number;
+  /**
+   * Upstream bytes in → bytes for the client (null when nothing is complete yet). Throws on an
+   * upstream error event or an undecodable stream; FailedAfterOutput when client bytes from the
+   * same read came before the failure.
+   */
+  push(chunk: Uint8Array): Uint8Array | null;
+  /** End of upstream: the last bytes for the client; throws as push() does for a stream cut off. */
+  end(): Uint8Array | null;
+  /**
+   * The client's error event for a stream broken after this tap wrote to it, continuing what went
+   * out before (a Responses stream keeps its sequence_number). `code` is the error's code where the
+   * client protocol carries one.
+   */
+  error(message: string, code: string): Uint8Array;
+}
+
+/** The decoder failed after client bytes were encoded from the same read: send `output`, then handle `failure`. */
+export class FailedAfterOutput extends Error {
+  override name = "FailedAfterOutput";
+  constructor(readonly output: Uint8Array, readonly failure: unknown) {
+    super(failure instanceof Error ? failure.message : String(failure));
+  }
+}
