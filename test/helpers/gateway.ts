@@ -1,5 +1,6 @@
 // Starts real gateways for tests: real HTTP on loopback, real Postgres/Redis when DATABASE_URL /
-// REDIS_URL are set (each gateway gets a fresh database), embedded PGlite + in-process KV otherwise.
+// REDIS_URL are set (each gateway gets a fresh database,
+// copied from a migrated template: template-db.ts), embedded PGlite + in-process KV otherwise.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,6 +11,7 @@ import { startGateway, type Gateway } from "../../src/gateway.ts";
 import { randomToken, sha256Hex } from "../../src/lib/crypto.ts";
 import { newId } from "../../src/lib/ids.ts";
 import { accounts, accountTokens } from "../../src/store/db/schema/index.ts";
+import { postgresTemplate, seedPgliteDataDir } from "./template-db.ts";
 
 export const REAL_STORES = Boolean(process.env.DATABASE_URL && process.env.REDIS_URL);
 export const storesLabel = REAL_STORES ? "postgres+redis" : "pglite+memory";
@@ -25,8 +27,9 @@ export interface TestGateway extends Gateway {
 
 async function freshDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
   const name = `gwt_${randomToken(10).toLowerCase()}`;
+  const template = await postgresTemplate(baseUrl);
   const admin = postgres(baseUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database ${name}`);
+  await admin.unsafe(`create database ${name} template ${template}`);
   await admin.end();
   const u = new URL(baseUrl);
   u.pathname = `/${name}`;
@@ -68,6 +71,8 @@ export async function startTestGateway(env: Record<string, string> = {}, opts: S
   if (!opts.shareWith && process.env.REDIS_URL) base.REDIS_URL = process.env.REDIS_URL;
   if (!base.GATEWAY_SECRET_KEY) base.GATEWAY_SECRET_KEY = randomBytes(32).toString("hex");
   const full = { ...base, ...env };
+  // A fresh embedded database starts as a copy of the migrated template (template-db.ts).
+  if (!opts.shareWith && !full.DATABASE_URL && full.DATA_DIR === dataDir) await seedPgliteDataDir(dataDir);
   const logs: string[] = [];
   const dest = new Writable({ write(chunk, _enc, cb) { logs.push(String(chunk)); cb(); } });
   const gw = await startGateway(full, { logDestination: dest as any });
