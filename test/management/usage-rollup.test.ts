@@ -65,7 +65,7 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
     }
   });
 
-  test("requests vs attempts vs fallbacks: 3 client calls that each fell back and succeeded are 3 requests, 6 attempts, 0 errors, 3 fallbacks", async () => {
+  test("requests vs attempts vs fallbacks: 3 client calls that each fell back and succeeded are 3 requests, 6 attempts, 0 errors, 3 fallbacks, in the groups and in the summary's totals", async () => {
     const acct = await createAccount(gw);
     const credA = await addCredential(gw, acct.id, "openai");
     const credB = await addCredential(gw, acct.id, "groq");
@@ -81,7 +81,7 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
     }
     await gw.ctx.services.usageQueue.flush();
     const summary = (await gw.call("/v1/organizations/usage", { token: acct.token })).body;
-    expect(summary.totals).toMatchObject({ requests: 3, errors: 0 });
+    expect(summary.totals).toMatchObject({ requests: 3, errors: 0, attempts: 6, fallbacks: 3, budget_refusals: 0, rate_limit_refusals: 0 });
     const lanes = Object.fromEntries((await groups(acct.token, "lane")).groups.map((g: any) => [g.provider, g]));
     expect(lanes.openai).toMatchObject({ requests: 0, attempts: 3, failed_attempts: 3, errors: 0, fallbacks: 3 });
     expect(lanes.groq).toMatchObject({ requests: 3, attempts: 3, failed_attempts: 0, errors: 0, fallbacks: 0 });
@@ -106,7 +106,7 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
     expect([lanes.mistral.requests, lanes.mistral.fallbacks, lanes.mistral.errors]).toEqual([1, 0, 0]);
   });
 
-  test("refusals counted: 402 budget_exceeded and 429 rate_limit_exceeded are recorded apart from requests, without a record each", async () => {
+  test("refusals counted: 402 budget_exceeded and 429 rate_limit_exceeded are recorded apart from requests, without a record each, in the groups and in the summary's totals", async () => {
     const acct = await createAccount(gw);
     const cred = await addCredential(gw, acct.id, "openai");
     const broke = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 0.000000001, label: "broke" });
@@ -119,6 +119,10 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
     const keys = Object.fromEntries((await groups(acct.token, "key")).groups.map((g: any) => [g.label, g]));
     expect(keys.broke).toMatchObject({ requests: 0, budget_refusals: 3, rate_limit_refusals: 0 });
     expect(keys.slow).toMatchObject({ requests: 1, budget_refusals: 0, rate_limit_refusals: 2 });
+    const summary = (await gw.call("/v1/organizations/usage", { token: acct.token })).body;
+    expect(summary.totals).toMatchObject({ requests: 1, errors: 0, attempts: 1, budget_refusals: 3, rate_limit_refusals: 2 });
+    // A refusal has no lane: it adds no by_provider row of its own.
+    expect(summary.by_provider.map((p: any) => p.provider)).toEqual(["openai"]);
     const raw = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.accountId, acct.id));
     expect(raw.length).toBe(1); // the one served request; refusals have no raw record
   });

@@ -44,7 +44,7 @@ describe(`usage rollup (${storesLabel})`, () => {
     expect(since).toBe(todayStart - 29 * DAY);
     expect(Math.abs(until - Date.now())).toBeLessThan(60_000);
 
-    expect(r.body.totals).toEqual({ requests: 6, errors: 2, prompt_tokens: 465, completion_tokens: 61, cost_usd: 0.0621, cache_hits: 0, saved_usd: 0 });
+    expect(r.body.totals).toEqual({ requests: 6, errors: 2, prompt_tokens: 465, completion_tokens: 61, cost_usd: 0.0621, cache_hits: 0, saved_usd: 0, attempts: 6, fallbacks: 0, budget_refusals: 0, rate_limit_refusals: 0 });
 
     expect(r.body.by_day).toEqual([
       { date: dayOf(twoDaysAgo), requests: 3, errors: 1, prompt_tokens: 315, completion_tokens: 31, cost_usd: 0.0501, cache_hits: 0, saved_usd: 0 },
@@ -67,7 +67,7 @@ describe(`usage rollup (${storesLabel})`, () => {
     const a = await createAccount(gw);
     const r = await gw.call("/v1/organizations/usage", { token: a.token });
     expect(r.status).toBe(200);
-    expect(r.body.totals).toEqual({ requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0, cache_hits: 0, saved_usd: 0 });
+    expect(r.body.totals).toEqual({ requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0, cache_hits: 0, saved_usd: 0, attempts: 0, fallbacks: 0, budget_refusals: 0, rate_limit_refusals: 0 });
     expect([r.body.by_day, r.body.by_key, r.body.by_provider]).toEqual([[], [], []]);
   });
 

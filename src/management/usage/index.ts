@@ -45,7 +45,9 @@ export const usageDocs: RouteDocs = {
   GET: {
     summary: "Usage of the last 30 days", tag: "Usage", auth: "account-read", query: noQuery,
     description: "30 UTC calendar days, today included. `requests` are client requests (a request that tried several lanes counts once); "
-      + "`errors` are requests that ended failed (their last attempt `error` or `broken`).",
+      + "`errors` are requests that ended failed (their last attempt `error` or `broken`). The totals also carry `attempts` (upstream attempts), "
+      + "`fallbacks` (failed attempts after which the request moved to another lane), `budget_refusals` (402) and `rate_limit_refusals` (429) "
+      + "(refused requests: never forwarded, not counted in `requests`).",
     responses: { "200": { description: "The account's 30-day summary." } },
   },
 };

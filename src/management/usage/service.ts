@@ -1,8 +1,10 @@
 // The 30-day usage summary (CONTRACT §6), read from the daily rollup (usage_daily), never from
 // the raw records: its cost does not grow with traffic. `requests` are client requests, each
 // counted once whatever number of lanes it tried; `errors` are requests that ended failed (their
-// last attempt's outcome `error` or `broken`; a client that went away is not an error). Attempts,
-// fallbacks and refusals are in /usage/groups. The window is 30 UTC calendar days, today included.
+// last attempt's outcome `error` or `broken`; a client that went away is not an error). The
+// totals also carry upstream attempts, fallbacks and 402/429 refusals (the same sums as
+// /usage/groups), so one call gives every figure the dashboard's overview shows. The window is
+// 30 UTC calendar days, today included.
 import { and, eq, gte, inArray, ne, sql } from "drizzle-orm";
 import type { Db } from "../../store/db/client.ts";
 import { routingKeys, usageDaily } from "../../store/db/schema/index.ts";
@@ -23,6 +25,14 @@ export const metrics = {
   // Response-cache hits (docs/caching.md): requests answered at $0; saved_usd is what they cost when first bought.
   cache_hits: sql<number>`coalesce(sum(${d.requests}) filter (where ${d.outcome} = 'cache_hit'), 0)::float8`,
   saved_usd: sql<number>`coalesce(sum(${d.savedUsd}), 0)::float8`,
+};
+
+/** Totals-only figures, summed over every rollup row of the window (refusal rows included). */
+const traffic = {
+  attempts: sql<number>`coalesce(sum(${d.attempts}), 0)::float8`,
+  fallbacks: sql<number>`coalesce(sum(${d.fallbacks}), 0)::float8`,
+  budget_refusals: sql<number>`coalesce(sum(${d.budgetRefusals}), 0)::float8`,
+  rate_limit_refusals: sql<number>`coalesce(sum(${d.rateLimitRefusals}), 0)::float8`,
 };
 
 export type MetricRow = { requests: unknown; errors: unknown; prompt_tokens: unknown; completion_tokens: unknown; cost_usd: unknown; cache_hits?: unknown; saved_usd?: unknown };
@@ -71,10 +81,11 @@ export async function usageRollup(db: Db, accountId: string, now = new Date()) {
     const cells = await tx.select({ day: d.day, key: d.routingKeyId, provider: d.provider, ...metrics }).from(d)
       .where(and(eq(d.accountId, accountId), gte(d.day, day(since)), ne(d.outcome, "refused")))
       .groupBy(d.day, d.routingKeyId, d.provider);
+    const [moves] = await tx.select(traffic).from(d).where(and(eq(d.accountId, accountId), gte(d.day, day(since))));
     const keyIds = [...new Set(cells.map((c) => c.key).filter((k) => k !== ""))];
     const labels = keyIds.length === 0 ? [] : await tx.select({ id: routingKeys.id, label: routingKeys.label, prefix: routingKeys.keyPrefix })
       .from(routingKeys).where(inArray(routingKeys.id, keyIds));
-    return { cells, labels };
+    return { cells, labels, moves };
   });
   const all = zero();
   const days = new Map<string, Totals>();
@@ -97,7 +108,13 @@ export async function usageRollup(db: Db, accountId: string, now = new Date()) {
     window_days: USAGE_WINDOW_DAYS,
     since: since.toISOString(),
     until: now.toISOString(),
-    totals: rounded(all),
+    totals: {
+      ...rounded(all),
+      attempts: Number(rows.moves?.attempts ?? 0),
+      fallbacks: Number(rows.moves?.fallbacks ?? 0),
+      budget_refusals: Number(rows.moves?.budget_refusals ?? 0),
+      rate_limit_refusals: Number(rows.moves?.rate_limit_refusals ?? 0),
+    },
     by_day: [...days].sort(([a], [b]) => (a < b ? -1 : 1)).map(([date, t]) => ({ date, ...rounded(t) })),
     by_key: [...keys].sort(([, a], [, b]) => byCost(a, b)).map(([id, t]) => ({
       routing_key_id: id === "" ? null : id, label: label.get(id)?.label ?? null, key_prefix: label.get(id)?.prefix ?? null, ...rounded(t),
