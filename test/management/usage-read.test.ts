@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { addToken, createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
+import { usageRecordsPage } from "../../src/management/usage/records.ts";
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startTestGateway(); }, 60_000);
@@ -106,6 +107,19 @@ describe(`usage read endpoints (${storesLabel})`, () => {
     expect(p1.records.map(rid)).toEqual(["req-4", "req-3"]);
     const p2 = (await gw.call(`/v1/organizations/usage/records?limit=2&before=${p1.next_before}`, { token: a.token })).body;
     expect(p2.records.map(rid)).toEqual(["req-2", "req-1"]);
+  });
+
+  test("a records page is one statement: the page and its lanes together, no fence transaction unless a provider or outcome filter can make the walk unbounded", async () => {
+    const { a, k1 } = await seeded();
+    const statements = async (q: Parameters<typeof usageRecordsPage>[2]) => {
+      const q0 = gw.ctx.dbh.queries();
+      const page = await usageRecordsPage(gw.ctx.db, a.id, q);
+      return [gw.ctx.dbh.queries() - q0, page.records.length];
+    };
+    expect(await statements({})).toEqual([1, 6]);
+    expect(await statements({ key: k1.id, limit: 2 })).toEqual([1, 2]);
+    // Fenced: SET LOCAL statement_timeout, then the same one statement.
+    expect(await statements({ outcome: "error" })).toEqual([2, 2]);
   });
 
   test("CONTRACT §8 order of checks on the usage read endpoints: 405 → 401 → 402 → 400 with a sentence naming the parameter", async () => {

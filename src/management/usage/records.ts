@@ -1,7 +1,7 @@
 // The latest usage records, newest first: GET /v1/organizations/usage/records?limit&key&provider&outcome&before.
 // One record is one attempt (CONTRACT §7); `lanes_tried` lists the lanes its request had tried
 // up to and including this attempt, so a fallback reads as "anthropic → openai".
-import { and, desc, eq, inArray, lt, type SQL } from "drizzle-orm";
+import { and, desc, eq, lt, sql, type SQL } from "drizzle-orm";
 import type { Db } from "../../store/db/client.ts";
 import { usageRecords } from "../../store/db/schema/index.ts";
 import { iso } from "../../lib/time.ts";
@@ -44,45 +44,37 @@ function present(r: Row, lanesTried: string[]) {
  * A page is a keyset read: `id < before`, newest first, walking an index on (account_id, id) or
  * (routing_key_id, id) in every month partition, so its cost does not depend on its depth, and
  * records written meanwhile (higher ids) never shift the pages after the first.
+ *
+ * The page and its lanes are one statement. Without a `provider` or `outcome` filter its work is
+ * bounded by `limit` (that many index entries, and for each an index probe of its request's
+ * attempts), so it needs no report fence: a fence is a transaction around it, four more round
+ * trips to Postgres that cost more than the read itself. A filter can make the walk skip any
+ * number of records before it finds `limit` that match: that read stays fenced (report-read.ts).
  */
-export function usageRecordsPage(db: Db, accountId: string, q: RecordsQuery) {
-  return reportRead(db, (tx) => page(tx, accountId, q));
+export async function usageRecordsPage(db: Db, accountId: string, q: RecordsQuery) {
+  const rows = q.provider || q.outcome ? await reportRead(db, (tx) => pageQuery(tx, accountId, q)) : await pageQuery(db, accountId, q);
+  const limit = q.limit ?? RECORDS_LIMIT_DEFAULT;
+  const last = rows[rows.length - 1];
+  return {
+    records: rows.map(({ lanes, ...r }) => present(r, lanes && lanes.length > 0 ? lanes : [r.provider])),
+    // Pass as `before` to read the next (older) page; null when this page is the last.
+    next_before: rows.length === limit && last ? last.id : null,
+  };
 }
 
-async function page(db: Db, accountId: string, q: RecordsQuery) {
+function pageQuery(db: Db, accountId: string, q: RecordsQuery) {
   const conds: SQL[] = [eq(u.accountId, accountId)];
   if (q.key) conds.push(eq(u.routingKeyId, q.key));
   if (q.provider) conds.push(eq(u.provider, q.provider));
   if (q.outcome) conds.push(eq(u.outcome, q.outcome));
   if (q.before) conds.push(lt(u.id, q.before));
-  const limit = q.limit ?? RECORDS_LIMIT_DEFAULT;
-  const rows = await db.select().from(u).where(and(...conds)).orderBy(desc(u.id)).limit(limit);
-
-  // Every attempt of the requests on this page, in order, in one query.
-  const requestIds = [...new Set(rows.map((r) => r.requestId).filter((x): x is string => !!x))];
-  const attempts = requestIds.length === 0 ? [] : await db
-    .select({ id: u.id, requestId: u.requestId, provider: u.provider, endpoint: u.endpoint })
-    .from(u).where(and(eq(u.accountId, accountId), inArray(u.requestId, requestIds)));
-  // Sorted here, not by the query: an ORDER BY id would tempt the planner to walk the account's
-  // (account_id, id) index over every record instead of probing the request ids' index.
-  attempts.sort((x, y) => x.id - y.id);
-  const byRequest = new Map<string, Array<{ id: number; provider: string }>>();
-  for (const a of attempts) {
-    if (a.endpoint === "classifier") continue; // the classifier's call picks a lane; it is not one
-    const list = byRequest.get(a.requestId!) ?? [];
-    list.push(a);
-    byRequest.set(a.requestId!, list);
-  }
-  const lanesOf = (r: Row) => {
-    const list = r.requestId ? byRequest.get(r.requestId) : undefined;
-    if (!list) return [r.provider];
-    const upTo = list.filter((a) => a.id <= r.id).map((a) => a.provider);
-    return upTo.length > 0 ? upTo : [r.provider];
-  };
-  const last = rows[rows.length - 1];
-  return {
-    records: rows.map((r) => present(r, lanesOf(r))),
-    // Pass as `before` to read the next (older) page; null when this page is the last.
-    next_before: rows.length === limit && last ? last.id : null,
-  };
+  // The lanes its request had tried up to and including this attempt, in order: a probe of the
+  // request-id index per record, evaluated for the page's rows only (the LIMIT is inside).
+  // The classifier's call picks a lane; it is not one.
+  const page = db.select().from(u).where(and(...conds)).orderBy(desc(u.id)).limit(q.limit ?? RECORDS_LIMIT_DEFAULT).as("p");
+  return db.select({
+    ...page._.selectedFields,
+    lanes: sql<string[] | null>`(select array_agg(a.provider order by a.id) from ${u} a
+      where a.request_id = p.request_id and a.account_id = p.account_id and a.id <= p.id and a.endpoint <> 'classifier')`,
+  }).from(page).orderBy(desc(page.id));
 }

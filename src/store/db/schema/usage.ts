@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { bigint, bigserial, boolean, date, doublePrecision, index, integer, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
@@ -40,7 +41,7 @@ export const usageRecords = pgTable("usage_records", {
   primaryKey({ name: "usage_records_pkey", columns: [t.id, t.createdAt] }),
   index("usage_account_id").on(t.accountId, t.id),
   index("usage_key_id").on(t.routingKeyId, t.id),
-  index("usage_request").on(t.requestId),
+  index("usage_request").on(t.requestId).where(sql`"request_id" IS NOT NULL`),
   // A record delivered twice (stream redelivery, a retried write) is written once. Keyed by the
   // gateway's own id of the attempt (not the request id, which a client may reuse) and the
   // partition key, which a redelivered record carries unchanged.
@@ -77,7 +78,7 @@ export const usageDaily = pgTable("usage_daily", {
   seatCostUsd: doublePrecision("seat_cost_usd").notNull().default(0),
   /** What the cache hits of the group would have cost upstream. */
   savedUsd: doublePrecision("saved_usd").notNull().default(0),
-  ttfb: bigint("ttfb", { mode: "number" }).array().notNull(),
+  ttfb: bigint("ttfb", { mode: "number" }).array().notNull().default(sql`'{0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0}'`),
 }, (t) => [
   primaryKey({ name: "usage_daily_pkey", columns: [t.accountId, t.day, t.routingKeyId, t.provider, t.model, t.outcome] }),
   index("usage_daily_key").on(t.routingKeyId, t.day),
