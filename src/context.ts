@@ -18,7 +18,6 @@ import type { Ledger } from "./relay/budget/ledger.ts";
 import type { RateLimits } from "./relay/limits/rate-limits.ts";
 import type { RelayObserver } from "./relay/observer.ts";
 import type { ResponseCache } from "./relay/cache/response-cache.ts";
-import type { Classifier } from "./relay/routing/plan.ts";
 import type { BlitzJobs } from "./relay/blitz/jobs/service.ts";
 import type { Semaphore } from "./relay/blitz/pool.ts";
 import type { SubState } from "./providers/sub/state.ts";
@@ -65,8 +64,6 @@ export interface Services {
   metrics: GatewayMetrics;
   /** The hot path's observability hook: the metrics' observer (relay/observer.ts). */
   relayObserver: RelayObserver;
-  /** Puts a classifier-mode key's picked lane first (relay/routing/classifier.ts). */
-  classifier: Classifier;
   /** Sign-in, refresh and catalog caches of the sub lanes (providers/sub/state.ts). */
   subLanes: SubState;
   /** What each bridge lists at GET /v1/models, cached briefly (providers/bridge/models.ts). */

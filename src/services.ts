@@ -17,7 +17,6 @@ import { startSettleBatcher } from "./relay/budget/settle-batch.ts";
 import { usagePartitionsJob } from "./jobs/usage-partitions.ts";
 import { startLedger } from "./relay/budget/ledger.ts";
 import { RateLimits } from "./relay/limits/rate-limits.ts";
-import { classifyLanes } from "./relay/routing/classifier.ts";
 import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
 import { blitzJobsJobs, createBlitzJobs } from "./relay/blitz/jobs/service.ts";
 import { createSubState } from "./providers/sub/state.ts";
@@ -65,7 +64,6 @@ export async function buildServices(base: Base): Promise<Services> {
     requestTracker,
     metrics,
     relayObserver: metrics.observer,
-    classifier: classifyLanes,
     subLanes: createSubState(),
     bridgeModels: createBridgeModelState(),
     blitzSlots: new Semaphore(BLITZ_INSTANCE_CAP),

@@ -9,80 +9,21 @@ import { clientCodecs, directCodecs } from "../protocols/index.ts";
 import type { ChatRequest, ClientShape, Json, Usage } from "../protocols/types.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import { getAdapter } from "../providers/registry.ts";
-import { servesShape, tryLane, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
+import { servesShape, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { forwardedHeaders } from "./client-headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { withOutputLimit } from "./budget/output-limits.ts";
 import { checkOutputAsk, checkServerState } from "./budget/request-checks.ts";
 import type { KeyContext } from "./key-context.ts";
-import { allLanesFailed, noProviders, upstreamAuthFailed, type LaneFailure } from "./relay-errors.ts";
+import { allLanesFailed, noProviders, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody, type InferenceBody } from "./request-body.ts";
-import { planLanes } from "./routing/plan.ts";
+import { classifyLanes } from "./routing/classifier.ts";
+import { LaneRunner } from "./lane-runner.ts";
 import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
 import { rateHeaders } from "./limits/headers.ts";
 
 export { estimateCostUsd } from "./budget/estimate.ts";
-
-/** Walks the planned lanes in order; each call to next() resumes after the last lane tried. */
-class LaneRunner {
-  private i = 0;
-  private last: LaneFailure | null = null;
-  /** Every lane failure of this request, in order. */
-  private failures: LaneFailure[] = [];
-
-  /** The provider of the last lane tried, for the request's metrics when every lane failed. */
-  get lastProvider(): string | null {
-    return this.last?.provider ?? null;
-  }
-
-  constructor(private rr: RelayRequest, private lanes: ResolvedLane[]) {}
-
-  /** The next lane that answers (or an error for the client); a failed lane moves on. */
-  async next(): Promise<LaneResult> {
-    while (this.i < this.lanes.length) {
-      const lane = this.lanes[this.i++]!;
-      const tried = this.rr.access?.laneStarted(lane.provider, lane.index);
-      const r = await tryLane(this.rr, lane);
-      if (tried) tried.status = r.kind === "json" ? r.status : r.kind === "stream" ? r.res.status : r.kind === "failed" ? r.failure.status : 0;
-      if (r.kind !== "failed") return r;
-      this.failed(r.failure);
-      if (this.rr.signal.aborted) return { kind: "aborted" };
-    }
-    return { kind: "client", error: this.verdict() };
-  }
-
-  /**
-   * CONTRACT §8, once no lane served: the client's 4xx (unsupported_feature, model_not_found)
-   * when every lane refused the request itself; 502 upstream_auth_failed when the others were
-   * refused saved keys; else 502 upstream_error (a retry or another lane may help).
-   */
-  private verdict(): GatewayError {
-    const fs = this.failures;
-    const clientFix = fs.find((f) => f.error);
-    if (clientFix && fs.every((f) => f.error)) return clientFix.error!;
-    if (fs.some((f) => f.hint) && fs.every((f) => f.error || f.hint)) return upstreamAuthFailed(fs);
-    return allLanesFailed(this.lanes.length, this.last, fs.find((f) => f.hint)?.hint);
-  }
-
-  /** Records a lane's failure (also used by the stream driver for a stream broken before content). */
-  failed(f: LaneFailure): void {
-    this.last = f;
-    this.failures.push(f);
-    const rr = this.rr;
-    const tried = rr.access?.lanes?.findLast((t) => t.lane === f.laneIndex);
-    if (tried) {
-      tried.status = f.status;
-      tried.code = f.code;
-    }
-    if (this.i < this.lanes.length) {
-      rr.ctx.services.relayObserver.fallback({ endpoint: rr.endpoint, fromProvider: f.provider, reason: f.code });
-      // A routine event (the next lane takes over): a warning without a stack.
-      rr.ctx.log.warn({ requestId: rr.requestId, provider: f.provider, lane: f.laneIndex, status: f.status, code: f.code }, "lane failed; trying the next lane");
-    }
-  }
-
-}
 
 /**
  * Admits the request with its money (reserve, or 402) and lowers its output limit when the
@@ -195,7 +136,7 @@ async function relay(ctx: Ctx, rc: RequestContext, key: KeyContext, shape: Clien
   try {
     const key = rr.key;
     // The classifier reads a conversation; shapes without one (embeddings) keep the key's order.
-    const lanes = key.mode === "classifier" && !directCodecs[shape] ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
+    const lanes = key.mode === "classifier" && !directCodecs[shape] ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
     runner = new LaneRunner(rr, lanes);
     const pending = runner.next();
     // CONTRACT §8: a stream whose upstream is silent for KEEPALIVE_MS gets its headers and comments now.
@@ -301,7 +242,7 @@ export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunCh
     let sent: Json = { ...body, stream: false };
     if (!money) ({ money, body: sent } = await admit(ctx, key, endpoint, shape, opts.requestId, sent, bytes));
     const rr = newRelayRequest(ctx, key, { endpoint, shape, body: sent, bytes, stream: false, requestId: opts.requestId, signal: opts.signal, money });
-    const lanes = key.mode === "classifier" ? await planLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
+    const lanes = key.mode === "classifier" ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
     const runner = new LaneRunner(rr, lanes);
     const r = await runner.next();
     if (r.kind === "json") {

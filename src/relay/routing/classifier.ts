@@ -37,7 +37,6 @@ import { estimateRequest } from "../budget/estimate.ts";
 import { MoneyCall } from "../budget/money.ts";
 import { withOutputLimit } from "../budget/output-limits.ts";
 import type { KeyContext } from "../key-context.ts";
-import type { Classifier } from "./plan.ts";
 
 const TIMEOUT_MS = 15_000;
 const MAX_MESSAGE_CHARS = 8000;
@@ -153,7 +152,8 @@ async function ask(ctx: Ctx, key: KeyContext, lane: ResolvedLane, model: string,
   }
 }
 
-export const classifyLanes: Classifier = async (ctx, key, req, signal) => {
+/** Classifier mode: the key's lanes with the classifier's pick first (the chain as stored when it cannot pick). */
+export async function classifyLanes(ctx: Ctx, key: KeyContext, req: ChatRequest, signal: AbortSignal): Promise<ResolvedLane[]> {
   const lanes = key.lanes;
   const categories: Array<{ key: string; description: string | null }> = [];
   for (const l of lanes) {
@@ -184,4 +184,4 @@ export const classifyLanes: Classifier = async (ctx, key, req, signal) => {
     return lanes;
   }
   return reorder(lanes, chosen);
-};
+}
