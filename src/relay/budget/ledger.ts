@@ -38,9 +38,10 @@ import { callOfRecord, drainedUpTo, settlesOf, UnackedRecords, type SentSettles 
 const GROUP = "gw-usage";
 const HEARTBEAT_MS = 1000;
 /**
- * A drain costs two Postgres statements and four Redis commands whatever it carries. Once a second
- * (as the usage queue flushed before the ledger) made the Redis-restart outage test miss the
- * outage's spend in the rebuilt counter, so it stays at 200 ms until that is understood.
+ * A drain costs two Postgres statements and four Redis commands whatever it carries, and stops
+ * once the stream is caught up. (A slower drain once seemed to lose an outage's spend from a
+ * rebuilt counter; the cause was a rebuild reading Postgres before this instance's queued records
+ * reached it, fixed in flush() and recover().)
  */
 const DRAIN_MS = 200;
 /** Stream entries read per round; a tick reads on while rounds come back full. */
@@ -223,7 +224,11 @@ export class Ledger {
           if (full <= 0) return;
           // The counter was missing (first use this month, or Redis lost it): rebuild, then add.
           // The rebuild leaves out this group's own records, which the usage stream may have
-          // written to Postgres meanwhile, so they are not counted twice.
+          // written to Postgres meanwhile, so they are not counted twice. Records this instance
+          // still holds for Postgres (queued straight there while Redis was away) are written
+          // first: their settlements went to the counter Redis lost, so a rebuild that ran
+          // before they land would leave them out for good.
+          await this.queue.flushQueued();
           await seed(this.ctx, g.key, g.month, settledCalls(g.settles));
           await this.r.incrby(counterKey(id, g.month), full);
         })
@@ -322,6 +327,9 @@ export class Ledger {
       if (!list) byKey.set(k, (list = []));
       list.push([id, l]);
     }
+    // Counters are rebuilt from Postgres below: what this instance holds for it goes there first
+    // (see flush()). Postgres unreachable: the rebuild fails too and the heartbeat tries again.
+    if (byKey.size) await this.queue.flushQueued();
     for (const list of byKey.values()) {
       const { key, month } = list[0]![1];
       this.registerKey(key.id);
