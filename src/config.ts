@@ -94,6 +94,10 @@ const schema = z.object({
   BLITZ_JOB_CONCURRENCY: positiveInt.default(16),
   /** /blitz jobs on Redis: a running item whose instance stopped renewing its lock this long is redelivered. */
   BLITZ_JOB_LOCK_MS: positiveInt.default(30000),
+  /** Webhooks: the first retry waits this long, each next one twice as long (at most an hour), for 24 hours. */
+  WEBHOOK_RETRY_BASE_SECONDS: z.coerce.number().positive().default(10),
+  /** Budget alerts: how often each instance compares its accounts' keys' month spend with their thresholds. */
+  BUDGET_ALERT_CHECK_SECONDS: z.coerce.number().positive().default(15),
   EXPIRY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   /** A cached routing key is re-read from Postgres after this long (invalidations apply at once regardless). */
   KEY_CACHE_TTL_SECONDS: z.coerce.number().positive().default(60),

@@ -19,6 +19,7 @@ import type { RateLimits } from "./relay/limits/rate-limits.ts";
 import type { RelayObserver } from "./relay/observer.ts";
 import type { ResponseCache } from "./relay/cache/response-cache.ts";
 import type { BlitzJobs } from "./relay/blitz/jobs/service.ts";
+import type { WebhookSender } from "./webhooks/sender.ts";
 import type { Semaphore } from "./relay/blitz/pool.ts";
 import type { SubState } from "./providers/sub/state.ts";
 import type { BridgeModelState } from "./providers/bridge/models.ts";
@@ -72,6 +73,8 @@ export interface Services {
   blitzSlots: Semaphore;
   /** The queue of /blitz job items and the hooks of a job's end (relay/blitz/jobs/service.ts). */
   blitzJobs: BlitzJobs;
+  /** Sends the outbox of signed webhooks and alert mails (webhooks/sender.ts). */
+  webhooks: WebhookSender;
   /** Token id → when this gateway last wrote its last_used_at (management/guard.ts). */
   accountTokenTouches: LRUCache<string, number>;
   /** Outgoing mail (mail/mailer.ts). */

@@ -25,6 +25,8 @@ import { createStripeClient } from "./signup/stripe-checkout.ts";
 import { ResponseCache } from "./relay/cache/response-cache.ts";
 import { MemoryCacheStore, RedisCacheStore } from "./relay/cache/store.ts";
 import type { RedisKV } from "./store/kv/redis.ts";
+import { webhookSender } from "./webhooks/sender.ts";
+import { budgetAlertsJob } from "./webhooks/budget-alerts.ts";
 
 export async function buildServices(base: Base): Promise<Services> {
   const keyCache = await startKeyCache(base);
@@ -53,6 +55,10 @@ export async function buildServices(base: Base): Promise<Services> {
   });
   const mailer = createMailer(base.config, base.log);
   base.onShutdown(() => mailer.close());
+  const webhooks = webhookSender(base, mailer);
+  const blitzJobs = createBlitzJobs(base);
+  // A job that ended here announces itself at once instead of at the next poll.
+  blitzJobs.onEnded.push((job) => { if (job.webhookUrl) webhooks.nudge(); });
   return {
     keyCache,
     usageQueue,
@@ -67,7 +73,8 @@ export async function buildServices(base: Base): Promise<Services> {
     subLanes: createSubState(),
     bridgeModels: createBridgeModelState(),
     blitzSlots: new Semaphore(BLITZ_INSTANCE_CAP),
-    blitzJobs: createBlitzJobs(base),
+    blitzJobs,
+    webhooks,
     accountTokenTouches: new LRUCache({ max: 10_000 }),
     mailer,
     stripe: createStripeClient(base.config),
@@ -81,5 +88,5 @@ export async function startServices(ctx: Ctx): Promise<Job[]> {
   // Partitions for this month and the next ones exist before the first record is written.
   const partitions = usagePartitionsJob(ctx);
   await partitions.runOnce();
-  return [ctx.services.usageQueue.job, accountExpiryJob(ctx), bridgeHealthJob(ctx), partitions, ...blitzJobsJobs(ctx)];
+  return [ctx.services.usageQueue.job, accountExpiryJob(ctx), bridgeHealthJob(ctx), partitions, ...blitzJobsJobs(ctx), budgetAlertsJob(ctx), ctx.services.webhooks];
 }

@@ -157,7 +157,7 @@ function operationOf(method: DocMethod, route: MountedRoute, op: OperationDoc): 
 }
 
 /** The reader's order: calling models first, then setting them up, then the rest; new tags go before the aliases. */
-const TAG_ORDER = ["Inference", "Routing keys", "Credentials", "Bridges", "Sub session", "Account tokens", "Account", "Usage", "Signup", "Dashboard", "Operations", "Meta"];
+const TAG_ORDER = ["Inference", "Routing keys", "Credentials", "Bridges", "Sub session", "Account tokens", "Account", "Usage", "Webhooks", "Signup", "Dashboard", "Operations", "Meta"];
 const tagRank = (t: string) => (t === "Legacy aliases" ? 1000 : TAG_ORDER.includes(t) ? TAG_ORDER.indexOf(t) : 500);
 
 export interface DocumentInfo {

@@ -8,6 +8,8 @@ import { bridgeRoutes } from "./bridges/index.ts";
 import { subSessionRoutes } from "./sub-session/index.ts";
 import { usageRoutes } from "./usage/index.ts";
 import { legacyRoutes } from "./legacy/index.ts";
+import { webhookSecretRoutes } from "./webhooks/secret-routes.ts";
+import { budgetAlertRoutes } from "./webhooks/budget-alert-routes.ts";
 
 /** Everything under /v1/organizations/ and its legacy aliases. */
 export function managementRoutes(ctx: Ctx, app: Elysia): void {
@@ -19,5 +21,7 @@ export function managementRoutes(ctx: Ctx, app: Elysia): void {
   bridgeRoutes(ctx, app);
   subSessionRoutes(ctx, app);
   usageRoutes(ctx, app);
+  webhookSecretRoutes(ctx, app);
+  budgetAlertRoutes(ctx, app);
   legacyRoutes(ctx, app);
 }

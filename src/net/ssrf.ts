@@ -81,7 +81,7 @@ function hostOf(url: URL): string {
  * query is made: the result is the literal address, or [] for a host name.
  * Throws 400 bad_request naming `field` when the host is refused or cannot be resolved.
  */
-export async function resolveAndCheck(ctx: Ctx, url: URL, field = "base_url"): Promise<string[]> {
+export async function resolveAndCheck(ctx: Pick<Ctx, "config">, url: URL, field = "base_url"): Promise<string[]> {
   const host = hostOf(url);
   const literal = isValid(host) ? [host] : null;
   if (ctx.config.ALLOW_PRIVATE_UPSTREAMS) return literal ?? [];

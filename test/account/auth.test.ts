@@ -22,6 +22,11 @@ const MANAGEMENT_CALLS: Array<{ method: string; path: string; body?: unknown }> 
   { method: "GET", path: "/v1/organizations/tokens" },
   { method: "POST", path: "/v1/organizations/tokens", body: { scope: "read_only" } },
   { method: "DELETE", path: "/v1/organizations/tokens?id=tok_x" },
+  { method: "GET", path: "/v1/organizations/webhook-secret" },
+  { method: "POST", path: "/v1/organizations/webhook-secret" },
+  { method: "GET", path: "/v1/organizations/budget-alerts" },
+  { method: "POST", path: "/v1/organizations/budget-alerts", body: { thresholds_percent: [80], email: "ops@example.com" } },
+  { method: "DELETE", path: "/v1/organizations/budget-alerts" },
 ];
 
 describe(`management authentication (${storesLabel})`, () => {

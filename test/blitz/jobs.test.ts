@@ -168,7 +168,7 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     await waitEnded(key.raw, r.body.id);
   }, 60_000);
 
-  test("CONTRACT §8: validation — over 10,000 prompts, stream, webhook_url (not delivered yet) are 400 naming the field; 405 is flat", async () => {
+  test("CONTRACT §8: validation — over 10,000 prompts, stream, a bad webhook_url are 400 naming the field; 405 is flat", async () => {
     const key = await oneLane();
     const a0 = A.received.length;
     const cases: Array<[unknown, string]> = [
@@ -177,8 +177,7 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
       [{ model: "gpt-4o-mini", prompts: ["x"], webhook_url: "ftp://example.com/h" }, "webhook_url must use http or https"],
       [{ model: "gpt-4o-mini", prompts: ["x"], webhook_url: "https://u:p@example.com/h" }, "webhook_url must not carry credentials"],
       [{ model: "gpt-4o-mini", prompts: [] }, "prompts is empty"],
-      // Webhooks are not delivered yet: a valid URL is refused too, never silently dropped.
-      [{ model: "gpt-4o-mini", prompts: ["x"], webhook_url: "https://example.com/h" }, "webhook_url is not supported yet"],
+      [{ model: "gpt-4o-mini", prompts: ["x"], webhook_url: 42 }, "webhook_url must be an http or https URL"],
     ];
     for (const [body, words] of cases) {
       const r = await gw.call("/blitz/jobs", { token: key.raw, body });

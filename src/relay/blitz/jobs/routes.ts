@@ -11,11 +11,14 @@ import { bearer, queryOf } from "../../../http/request.ts";
 import { readJsonObject } from "../../../http/body.ts";
 import { BLITZ, json, mount, type RequestContext } from "../../../http/route.ts";
 import { newId } from "../../../lib/ids.ts";
-import { resolveAndCheck } from "../../../net/ssrf.ts";
+import { checkWebhookUrl } from "../../../webhooks/url.ts";
 import { resolveRoutingKey } from "../../auth.ts";
 import { noProviders } from "../../relay-errors.ts";
 import { parseBlitzBody } from "../validate.ts";
+import { presentJob } from "./present.ts";
 import { cancelJob, createJob, getJob, pageItems, type ItemRow, type JobRow } from "./store.ts";
+
+export { presentJob };
 
 export const BLITZ_JOB_MAX_PROMPTS = 10_000;
 /** A job's body may be larger than one request's: 10,000 prompts of a few hundred bytes each. */
@@ -64,13 +67,10 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   const key = await resolveRoutingKey(ctx, request);
   const body = (await readJsonObject(request, Math.max(ctx.config.MAX_REQUEST_BYTES, JOB_MAX_BYTES), badRequest)).value;
   if (body.stream !== undefined) throw badRequest("stream is not a /blitz/jobs field: results are read with GET /blitz/jobs/{id} (use POST /blitz with \"stream\": true for events).");
-  // Signed job webhooks are not delivered by this gateway yet: refuse the field rather than
-  // accept a URL that would never be called.
-  if (body.webhook_url !== undefined) {
-    await checkWebhookUrl(ctx, body.webhook_url);
-    throw badRequest("webhook_url is not supported yet: this gateway does not deliver job webhooks. Remove it and poll GET /blitz/jobs/{id} for progress.");
-  }
-  const webhookUrl: string | null = null;
+  // Checked now (http(s), no credentials, public unless the operator allows private addresses) and
+  // again when each delivery connects.
+  const webhookUrl = body.webhook_url === undefined || body.webhook_url === null ? null : await checkWebhookUrl(ctx, body.webhook_url);
+  delete body.webhook_url;
   const batch = parseBlitzBody(body, { max: BLITZ_JOB_MAX_PROMPTS, path: "/blitz/jobs" });
   if (key.lanes.length === 0) throw noProviders();
   const id = newId("bjob");
@@ -78,21 +78,6 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   await ctx.services.blitzJobs.queue.add(id, batch.requests.map((_, i) => i));
   const job = (await getJob(ctx, id))!;
   return json(presentJob(job), 202, { location: `/blitz/jobs/${id}` });
-}
-
-/** A webhook URL is an outbound call the client chooses: http(s), and public unless the operator allows private upstreams. */
-export async function checkWebhookUrl(ctx: Ctx, value: unknown, field = "webhook_url"): Promise<string> {
-  if (typeof value !== "string" || value.length > 2048) throw badRequest(`${field} must be an http or https URL (at most 2048 characters).`);
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw badRequest(`${field} is not a valid URL.`);
-  }
-  if (url.protocol !== "https:" && url.protocol !== "http:") throw badRequest(`${field} must use http or https.`);
-  if (url.username || url.password) throw badRequest(`${field} must not carry credentials; verify deliveries with the Gateway-Signature header instead.`);
-  await resolveAndCheck(ctx, url, field);
-  return url.toString();
 }
 
 async function ownJob(ctx: Ctx, rc: RequestContext): Promise<JobRow> {
@@ -121,24 +106,6 @@ async function cancel(ctx: Ctx, rc: RequestContext) {
   const job = await ownJob(ctx, rc);
   const after = await cancelJob(ctx, job.id);
   return presentJob(after ?? (await getJob(ctx, job.id)) ?? job);
-}
-
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
-
-export function presentJob(j: JobRow) {
-  return {
-    id: j.id,
-    object: "blitz.job",
-    status: j.status,
-    total: j.total,
-    progress: { done: j.total - j.remaining, remaining: j.remaining, succeeded: j.succeeded, failed: j.failed, not_run: j.notRun, interrupted: j.interrupted },
-    cost_usd: j.costUsd,
-    stop_reason: j.stopReason,
-    webhook_url: j.webhookUrl,
-    created_at: iso(j.createdAt),
-    finished_at: iso(j.finishedAt),
-    expires_at: iso(j.expiresAt),
-  };
 }
 
 function presentItem(i: ItemRow) {

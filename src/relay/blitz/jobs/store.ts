@@ -5,6 +5,8 @@ import { and, asc, eq, gt, inArray, lt, sql } from "drizzle-orm";
 import type { Base } from "../../../context.ts";
 import type { Json } from "../../../protocols/types.ts";
 import { blitzJobItems, blitzJobs } from "../../../store/db/schema/index.ts";
+import { enqueueEvent } from "../../../webhooks/outbox.ts";
+import { presentJob } from "./present.ts";
 
 export type JobRow = typeof blitzJobs.$inferSelect;
 export type ItemRow = typeof blitzJobItems.$inferSelect;
@@ -100,7 +102,12 @@ export async function finishItem(ctx: Base, jobId: string, idx: number, o: ItemO
       finishedAt: sql`case when ${blitzJobs.remaining} = 1 and ${blitzJobs.finishedAt} is null then now() else ${blitzJobs.finishedAt} end`,
       expiresAt: sql`case when ${blitzJobs.remaining} = 1 and ${blitzJobs.expiresAt} is null then now() + make_interval(hours => ${ctx.config.BLITZ_JOB_RESULT_TTL_HOURS}) else ${blitzJobs.expiresAt} end`,
     }).where(eq(blitzJobs.id, jobId)).returning();
-    return { changed: true, ended: job && job.remaining === 0 && job.status !== "cancelled" ? job : null };
+    const ended = job && job.remaining === 0 && job.status !== "cancelled" ? job : null;
+    // The job's webhook is queued with its end, in this transaction: neither happens without the other.
+    if (ended?.webhookUrl) {
+      await enqueueEvent(tx, ended.accountId, { type: `job.${ended.status}`, data: { job: presentJob(ended) } }, [{ channel: "webhook", target: ended.webhookUrl }]);
+    }
+    return { changed: true, ended };
   });
 }
 

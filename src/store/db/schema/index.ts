@@ -2,3 +2,4 @@ export * from "./accounts.ts";
 export * from "./routing.ts";
 export * from "./usage.ts";
 export * from "./blitz-jobs.ts";
+export * from "./webhooks.ts";

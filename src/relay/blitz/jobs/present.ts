@@ -1,0 +1,21 @@
+// A job as the API shows it: GET/POST/DELETE /blitz/jobs answers and the job webhooks' `data.job`.
+import type { JobRow } from "./store.ts";
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+export function presentJob(j: JobRow) {
+  return {
+    id: j.id,
+    object: "blitz.job",
+    status: j.status,
+    total: j.total,
+    progress: { done: j.total - j.remaining, remaining: j.remaining, succeeded: j.succeeded, failed: j.failed, not_run: j.notRun, interrupted: j.interrupted },
+    cost_usd: j.costUsd,
+    stop_reason: j.stopReason,
+    webhook_url: j.webhookUrl,
+    created_at: iso(j.createdAt),
+    finished_at: iso(j.finishedAt),
+    expires_at: iso(j.expiresAt),
+  };
+}
+

@@ -1,0 +1,68 @@
+// The webhook outbox (CONTRACT §8): an event is written in the same transaction as what it
+// announces, so a crash between the two cannot lose it; any instance then claims due deliveries
+// with a lease (FOR UPDATE SKIP LOCKED: two instances never take the same row at once) and
+// records the outcome. Delivered at least once: a sender that dies mid-attempt leaves its lease to
+// expire and another instance sends again; receivers deduplicate on the event id.
+import { and, eq, sql } from "drizzle-orm";
+import type { Db } from "../store/db/client.ts";
+import { newId } from "../lib/ids.ts";
+import { webhookDeliveries } from "../store/db/schema/index.ts";
+
+export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
+type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
+
+/** Retries stop this long after the event (CONTRACT §8: retried with backoff for 24 h). */
+export const RETRY_WINDOW_MS = 24 * 3600_000;
+/** A claimed delivery is another instance's to take over after this (well past one attempt's timeout). */
+export const LEASE_MS = 60_000;
+
+export interface Event {
+  type: string;
+  data: Record<string, unknown>;
+}
+
+export interface Destination {
+  channel: "webhook" | "email";
+  target: string;
+}
+
+/** The body every channel carries: `{id, type, created, data}`. */
+export function eventBody(id: string, e: Event, created = new Date()): string {
+  return JSON.stringify({ id, object: "event", type: e.type, created: Math.floor(created.getTime() / 1000), data: e.data });
+}
+
+/** Queues `e` to each destination inside `tx`; returns the event ids. */
+export async function enqueueEvent(tx: Tx | Db, accountId: string, e: Event, to: Destination[]): Promise<string[]> {
+  if (!to.length) return [];
+  const rows = to.map((d) => {
+    const id = newId("evt");
+    return { id, accountId, channel: d.channel, target: d.target, eventType: e.type, body: eventBody(id, e) };
+  });
+  await tx.insert(webhookDeliveries).values(rows);
+  return rows.map((r) => r.id);
+}
+
+/** Takes up to `limit` due deliveries for this sender (attempts counted now, lease set). */
+export async function claimDue(db: Db, limit: number): Promise<DeliveryRow[]> {
+  const d = webhookDeliveries;
+  return db.update(d)
+    .set({ attempts: sql`${d.attempts} + 1`, leaseUntil: sql`now() + make_interval(secs => ${LEASE_MS / 1000})` })
+    .where(sql`${d.id} in (select id from ${d} where ${d.status} = 'pending' and ${d.nextAttemptAt} <= now()
+      and (${d.leaseUntil} is null or ${d.leaseUntil} < now()) order by ${d.nextAttemptAt} limit ${limit} for update skip locked)`)
+    .returning();
+}
+
+export async function markDelivered(db: Db, id: string): Promise<void> {
+  await db.update(webhookDeliveries)
+    .set({ status: "delivered", deliveredAt: sql`now()`, leaseUntil: null, lastError: null })
+    .where(and(eq(webhookDeliveries.id, id), eq(webhookDeliveries.status, "pending")));
+}
+
+/** A failed attempt: next try after `delayMs`, or `failed` for good once the retry window is over. */
+export async function markFailed(db: Db, row: DeliveryRow, error: string, delayMs: number): Promise<"retry" | "failed"> {
+  const giveUp = Date.now() + delayMs > row.createdAt.getTime() + RETRY_WINDOW_MS;
+  await db.update(webhookDeliveries)
+    .set({ status: giveUp ? "failed" : "pending", nextAttemptAt: new Date(Date.now() + delayMs), leaseUntil: null, lastError: error.slice(0, 500) })
+    .where(and(eq(webhookDeliveries.id, row.id), eq(webhookDeliveries.status, "pending")));
+  return giveUp ? "failed" : "retry";
+}

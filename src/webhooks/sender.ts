@@ -1,0 +1,106 @@
+// Sends the outbox (outbox.ts): every instance polls for due deliveries and claims a few at a
+// time. A webhook is POSTed with its Gateway-Signature (signature.ts), to the address its URL
+// resolves to now, checked against private ranges like a bridge's (unless ALLOW_PRIVATE_UPSTREAMS),
+// never following a redirect; a 2xx is success, anything else is retried with exponential backoff
+// (WEBHOOK_RETRY_BASE_SECONDS doubling, at most an hour apart) for 24 hours. An email goes through
+// the gateway's mailer. Once an attempt succeeded this instance never sends it again, even when
+// recording the success failed (it keeps trying to record it instead).
+import type { Base } from "../context.ts";
+import type { Mailer } from "../mail/mailer.ts";
+import { GatewayError } from "../errors.ts";
+import { intervalJob, type Job } from "../jobs/job.ts";
+import { resolveAndCheck } from "../net/ssrf.ts";
+import { pinnedTarget } from "../providers/bridge/connect.ts";
+import { claimDue, markDelivered, markFailed, type DeliveryRow } from "./outbox.ts";
+import { webhookSecret } from "./secret.ts";
+import { SIGNATURE_HEADER, signatureHeader } from "./signature.ts";
+
+const POLL_MS = 1000;
+const BATCH = 25;
+/** One attempt's limit: a receiver should answer at once and do its work later. */
+const ATTEMPT_TIMEOUT_MS = 15_000;
+const MAX_DELAY_MS = 3600_000;
+
+/** Delay before attempt `attempts + 1`: base × 2^(attempts-1), at most an hour, ±20 % jitter. */
+export function retryDelayMs(attempts: number, baseMs: number): number {
+  const d = Math.min(MAX_DELAY_MS, baseMs * 2 ** Math.max(0, attempts - 1));
+  return Math.round(d * (0.8 + Math.random() * 0.4));
+}
+
+export interface WebhookSender extends Job {
+  /** Look for due deliveries now (an event was just queued here). */
+  nudge(): void;
+}
+
+export function webhookSender(ctx: Base, mailer: Mailer): WebhookSender {
+  /** Delivered here, success not yet recorded: never sent again by this instance. */
+  const unrecorded = new Set<string>();
+  const record = async (id: string) => {
+    unrecorded.add(id);
+    await markDelivered(ctx.db, id);
+    unrecorded.delete(id);
+  };
+
+  async function attempt(row: DeliveryRow, secrets: Map<string, Promise<string>>): Promise<string | null> {
+    if (row.channel === "email") {
+      const body = JSON.parse(row.body) as { type: string; data: { message?: string } };
+      await mailer.send({ to: row.target, subject: `Gateway: ${body.type}`, text: `${body.data.message ?? body.type}\n\n${row.body}\n`, kind: body.type });
+      return null;
+    }
+    let secret = secrets.get(row.accountId);
+    if (!secret) secrets.set(row.accountId, (secret = webhookSecret(ctx, row.accountId)));
+    const url = new URL(row.target);
+    let target: { url: string; host?: string; serverName?: string } = { url: row.target };
+    if (!ctx.config.ALLOW_PRIVATE_UPSTREAMS) {
+      const addresses = await resolveAndCheck(ctx, url, "webhook_url");
+      target = pinnedTarget(row.target, addresses[0]!);
+    }
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      "user-agent": "model-gateway-webhooks/1",
+      "gateway-event-id": row.id,
+      [SIGNATURE_HEADER.toLowerCase()]: signatureHeader(await secret, row.body),
+    };
+    if (target.host) headers.host = target.host;
+    const init: RequestInit & { tls?: { serverName?: string } } = { method: "POST", headers, body: row.body, redirect: "manual", signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS) };
+    if (target.serverName) init.tls = { serverName: target.serverName };
+    const res = await fetch(target.url, init);
+    await res.body?.cancel().catch(() => {});
+    if (res.status >= 200 && res.status < 300) return null;
+    return res.status >= 300 && res.status < 400
+      ? `The receiver answered with a redirect (${res.status}); webhooks do not follow redirects.`
+      : `The receiver answered HTTP ${res.status}.`;
+  }
+
+  async function deliver(row: DeliveryRow, secrets: Map<string, Promise<string>>): Promise<void> {
+    if (unrecorded.has(row.id)) return record(row.id);
+    let error: string | null;
+    try {
+      error = await attempt(row, secrets);
+    } catch (e) {
+      error = e instanceof GatewayError ? e.message
+        : e instanceof Error && (e.name === "TimeoutError" || e.name === "AbortError") ? `The receiver did not answer within ${ATTEMPT_TIMEOUT_MS / 1000} s.`
+        : `The delivery failed: ${e instanceof Error ? e.message : String(e)}`;
+    }
+    if (error === null) {
+      ctx.log.info({ event: row.id, type: row.eventType, channel: row.channel, attempts: row.attempts }, "webhook delivered");
+      return record(row.id);
+    }
+    const outcome = await markFailed(ctx.db, row, error, retryDelayMs(row.attempts, ctx.config.WEBHOOK_RETRY_BASE_SECONDS * 1000));
+    ctx.log.warn({ event: row.id, type: row.eventType, channel: row.channel, attempts: row.attempts, outcome, error }, "webhook attempt failed");
+  }
+
+  const tick = async () => {
+    for (const id of [...unrecorded]) await record(id);
+    for (;;) {
+      const due = await claimDue(ctx.db, BATCH);
+      if (!due.length) return;
+      const secrets = new Map<string, Promise<string>>();
+      await Promise.all(due.map((row) => deliver(row, secrets).catch((e) =>
+        ctx.log.error({ event: row.id, err: e instanceof Error ? e.message : String(e) }, "webhook outcome not recorded"))));
+      if (due.length < BATCH) return;
+    }
+  };
+  const job = intervalJob(ctx, "webhooks", POLL_MS, tick);
+  return { ...job, nudge: () => void job.runOnce() };
+}
