@@ -15,6 +15,8 @@ export interface RunOptions {
   profile: boolean;
   /** Run Portkey beside the gateway (full runs; installed into bench/portkey on first use). */
   portkey: boolean;
+  /** What drives the plain request/response scenarios: wrk where installed (default), or autocannon. */
+  generator: "wrk" | "autocannon";
 }
 
 const HELP = `npm run bench [-- options]
@@ -30,10 +32,12 @@ const HELP = `npm run bench [-- options]
   --log-level L     the gateway's LOG_LEVEL (default info, as deployed)
   --strict          exit 1 when a timing target is missed (default: only on errors)
   --profile         run the gateway under bun --cpu-prof (profile in bench/results/tmp-profile/)
-  --no-portkey      leave Portkey out (it is installed into bench/portkey with npm ci on first use)`;
+  --no-portkey      leave Portkey out (it is installed into bench/portkey with npm ci on first use)
+  --generator G     wrk (default where installed) or autocannon: what drives the plain
+                    request/response scenarios; the other one still runs in the generator check`;
 
 export function parseArgs(argv: string[]): RunOptions {
-  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false, portkey: true };
+  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false, portkey: true, generator: "wrk" };
   const num = (i: number, name: string) => {
     const v = Number(argv[i + 1]);
     if (!Number.isFinite(v) || v < 0) throw new Error(`${name} needs a number`);
@@ -52,6 +56,11 @@ export function parseArgs(argv: string[]): RunOptions {
     else if (a === "--strict") o.strict = true;
     else if (a === "--profile") o.profile = true;
     else if (a === "--no-portkey") o.portkey = false;
+    else if (a === "--generator") {
+      const g = argv[++i];
+      if (g !== "wrk" && g !== "autocannon") throw new Error("--generator takes wrk or autocannon");
+      o.generator = g;
+    }
     else if (a === "--help" || a === "-h") {
       console.log(HELP);
       process.exit(0);

@@ -155,7 +155,7 @@ function roundSide(segs: Segment[], direct: SideFigures): RoundSide {
 
 export function figuresFor(id: string, title: string, note: string, segs: Segment[]): ScenarioFigures {
   const rounds = [...new Set(segs.map((s) => s.round))].sort((a, b) => a - b);
-  const refs = [...new Set(segs.map((s) => s.side))].filter((s): s is Reference => s === "bare" || s === "portkey");
+  const refs = [...new Set(segs.map((s) => s.side))].filter((s): s is Reference => s === "bare" || s === "portkey" || s === "far");
   const perRound = rounds.map((round) => {
     const a = segs.filter((s) => s.round === round && s.side === "direct");
     const direct = pooled(a);
@@ -265,6 +265,20 @@ export interface MachineFacts {
   otherLoadPct?: number;
 }
 
+/** One process's CPU per request under wrk and under autocannon, alternating segments, medians. */
+export interface GeneratorRow {
+  scenario: string;
+  title: string;
+  side: "gateway" | "bare";
+  rounds: number;
+  wrkUs: number;
+  autocannonUs: number;
+  wrkRps: number;
+  autocannonRps: number;
+  wrkP50Ms: number;
+  autocannonP50Ms: number;
+}
+
 export interface RunReport {
   mode: "full" | "smoke" | "soak";
   startedAt: string;
@@ -283,9 +297,15 @@ export interface RunReport {
   gatewayExit: string;
   /** Redis round trips of admission per request by kind of key (bench/admission-trips.ts); null embedded. */
   admissionTrips?: TripsRow[] | null;
+  /** What drove the plain request/response scenarios. */
+  generator?: "wrk" | "autocannon";
+  /** The same processes under both generators, side by side. */
+  generatorCheck?: GeneratorRow[];
+  /** Redis PING round trip, median, direct and through the delay proxy (the `far` gateway's Redis). */
+  redisRtt?: { localMs: number; farMs: number };
 }
 
-export const REFERENCE_NAMES: Record<Reference, string> = { bare: "the bare Bun proxy", portkey: "Portkey 1.15.2" };
+export const REFERENCE_NAMES: Record<Reference, string> = { bare: "the bare Bun proxy", portkey: "Portkey 1.15.2", far: "the gateway with Redis 1 ms away" };
 
 const n = (x: number | undefined, d = 2) => (x === undefined || !Number.isFinite(x) ? "–" : x.toFixed(d));
 const signed = (x: number | undefined, d = 2) => (x === undefined || !Number.isFinite(x) ? "–" : `${x >= 0 ? "+" : ""}${x.toFixed(d)}`);
@@ -301,7 +321,8 @@ export function markdown(r: RunReport): string {
   if (r.scenarios.length) {
     out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B, the bare Bun proxy = C, Portkey = D), ` +
       `${r.settings.segmentS} s per segment after a ${r.settings.warmupS} s warm-up; figures are medians over rounds. ` +
-      `Added = gateway − direct. CPU = gateway utime+stime over its segments ÷ requests served.`);
+      `Added = gateway − direct. CPU = utime+stime of the whole process (every thread, /proc/PID/stat) over its segments ÷ requests served; the gateway's counted on for 1.2 s after its last request, less its idle rate. ` +
+      `Plain request/response scenarios are driven by ${r.generator === "wrk" ? "wrk (one thread, keep-alive, a Lua script POSTing the same body; latencies from its histogram)" : "autocannon (in process, keep-alive)"}, streams by the runner's own fetch loop.`);
     out.push("");
     out.push("| scenario | req/s direct | req/s gateway | p50 ms direct → gw | p99 ms direct → gw | added p50 ms | added p99 ms | TTFB added p50 ms | gw CPU µs/req (sys) | RSS end / peak MB | errors |");
     out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -313,7 +334,7 @@ export function markdown(r: RunReport): string {
           `${signed(x.addedP50Ms)} | ${signed(x.addedP99Ms)} | ${signed(x.addedTtfbP50Ms)} | ${n(x.cpuUsPerReq, 0)} (${n(x.sysUsPerReq, 0)}) | | |`);
       }
     }
-    const withRefs = r.scenarios.filter((s) => s.references && Object.keys(s.references).length);
+    const withRefs = r.scenarios.filter((s) => s.references?.bare || s.references?.portkey);
     if (withRefs.length) {
       out.push("");
       out.push("Ratios within the same rounds (medians of per-round figures): the gateway against the bare Bun proxy (`Bun.serve` + `fetch`, the floor) and against Portkey.");
@@ -326,6 +347,25 @@ export function markdown(r: RunReport): string {
         out.push(`| ${s.title} | ${n(s.gatewayCpuUsPerReq, 0)} | ${n(b?.cpuUsPerReq, 0)} | ${b ? `${n(b.gatewayCpuRatio)}×` : "–"} | ${n(k?.cpuUsPerReq, 0)} | ` +
           `${k && k.gatewayCpuRatio > 0 ? `${n(1 / k.gatewayCpuRatio, 1)}×` : "–"} | ${signed(b?.gatewayAddedP50OverMs, 3)} | ${signed(b?.gatewayAddedTtfbOverMs, 3)} |`);
       }
+    }
+  }
+  const far = r.scenarios.find((s) => s.references?.far);
+  if (far && r.redisRtt) {
+    const x = far.references!.far!;
+    out.push("");
+    out.push(`Redis ${n(r.redisRtt.farMs)} ms away (PING round trip through the delay proxy; ${n(r.redisRtt.localMs, 3)} ms direct), one client, hot budgeted key: ` +
+      `added p50 ${signed(x.addedP50Ms, 3)} ms against ${signed(far.addedP50Ms, 3)} ms with Redis local (${signed(-x.gatewayAddedP50OverMs, 3)} ms, median of per-round differences); ` +
+      `CPU ${n(x.cpuUsPerReq, 0)} against ${n(far.gatewayCpuUsPerReq, 0)} µs per request.`);
+  }
+  if (r.generatorCheck?.length) {
+    out.push("");
+    out.push("Generators side by side (same process, same request, alternating wrk / autocannon segments, medians): CPU per request (whole process), req/s and p50.");
+    out.push("");
+    out.push("| scenario | process | wrk µs/req | autocannon µs/req | difference | wrk req/s | autocannon req/s | wrk p50 ms | autocannon p50 ms |");
+    out.push("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (const g of r.generatorCheck) {
+      out.push(`| ${g.title} | ${g.side === "gateway" ? "gateway" : "bare Bun proxy"} | ${n(g.wrkUs, 0)} | ${n(g.autocannonUs, 0)} | ${signed((100 * (g.autocannonUs - g.wrkUs)) / g.wrkUs, 0)}% | ` +
+        `${n(g.wrkRps, 0)} | ${n(g.autocannonRps, 0)} | ${n(g.wrkP50Ms)} | ${n(g.autocannonP50Ms)} |`);
     }
   }
   const paced = r.scenarios.filter((s) => s.gateway.gapP50 !== undefined);

@@ -7,9 +7,12 @@
 import type { Shot, JsonShot, StreamShot } from "./loop-client.ts";
 import { AGENT_TOOLS, agentMessages } from "./agent-body.ts";
 
-export type Side = "direct" | "gateway" | "bare" | "portkey";
-/** The proxies measured beside the gateway, in the order they run within a round. */
-export type Reference = "bare" | "portkey";
+export type Side = "direct" | "gateway" | "bare" | "portkey" | "far";
+/**
+ * The proxies measured beside the gateway, in the order they run within a round. `far` is a second
+ * gateway process, same stores and key, whose Redis is reached through a delay proxy (Redis 1 ms away).
+ */
+export type Reference = "bare" | "portkey" | "far";
 
 export interface Endpoints {
   /** Mock upstream base, including /v1. */
@@ -20,6 +23,8 @@ export interface Endpoints {
   bareBase?: string;
   /** Portkey's base URL (its /v1 routes, pointed at the mock by headers). */
   portkeyBase?: string;
+  /** The second gateway, its Redis behind bench/redis-delay-proxy.ts. */
+  farBase?: string;
 }
 
 export interface Scenario {
@@ -41,7 +46,7 @@ const PROMPT = [{ role: "user", content: "Summarise the last deployment log in o
 
 function headers(side: Side, ep: Endpoints, mock: Record<string, unknown> = {}): Record<string, string> {
   // Other sides carry a provider-style key so every side sends the same bytes in the same headers.
-  const key = side === "gateway" ? ep.routingKey : "sk-bench-direct-0000000000000000";
+  const key = side === "gateway" || side === "far" ? ep.routingKey : "sk-bench-direct-0000000000000000";
   const h: Record<string, string> = { "content-type": "application/json", authorization: `Bearer ${key}` };
   if (side === "portkey") {
     h["x-portkey-provider"] = "openai";
@@ -55,7 +60,7 @@ function headers(side: Side, ep: Endpoints, mock: Record<string, unknown> = {}):
 /** Where a side sends `path` (an OpenAI path below /v1). */
 function urlOf(side: Side, ep: Endpoints, path: string): string {
   if (side === "direct") return `${ep.mockBase}${path}`;
-  const base = side === "gateway" ? ep.gatewayBase : side === "bare" ? ep.bareBase : ep.portkeyBase;
+  const base = side === "gateway" ? ep.gatewayBase : side === "far" ? ep.farBase : side === "bare" ? ep.bareBase : ep.portkeyBase;
   if (!base) throw new Error(`no ${side} endpoint in this run`);
   return `${base}/v1${path}`;
 }
@@ -231,6 +236,15 @@ export const SCENARIOS: Scenario[] = [
     driver: "autocannon",
     concurrency: 1,
     note: "The same request from a single client: the latency the gateway adds when nothing queues.",
+    shots: (side, ep) => fixed(agentJson(side, ep, { chunks: 20 })),
+  },
+  {
+    id: "chat-1-redis-far",
+    references: ["far"],
+    title: "chat, non-streaming, 1 connection, Redis 1 ms away vs local",
+    driver: "autocannon",
+    concurrency: 1,
+    note: "The one-client request on the run's hot budgeted key through a second gateway process whose Redis is behind a loopback proxy holding every chunk 1 ms each way (bench/redis-delay-proxy.ts), beside the gateway with Redis local: what a Redis round trip on the request path costs when Redis is not on the host.",
     shots: (side, ep) => fixed(agentJson(side, ep, { chunks: 20 })),
   },
   {
