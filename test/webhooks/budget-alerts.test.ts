@@ -34,7 +34,7 @@ describe(`budget alerts (${storesLabel}, ${INSTANCES} instance${INSTANCES > 1 ? 
     for (const g of gws.reverse()) await g.stop();
     await A?.stop();
     await rx?.stop();
-  });
+  }, 60_000);
 
   test("budget alert settings: GET (null until set), POST validates (1–100 %, a destination, the webhook URL's SSRF check), rk_ cannot write, DELETE turns them off", async () => {
     const gw = gws[0]!;

@@ -38,12 +38,12 @@ describe(`job webhooks (${storesLabel})`, () => {
     acct = await createAccount(gw);
     const cred = await addCredential(gw, acct.id, "openai");
     key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
-  });
+  }, 60_000);
   afterAll(async () => {
     await gw?.stop();
     await A?.stop();
     await rx?.stop();
-  });
+  }, 60_000);
 
   const secretOf = async () => (await gw.call("/v1/organizations/webhook-secret", { token: acct.token })).body.secret as string;
   const eventsOf = (jobId: string) => rx.got.filter((d) => JSON.parse(d.body).data?.job?.id === jobId);
