@@ -7,6 +7,7 @@ import { credentialRoutes } from "./credentials/index.ts";
 import { bridgeRoutes } from "./bridges/index.ts";
 import { subSessionRoutes } from "./sub-session/index.ts";
 import { usageRoutes } from "./usage/index.ts";
+import { blitzJobsRoutes } from "./blitz-jobs/index.ts";
 import { legacyRoutes } from "./legacy/index.ts";
 import { webhookSecretRoutes } from "./webhooks/secret-routes.ts";
 import { budgetAlertRoutes } from "./webhooks/budget-alert-routes.ts";
@@ -23,5 +24,6 @@ export function managementRoutes(ctx: Ctx, app: Elysia): void {
   usageRoutes(ctx, app);
   webhookSecretRoutes(ctx, app);
   budgetAlertRoutes(ctx, app);
+  blitzJobsRoutes(ctx, app);
   legacyRoutes(ctx, app);
 }
