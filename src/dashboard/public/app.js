@@ -1,13 +1,14 @@
 // The dashboard shell: sign-in with a pasted account token, the payment page while the account
-// is unpaid, and the four views (chosen by the URL fragment, which never carries the token).
+// is unpaid, and the five views (chosen by the URL fragment, which never carries the token).
 import { api, ApiError, session } from "./api.js";
 import { clear, fmt, safeHref } from "./dom.js";
 import { renderOverview } from "./views/overview.js";
 import { renderKeys } from "./views/keys.js";
 import { renderHealth } from "./views/health.js";
 import { renderRequests } from "./views/requests.js";
+import { renderJobs } from "./views/jobs.js";
 
-const VIEWS = { overview: renderOverview, keys: renderKeys, health: renderHealth, requests: renderRequests };
+const VIEWS = { overview: renderOverview, keys: renderKeys, health: renderHealth, requests: renderRequests, jobs: renderJobs };
 const $ = (id) => document.getElementById(id);
 let me = null;
 let paymentTimer = null;

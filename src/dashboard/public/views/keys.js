@@ -132,7 +132,9 @@ export async function renderKeys(ctx) {
     write: canWrite(me),
     wireable: data.lanes,
     names: wireableNames(data.lanes),
-    providers: ["sub", "bridge", ...[...new Set(data.lanes.credentials.map((c) => c.provider))].sort()],
+    // `sub` and `bridge` lanes only when the account has one to wire.
+    providers: [...(data.lanes.sub_sessions.length ? ["sub"] : []), ...(data.lanes.bridges.length ? ["bridge"] : []),
+      ...[...new Set(data.lanes.credentials.map((c) => c.provider))].sort()],
     reload: () => ctx.refresh(),
     /** Runs a write; on success re-renders (unless told not to), on failure shows the API's sentence. */
     act: async (fn, reload = false) => {
