@@ -14,7 +14,7 @@ import type { Lifecycle } from "./http/health.ts";
 import type { KeyCache } from "./relay/key-cache.ts";
 import type { UsageQueue } from "./relay/usage-queue.ts";
 import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
-import type { Ledger } from "./relay/budget/ledger.ts";
+import type { Ledger } from "./relay/budget/ledger/index.ts";
 import type { RateLimits } from "./relay/limits/rate-limits.ts";
 import type { RelayObserver } from "./relay/observer.ts";
 import type { ResponseCache } from "./relay/cache/response-cache.ts";
@@ -57,7 +57,7 @@ export interface Services {
   lifecycle: Lifecycle;
   /** Every request's open record; the access log, metrics and tracing read it (http/access-log.ts). */
   requestTracker: RequestTracker;
-  /** In-flight ledger and usage stream in Redis mode; null with the in-process KV (relay/budget/ledger.ts). */
+  /** In-flight ledger and usage stream in Redis mode; null with the in-process KV (relay/budget/ledger/). */
   ledger: Ledger | null;
   /** Rate limits and concurrency caps: refunds, lease renewal, the Redis-down fallback (relay/limits). */
   rateLimits: RateLimits;

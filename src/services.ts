@@ -15,7 +15,7 @@ import { startKeyCache } from "./relay/key-cache.ts";
 import { startUsageQueue } from "./relay/usage-queue.ts";
 import { startSettleBatcher } from "./relay/budget/settle-batch.ts";
 import { usagePartitionsJob } from "./jobs/usage-partitions.ts";
-import { startLedger } from "./relay/budget/ledger.ts";
+import { startLedger } from "./relay/budget/ledger/index.ts";
 import { RateLimits } from "./relay/limits/rate-limits.ts";
 import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
 import { blitzJobsJobs, createBlitzJobs } from "./relay/blitz/jobs/service.ts";

@@ -29,7 +29,7 @@ export interface BudgetedKey {
 }
 
 export const counterKey = (keyId: string, month: string) => `gw:{k:${keyId}}:budget:${month}`;
-/** The key's in-flight ledger: request id → entry (ledger.ts), under the same hash tag as its counter. */
+/** The key's in-flight ledger: request id → entry (relay/budget/ledger/), under the same hash tag as its counter. */
 export const inflightKey = (keyId: string) => `gw:{k:${keyId}}:inflight`;
 /** Markers of settled request ids, one hash per minute, kept two minutes (resends never charge twice). */
 export const settledKey = (keyId: string, minute: number) => `gw:{k:${keyId}}:settled:${minute}`;

@@ -11,7 +11,7 @@ import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.t
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { monthSpendUsd, reserve } from "../../src/relay/budget/counters.ts";
-import type { Ledger } from "../../src/relay/budget/ledger.ts";
+import type { Ledger } from "../../src/relay/budget/ledger/index.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";

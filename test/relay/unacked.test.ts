@@ -1,7 +1,7 @@
-// The ledger's copies of streamed usage records (src/relay/budget/unacked.ts): kept in stream-id
+// The ledger's copies of streamed usage records (src/relay/budget/ledger/unacked.ts): kept in stream-id
 // order, dropped once the consumer group's committed watermark passes them, capped in rows.
 import { describe, expect, test } from "bun:test";
-import { callOfRecord, compareStreamIds, settlesOf, UnackedRecords } from "../../src/relay/budget/unacked.ts";
+import { callOfRecord, compareStreamIds, settlesOf, UnackedRecords } from "../../src/relay/budget/ledger/unacked.ts";
 import type { UsageRow } from "../../src/relay/usage-queue.ts";
 
 const rows = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ recordKey: `${tag}.${i}.1` }) as UsageRow);
@@ -43,10 +43,10 @@ describe("unacked usage records (copies kept until the drain commits them)", () 
 
   test("settlement lines are picked by money call", () => {
     expect(callOfRecord("Ab12.3f.2")).toBe("Ab12.3f");
-    const packed = "Ab.1\t100\t0\nAb.2\t200\t50\nAb.3\t300\t0\n";
-    expect(settlesOf(packed, new Set(["Ab.1", "Ab.3"]))).toBe("Ab.1\t100\t0\nAb.3\t300\t0\n");
+    const settles = [{ id: "Ab.1", actual: 100, reserved: 0 }, { id: "Ab.2", actual: 200, reserved: 50 }, { id: "Ab.3", actual: 300, reserved: 0 }];
+    expect(settlesOf(settles, new Set(["Ab.1", "Ab.3"]))).toEqual([settles[0]!, settles[2]!]);
     const u = new UnackedRecords(() => {});
-    u.keep("1-0", rows(1, "Ab"), [{ key, month: "2026-11", settles: packed }]);
-    expect(u.take().settles).toEqual([{ key, month: "2026-11", settles: packed }]);
+    u.keep("1-0", rows(1, "Ab"), [{ key, month: "2026-11", settles }]);
+    expect(u.take().settles).toEqual([{ key, month: "2026-11", settles }]);
   });
 });

@@ -22,7 +22,7 @@ import { budgetRefusal } from "./refusal.ts";
 import type { UsageRow } from "../usage-queue.ts";
 import { fromNano, reserve, toNano, type Reservation } from "./counters.ts";
 import { estimateRequest, fallbackPrices, outputLimitFor, type Estimate } from "./estimate.ts";
-import type { Ledger } from "./ledger.ts";
+import type { FactsJson, Ledger } from "./ledger/index.ts";
 import { tokenAsk, type RateHold } from "../limits/rate-limits.ts";
 import type { LimitCall } from "../../store/kv/types.ts";
 
@@ -55,7 +55,7 @@ export const budgetUnavailable = () =>
  * into 503 budget_unavailable, or into null when only limits were asked (the caller then admits
  * against this instance's share: rate-limits.ts).
  */
-async function admitOr503(ctx: Ctx, key: KeyContext, usd: number | null, minUsd: number | null, ledger: Ledger | null, uid: string, facts: string, limits?: LimitCall): Promise<Reservation | null | "unreachable"> {
+async function admitOr503(ctx: Ctx, key: KeyContext, usd: number | null, minUsd: number | null, ledger: Ledger | null, uid: string, facts: FactsJson, limits?: LimitCall): Promise<Reservation | null | "unreachable"> {
   try {
     if (ledger?.gate) await ledger.gate;
     const entry = ledger ? ledger.admission(key.id, uid, facts) : undefined;
@@ -148,7 +148,7 @@ export class MoneyCall {
       }
       slice = limits.widen(key, lc);
     }
-    const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), opts.requestId) : "";
+    const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), opts.requestId) : ("" as FactsJson);
     let r = await admitOr503(ctx, key, budgeted ? est.usd : null, budgeted ? est.minUsd : null, ledger, uid, facts, lc);
     if (lc && plain && lc.ask !== plain && (r === "unreachable" || r?.limits?.refused)) {
       // The slice did not fit (or Redis is gone): the request alone.
@@ -198,7 +198,7 @@ export class MoneyCall {
       ? limits.call(key, { requests: requests.length, tokens: tokens.reduce((a, t) => a + t, 0), entry: batchUid }, Math.min(requests.length, key.limits.concurrency ?? requests.length))
       : undefined;
     if (lc && !budgeted) limits.checkKnownOver(key);
-    const facts = ledger ? ledger.facts(key, endpoint, model(requests[0] ?? {}), monthKey(), requestId) : "";
+    const facts = ledger ? ledger.facts(key, endpoint, model(requests[0] ?? {}), monthKey(), requestId) : ("" as FactsJson);
     const r = await admitOr503(ctx, key, budgeted ? fromNano(total) : null, budgeted ? fromNano(total) : null, ledger, batchUid, facts, lc);
     if (r === "unreachable") {
       const hold = limits.admitLocally(key, lc!);

@@ -324,7 +324,7 @@ export class RedisKV implements KV {
     }
     set.add(handler);
   }
-  /** The ioredis client, for the money ledger's own scripts and streams (relay/budget/ledger.ts). */
+  /** The ioredis client, for the money ledger's own scripts and streams (relay/budget/ledger/). */
   get client(): Cmds {
     return this.r;
   }

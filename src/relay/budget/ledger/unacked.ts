@@ -5,16 +5,9 @@
 // the heartbeat reads the watermark once a second. When Redis restarts without persistence, the
 // stream is gone: the ledger writes the copies no Postgres row holds yet (and settles them again,
 // since their settlement was applied to the counter Redis lost).
-import type { Cmds } from "../../store/kv/redis.ts";
-import type { UsageRow } from "../usage-queue.ts";
-import type { BudgetedKey } from "./counters.ts";
-
-/** The settlements sent in the same turn as a batch of records: "uid\tactual\treserved\n" lines. */
-export interface SentSettles {
-  key: BudgetedKey;
-  month: string;
-  settles: string;
-}
+import type { Cmds } from "../../../store/kv/redis.ts";
+import type { UsageRow } from "../../usage-queue.ts";
+import type { SentSettles, Settlement } from "./types.ts";
 
 interface Sent {
   /** The stream entry id ("<ms>-<seq>") Redis gave the batch. */
@@ -111,12 +104,7 @@ export function callOfRecord(recordKey: string): string {
   return dot > 0 ? recordKey.slice(0, dot) : recordKey;
 }
 
-/** The packed settlement lines whose call is in `calls`. */
-export function settlesOf(packed: string, calls: Set<string>): string {
-  let out = "";
-  for (const line of packed.split("\n")) {
-    const tab = line.indexOf("\t");
-    if (tab > 0 && calls.has(line.slice(0, tab))) out += line + "\n";
-  }
-  return out;
+/** The settlements whose call is in `calls`. */
+export function settlesOf(settles: readonly Settlement[], calls: Set<string>): Settlement[] {
+  return settles.filter((s) => calls.has(s.id));
 }

@@ -1,0 +1,147 @@
+// Redis losing its state (CONTRACT §7). `gw:epoch` vanishing or changing means Redis restarted
+// empty; a changed master identity (redis-identity.ts) means a failover or restart that may have
+// lost the last acknowledged writes. Either way admissions wait (`gate`) while this instance
+// re-asserts its own in-flight entries onto the rebuilt counters and writes the streamed records
+// Redis lost before any drain committed them (from its copies: unacked.ts).
+import { inArray } from "drizzle-orm";
+import type { Base } from "../../../context.ts";
+import { randomToken } from "../../../lib/crypto.ts";
+import { usageRecords } from "../../../store/db/schema/index.ts";
+import type { Cmds } from "../../../store/kv/redis.ts";
+import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
+import { counterKey, inflightKey, seed, ttl } from "../counters.ts";
+import { masterIdentity } from "../redis-identity.ts";
+import type { StreamDrain } from "./drain.ts";
+import { callOfRecord, drainedUpTo, settlesOf } from "./unacked.ts";
+import { GROUP, type LedgerKeys, type SentSettles } from "./types.ts";
+import { reassertArgs } from "./wire.ts";
+import type { LedgerWrites } from "./writes.ts";
+
+export class Epoch {
+  private epoch: string | null = null;
+  /** The masters' identity when last seen (redis-identity.ts). */
+  private master: string | null = null;
+  /** Set while re-asserting after a Redis restart: admissions wait for it. */
+  gate: Promise<void> | null = null;
+  /** Copies taken when Redis lost the stream, until they are written (retried every heartbeat). */
+  private lost: { records: UsageRow[]; settles: SentSettles[] } | null = null;
+
+  constructor(private ctx: Base, private r: Cmds, private queue: UsageQueue, private k: LedgerKeys, private writes: LedgerWrites, private stream: StreamDrain) {}
+
+  /** Reads (or sets) the epoch and the master's identity at start. */
+  async start(): Promise<void> {
+    this.master = await masterIdentity(this.r);
+    await this.stream.ensureGroup();
+    this.epoch = await this.r.get(this.k.epoch);
+    if (this.epoch === null) {
+      await this.r.set(this.k.epoch, randomToken(8), "NX");
+      this.epoch = await this.r.get(this.k.epoch);
+    }
+  }
+
+  /**
+   * A failover (Sentinel promoted a replica, a Cluster node failed over) or a restart keeps the
+   * epoch (it was replicated, or persisted) but may have lost the last writes the old master
+   * acknowledged: reservations, in-flight entries, settlements, usage-stream entries. Admissions
+   * wait while this instance re-asserts, the same repair as after an empty restart.
+   */
+  checkMaster(): Promise<void> {
+    if (this.gate) return this.gate;
+    const gate = (async () => {
+      const now = await masterIdentity(this.r);
+      if (this.master === null || now === this.master) {
+        this.master = now;
+        return;
+      }
+      this.ctx.log.warn({}, "Redis master changed (failover or restart): re-asserting this instance's requests in flight");
+      await this.recover();
+      this.master = now; // only once repaired: a recovery cut short by another outage runs again
+    })();
+    this.gate = gate.finally(() => { if (this.gate === guarded) this.gate = null; });
+    const guarded = this.gate;
+    return guarded;
+  }
+
+  /** Checks the epoch; when Redis lost its state, admissions wait while this instance re-asserts. */
+  async checkEpoch(): Promise<void> {
+    if (this.gate) return this.gate;
+    const cur = await this.r.get(this.k.epoch);
+    if (cur !== null && cur === this.epoch) return;
+    this.gate = this.recover().finally(() => { this.gate = null; });
+    return this.gate;
+  }
+
+  private async recover(): Promise<void> {
+    // Taken before anything awaits: no prune may judge these copies by the new stream's watermark.
+    this.keepLost(this.writes.unacked.take());
+    this.ctx.log.warn({}, "Redis lost its state: re-asserting this instance's requests in flight");
+    await this.r.set(this.k.epoch, randomToken(8), "NX");
+    this.epoch = await this.r.get(this.k.epoch);
+    this.writes.forgetKeys();
+    await this.stream.ensureGroup();
+    await this.r.hset(this.k.instances, this.ctx.instanceId, Date.now());
+    const byKey = this.writes.localByKeyMonth();
+    // Counters are rebuilt from Postgres below: what this instance holds for it goes there first
+    // (see LedgerWrites.flush()). Postgres unreachable: the rebuild fails too and the heartbeat tries again.
+    if (byKey.length) await this.queue.flushQueued();
+    for (const list of byKey) {
+      const { key, month } = list[0]!;
+      this.writes.registerKey(key.id);
+      await seed(this.ctx, key, month);
+      await this.r.gwReassert(counterKey(key.id, month), inflightKey(key.id), ttl(), ...reassertArgs(list));
+    }
+    // Postgres unreachable: the copies stay in `lost` and the heartbeat tries again.
+    await this.rewriteLost().catch((e) => this.ctx.log.warn({ err: e instanceof Error ? e.message : String(e) }, "rewriting lost usage records failed; retrying"));
+  }
+
+  /** True while streamed records Redis lost wait to be written. */
+  get hasLost(): boolean {
+    return this.lost !== null;
+  }
+
+  /**
+   * Writes the streamed records Redis lost before any drain committed them: those no Postgres row
+   * holds yet are settled again first (their settlement went to the counter Redis lost; the new
+   * counter, rebuilt from Postgres, cannot hold them yet), then written.
+   */
+  async rewriteLost(): Promise<void> {
+    // Claimed before the first await: a concurrent call, or copies a later restart adds, never
+    // meet this batch (it would be settled twice, or they dropped with it).
+    const lost = this.lost;
+    if (!lost) return;
+    this.lost = null;
+    const have = new Set<string>();
+    const keys = lost.records.map((r) => r.recordKey).filter((k): k is string => !!k);
+    try {
+      for (let i = 0; i < keys.length; i += 1000) {
+        const rows = await this.ctx.db.select({ k: usageRecords.recordKey }).from(usageRecords).where(inArray(usageRecords.recordKey, keys.slice(i, i + 1000)));
+        for (const r of rows) if (r.k) have.add(r.k);
+      }
+    } catch (e) {
+      this.keepLost(lost); // Postgres unreachable: the next heartbeat tries again
+      throw e;
+    }
+    const missing = lost.records.filter((r) => !r.recordKey || !have.has(r.recordKey));
+    if (!missing.length) return;
+    const calls = new Set(missing.map((r) => callOfRecord(r.recordKey ?? "")));
+    for (const s of lost.settles) this.writes.resettle(s.key, s.month, settlesOf(s.settles, calls));
+    await this.writes.flush();
+    for (const r of missing) this.queue.push(r);
+    await this.queue.flushQueued();
+    this.ctx.log.warn({ records: missing.length }, "Redis lost usage records no instance had drained: written from this instance's copies");
+  }
+
+  private keepLost(more: { records: UsageRow[]; settles: SentSettles[] }): void {
+    if (!more.records.length) return;
+    this.lost = this.lost ? { records: this.lost.records.concat(more.records), settles: this.lost.settles.concat(more.settles) } : more;
+  }
+
+  /** Drops the copies of batches the drain has committed (read before the epoch: see recover()). */
+  async pruneUnacked(): Promise<void> {
+    if (this.writes.unacked.size === 0) return;
+    const epoch = this.epoch;
+    const w = await drainedUpTo(this.r, this.k.stream, GROUP);
+    if (w === null || this.gate || this.epoch !== epoch || (await this.r.get(this.k.epoch)) !== epoch) return;
+    this.writes.unacked.prune(w);
+  }
+}

@@ -1,0 +1,179 @@
+// The durable in-flight ledger (CONTRACT §7: a request that reached an upstream has exactly one
+// usage record even if the gateway is SIGKILLed mid-request or Redis restarts empty). Redis mode
+// only; the embedded mode (one process, in-process KV) keeps usage in its in-memory queue, written
+// to PGlite every second and drained on SIGTERM (README "What survives what").
+//
+//   admission   the reservation script also writes `gw:{k:<key>}:inflight[<request id>]` (same
+//               round trip; keys without a budget get theirs in the per-turn batch: writes.ts);
+//   attempts    every finished attempt's usage record goes to the usage stream (writes.ts);
+//   settlement  removes the entry and applies real − reserved to the counter (writes.ts);
+//   draining    any instance moves the stream into Postgres (drain.ts);
+//   heartbeat   `instances[<instance>] = now` every second;
+//   reconciler  turns a dead instance's entries into `interrupted` records (reconcile.ts);
+//   epoch       Redis lost its state: admissions wait while this instance re-asserts (epoch.ts).
+import { resolve } from "node:path";
+import type { Base } from "../../../context.ts";
+import { intervalJob, type Job } from "../../../jobs/job.ts";
+import { sha256Hex } from "../../../lib/crypto.ts";
+import type { Cmds } from "../../../store/kv/redis.ts";
+import type { LedgerEntry } from "../../../store/kv/types.ts";
+import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
+import type { BudgetedKey } from "../counters.ts";
+import { StreamDrain } from "./drain.ts";
+import { Epoch } from "./epoch.ts";
+import { FactsCache } from "./facts.ts";
+import { Reconciler } from "./reconcile.ts";
+import type { FactsJson, LedgerKeys } from "./types.ts";
+import { LedgerWrites } from "./writes.ts";
+
+export type { EntryFacts, FactsJson } from "./types.ts";
+
+const HEARTBEAT_MS = 1000;
+/**
+ * A drain costs two Postgres statements and four Redis commands whatever it carries, and stops
+ * once the stream is caught up. (A slower drain once seemed to lose an outage's spend from a
+ * rebuilt counter; the cause was a rebuild reading Postgres before this instance's queued records
+ * reached it, fixed in LedgerWrites.flush() and Epoch.recover().)
+ */
+const DRAIN_MS = 200;
+
+export class Ledger {
+  readonly jobs: Job[];
+  /**
+   * The ledger's shared keys, named per deployment (the Postgres the records go to): gateways that
+   * share a Redis but not a database never drain or reconcile each other's records.
+   */
+  readonly k: LedgerKeys;
+  private writes: LedgerWrites;
+  private stream: StreamDrain;
+  private epoch: Epoch;
+  private reconciler: Reconciler;
+  private factsCache: FactsCache;
+  private ticks = 0;
+
+  constructor(private ctx: Base, private r: Cmds, private queue: UsageQueue) {
+    const db = ctx.config.DATABASE_URL ? ctx.config.DATABASE_URL.replace(/\/\/[^@/]*@/, "//") : `pglite:${resolve(ctx.config.DATA_DIR)}`;
+    const ns = `gw:d:${sha256Hex(db).slice(0, 12)}`;
+    this.k = { stream: `${ns}:usage`, instances: `${ns}:instances`, keyset: `${ns}:ledger-keys`, epoch: `${ns}:epoch`, lock: `${ns}:reconcile-lock` };
+    this.writes = new LedgerWrites(ctx, r, queue, this.k);
+    this.stream = new StreamDrain(ctx, r, queue, this.k);
+    this.epoch = new Epoch(ctx, r, queue, this.k, this.writes, this.stream);
+    this.reconciler = new Reconciler(ctx, r, this.k);
+    this.factsCache = new FactsCache(ctx.instanceId);
+    this.jobs = [
+      intervalJob(ctx, "ledger-heartbeat", HEARTBEAT_MS, () => this.heartbeat()),
+      intervalJob(ctx, "usage-stream-drain", DRAIN_MS, async () => {
+        if (!this.queue.isPaused()) await this.drain();
+      }),
+    ];
+  }
+
+  /** Set while re-asserting after a Redis restart: admissions wait for it. */
+  get gate(): Promise<void> | null {
+    return this.epoch.gate;
+  }
+
+  /** Rows this instance streamed that no drain has committed yet (its copies). */
+  get unackedRecords(): number {
+    return this.writes.unacked.size;
+  }
+
+  /** Gateway instances with a recent heartbeat (this one included), as of the last reconcile. */
+  get liveInstances(): number {
+    return this.reconciler.liveInstances;
+  }
+
+  /** The entry's facts (EntryFacts, in their stored form). */
+  facts(key: { id: string; accountId: string; lanes: Array<{ provider: string }> }, endpoint: string, model: string | null, month: string, requestId: string | null = null): FactsJson {
+    return this.factsCache.facts(key, endpoint, model, month, requestId);
+  }
+
+  admission(keyId: string, requestId: string, facts: FactsJson): LedgerEntry {
+    return this.writes.admission(keyId, requestId, facts);
+  }
+
+  admitted(key: BudgetedKey, requestId: string, month: string, facts: FactsJson, nano: number): void {
+    this.writes.admitted(key, requestId, month, facts, nano);
+  }
+
+  enter(key: BudgetedKey, requestId: string, month: string, facts: FactsJson, nano = 0): void {
+    this.writes.enter(key, requestId, month, facts, nano);
+  }
+
+  settle(key: BudgetedKey, requestId: string, month: string, reservedNano: number, actualNano: number): void {
+    this.writes.settle(key, requestId, month, reservedNano, actualNano);
+  }
+
+  record(row: UsageRow): void {
+    this.writes.record(row);
+  }
+
+  flush(): Promise<void> {
+    return this.writes.flush();
+  }
+
+  checkEpoch(): Promise<void> {
+    return this.epoch.checkEpoch();
+  }
+
+  instanceState(instance: string): Promise<"alive" | "dead" | "gone"> {
+    return this.reconciler.instanceState(instance);
+  }
+
+  drain(): Promise<number> {
+    return this.stream.drain();
+  }
+
+  async start(): Promise<void> {
+    // Back from an outage: settlements kept while Redis was away go out first, ahead of anything
+    // this instance sends on the new connection (one connection runs commands in order), so a
+    // counter Redis lost is rebuilt by them (leaving their records out of the rebuild) and not by
+    // a reader that would find their records already in Postgres and then get them added again.
+    this.r.on("ready", () => {
+      if (this.writes.pending) void this.writes.flush();
+      // Set before this turn ends: no admission on the new connection runs ahead of the check.
+      if (!this.epoch.gate) void this.epoch.checkMaster().catch(() => {});
+    });
+    await this.epoch.start();
+    await this.reconciler.beat();
+    for (const j of this.jobs) j.start();
+  }
+
+  private async heartbeat(): Promise<void> {
+    await this.reconciler.beat();
+    await this.epoch.checkEpoch();
+    await this.epoch.checkMaster();
+    if (this.epoch.hasLost) await this.epoch.rewriteLost();
+    if (this.ticks++ % 2 === 0) await this.reconcile();
+    // Pruning only frees memory: a failing XINFO must never cost a reconcile, and the copies
+    // simply wait for the next beat.
+    await this.epoch.pruneUnacked().catch(() => {});
+  }
+
+  /** Turns the in-flight entries of dead instances into `interrupted` records; one reconciler at a time. */
+  reconcile(): Promise<number> {
+    // Entries of instances not listed at all (lost with a Redis restart) are checked now and then.
+    return this.reconciler.reconcile(this.ticks % 30 === 1);
+  }
+
+  async stop(): Promise<void> {
+    for (const j of this.jobs) await j.stop();
+    await this.writes.flush().catch(() => {});
+    await this.drain().catch((e) => this.ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "usage stream drain at shutdown failed"));
+    await this.r.hdel(this.k.instances, this.ctx.instanceId).catch(() => {});
+  }
+}
+
+/** Starts the ledger in Redis mode (`ctx.services.ledger`; null embedded); its shutdown flushes and drains. */
+export async function startLedger(ctx: Base, queue: UsageQueue): Promise<Ledger | null> {
+  const kv = ctx.kv as { kind: string; client?: Cmds };
+  if (kv.kind !== "redis" || !kv.client) return null;
+  const ledger = new Ledger(ctx, kv.client, queue);
+  await ledger.start();
+  queue.setSource(async () => {
+    await ledger.flush();
+    await ledger.drain();
+  });
+  ctx.onShutdown(() => ledger.stop());
+  return ledger;
+}

@@ -1,0 +1,73 @@
+// Instances and their standing: every instance writes `instances[<id>] = now` each heartbeat; one
+// instance at a time (a lock) turns the in-flight entries of an instance silent for
+// INSTANCE_DEAD_AFTER_SECONDS into `interrupted` records at their reserved cost (which stays in
+// the counter) and removes them (CONTRACT §7).
+import type { Base } from "../../../context.ts";
+import { randomToken } from "../../../lib/crypto.ts";
+import type { Cmds } from "../../../store/kv/redis.ts";
+import { inflightKey, settledKey } from "../counters.ts";
+import { interruptedRow } from "./facts.ts";
+import type { LedgerKeys } from "./types.ts";
+import { parseEntry } from "./wire.ts";
+
+export class Reconciler {
+  /** Gateway instances with a recent heartbeat (this one included), as of the last reconcile. */
+  liveInstances = 1;
+
+  constructor(private ctx: Base, private r: Cmds, private k: LedgerKeys) {}
+
+  beat(): Promise<number> {
+    return this.r.hset(this.k.instances, this.ctx.instanceId, Date.now());
+  }
+
+  /**
+   * An instance's standing: `alive` (recent heartbeat: work it holds may still be running), `dead`
+   * (silent, its in-flight entries not yet reconciled) or `gone` (unlisted: reconciled, so its
+   * in-flight requests' records are on the usage stream).
+   */
+  async instanceState(instance: string): Promise<"alive" | "dead" | "gone"> {
+    const t = await this.r.hget(this.k.instances, instance);
+    if (t === null) return "gone";
+    return Date.now() - Number(t) <= this.ctx.config.INSTANCE_DEAD_AFTER_SECONDS * 1000 ? "alive" : "dead";
+  }
+
+  /**
+   * Turns the in-flight entries of dead instances into `interrupted` records; one reconciler at a
+   * time. `sweep`: also look at entries of instances not listed at all (lost with a Redis restart).
+   */
+  async reconcile(sweep: boolean): Promise<number> {
+    const me = this.ctx.instanceId;
+    const deadAfter = this.ctx.config.INSTANCE_DEAD_AFTER_SECONDS * 1000;
+    const now = Date.now();
+    const beats = await this.r.hgetall(this.k.instances);
+    const dead = Object.entries(beats).filter(([id, t]) => id !== me && now - Number(t) > deadAfter).map(([id]) => id);
+    this.liveInstances = Math.max(1, Object.keys(beats).length - dead.length);
+    if (!dead.length && !sweep) return 0;
+    const token = randomToken(6);
+    if ((await this.r.set(this.k.lock, token, "PX", 30_000, "NX")) !== "OK") return 0;
+    let n = 0;
+    try {
+      const deadSet = new Set(dead);
+      const minute = Math.floor(now / 60_000);
+      for (const keyId of await this.r.smembers(this.k.keyset)) {
+        const entries = await this.r.hgetall(inflightKey(keyId));
+        for (const [requestId, value] of Object.entries(entries)) {
+          const e = parseEntry(value);
+          if (!e) continue;
+          const f = e.facts;
+          const gone = deadSet.has(f.i) || (!(f.i in beats) && now - f.t > deadAfter);
+          if (!gone || f.i === me) continue;
+          // The record first: if this reconciler dies before the write-off, the next one writes it
+          // again and the unique index keeps one.
+          await this.r.xadd(this.k.stream, "*", "r", JSON.stringify([interruptedRow(keyId, requestId, f, e.nano, now)]));
+          n += await this.r.gwWriteOff(inflightKey(keyId), settledKey(keyId, minute), requestId);
+        }
+      }
+      if (dead.length) await this.r.hdel(this.k.instances, ...dead);
+    } finally {
+      if ((await this.r.get(this.k.lock)) === token) await this.r.del(this.k.lock);
+    }
+    if (n) this.ctx.log.warn({ interrupted: n, instances: dead }, "reconciled requests of gateway instances that died");
+    return n;
+  }
+}

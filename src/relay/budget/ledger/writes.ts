@@ -1,0 +1,172 @@
+// The ledger's writes (CONTRACT §7), batched off the hot path: the in-flight entries of keys
+// without a budget, every settlement and every finished attempt's usage record of one event-loop
+// turn go out as one LEDGER script call per routing key and month plus one XADD, not per request.
+// (A budgeted key's entry rides on its reservation's own script call: admission().)
+//
+//   settlement  removes the entry and applies real − reserved to the counter, idempotent by
+//               request id (markers kept two minutes); a settlement whose entry is gone adds its
+//               full cost;
+//   records     go to the usage stream; this instance keeps a copy of each batch until a drain has
+//               committed it (unacked.ts), so a Redis restart without persistence loses no record.
+import type { Base } from "../../../context.ts";
+import type { Cmds } from "../../../store/kv/redis.ts";
+import type { LedgerEntry } from "../../../store/kv/types.ts";
+import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
+import { counterKey, inflightKey, seed, settledKey, ttl, type BudgetedKey } from "../counters.ts";
+import { UnackedRecords } from "./unacked.ts";
+import type { FactsJson, LedgerKeys, LocalEntry, SentSettles, Settlement, WriteGroup } from "./types.ts";
+import { packEntries, packSettles } from "./wire.ts";
+
+const RETRY_MS = 1000;
+
+export class LedgerWrites {
+  /** This instance's requests in flight (re-asserted after Redis loses its state). */
+  readonly local = new Map<string, LocalEntry>();
+  private knownKeys = new Set<string>();
+  private groups = new Map<string, WriteGroup>();
+  private records: UsageRow[] = [];
+  private scheduled = false;
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Copies of the records this instance streamed that no drain has committed yet. */
+  readonly unacked = new UnackedRecords((rows) => this.ctx.log.error({ rows }, "usage stream not drained for long: dropped this instance's oldest copies of streamed records"));
+
+  constructor(private ctx: Base, private r: Cmds, private queue: UsageQueue, private k: LedgerKeys) {}
+
+  /** True while writes wait for the next flush. */
+  get pending(): boolean {
+    return this.groups.size > 0;
+  }
+
+  registerKey(keyId: string): void {
+    if (this.knownKeys.has(keyId)) return;
+    this.knownKeys.add(keyId);
+    // Sent before the entry (same pipeline), so the reconciler can always find the key's ledger.
+    this.r.sadd(this.k.keyset, keyId).catch(() => this.knownKeys.delete(keyId));
+  }
+
+  /** Redis lost its state: every key is registered again with its next write. */
+  forgetKeys(): void {
+    this.knownKeys.clear();
+  }
+
+  /** The entry a budgeted reservation writes in its own script call (the grant is appended there). */
+  admission(keyId: string, requestId: string, facts: FactsJson): LedgerEntry {
+    this.registerKey(keyId);
+    return { ledger: inflightKey(keyId), id: requestId, value: facts };
+  }
+
+  admitted(key: BudgetedKey, requestId: string, month: string, facts: FactsJson, nano: number): void {
+    this.local.set(requestId, { id: requestId, key, month, facts, nano });
+  }
+
+  /** An entry without a reservation (keys without a budget; /blitz prompt shares): batched per turn. */
+  enter(key: BudgetedKey, requestId: string, month: string, facts: FactsJson, nano = 0): void {
+    this.registerKey(key.id);
+    const e: LocalEntry = { id: requestId, key, month, facts, nano };
+    this.local.set(requestId, e);
+    this.group(key, month).enters.push(e);
+    this.schedule();
+  }
+
+  settle(key: BudgetedKey, requestId: string, month: string, reservedNano: number, actualNano: number): void {
+    this.local.delete(requestId);
+    this.group(key, month).settles.push({ id: requestId, actual: actualNano, reserved: reservedNano });
+    this.schedule();
+  }
+
+  /** Settlements sent again (after Redis lost them with its state), with the next flush. */
+  resettle(key: BudgetedKey, month: string, settles: readonly Settlement[]): void {
+    if (settles.length) this.group(key, month).settles.push(...settles);
+  }
+
+  record(row: UsageRow): void {
+    this.records.push(row);
+    this.schedule();
+  }
+
+  /** This instance's entries in flight, by key and month. */
+  localByKeyMonth(): LocalEntry[][] {
+    const byKey = new Map<string, LocalEntry[]>();
+    for (const l of this.local.values()) {
+      const k = `${l.key.id}|${l.month}`;
+      let list = byKey.get(k);
+      if (!list) byKey.set(k, (list = []));
+      list.push(l);
+    }
+    return [...byKey.values()];
+  }
+
+  private group(key: BudgetedKey, month: string): WriteGroup {
+    const id = `${key.id}|${month}`;
+    let g = this.groups.get(id);
+    if (!g) this.groups.set(id, (g = { key, month, enters: [], settles: [] }));
+    return g;
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => void this.flush());
+  }
+
+  private requeue(g: WriteGroup): void {
+    const into = this.group(g.key, g.month);
+    into.enters = g.enters.concat(into.enters);
+    into.settles = g.settles.concat(into.settles);
+    this.retryTimer ??= setTimeout(() => {
+      this.retryTimer = null;
+      void this.flush();
+    }, RETRY_MS);
+  }
+
+  /** Sends this turn's writes: one XADD of the usage records, one LEDGER call per key and month. */
+  async flush(): Promise<void> {
+    this.scheduled = false;
+    const groups = this.groups;
+    const records = this.records;
+    this.groups = new Map();
+    this.records = [];
+    const log = (what: string) => (e: unknown) => this.ctx.log.warn({ err: e instanceof Error ? e.message : String(e) }, what);
+    const jobs: Promise<unknown>[] = [];
+    if (records.length) {
+      const settles: SentSettles[] = [];
+      for (const g of groups.values()) if (g.settles.length) settles.push({ key: g.key, month: g.month, settles: g.settles });
+      jobs.push(this.r.xadd(this.k.stream, "*", "r", JSON.stringify(records)).then((id) => {
+        if (id) this.unacked.keep(id, records, settles);
+      }, (e) => {
+        // Redis cannot take them: the records go straight to the Postgres queue (a later
+        // redelivery of the same records is a no-op there).
+        log("usage stream unavailable; records queued for Postgres directly")(e);
+        for (const row of records) this.queue.push(row);
+      }));
+    }
+    const minute = Math.floor(Date.now() / 60_000);
+    for (const g of groups.values()) {
+      const id = g.key.id;
+      jobs.push(this.r.gwLedger(counterKey(id, g.month), inflightKey(id), settledKey(id, minute), settledKey(id, minute - 1), ttl(), packEntries(g.enters), packSettles(g.settles))
+        .then(async (full) => {
+          if (full <= 0) return;
+          // The counter was missing (first use this month, or Redis lost it): rebuild, then add.
+          // The rebuild leaves out this group's own records, which the usage stream may have
+          // written to Postgres meanwhile, so they are not counted twice. Records this instance
+          // still holds for Postgres (queued straight there while Redis was away) are written
+          // first: their settlements went to the counter Redis lost, so a rebuild that ran
+          // before they land would leave them out for good.
+          await this.queue.flushQueued();
+          await seed(this.ctx, g.key, g.month, g.settles.map((s) => s.id));
+          await this.r.incrby(counterKey(id, g.month), full);
+        })
+        .catch((e) => {
+          // The script itself is broken: the same call would fail again, so it is not retried.
+          // Anything else (connection, timeout, LOADING after a restart) is retried.
+          if (e instanceof Error && e.name === "ReplyError" && /Error (compiling|running) script/.test(e.message)) {
+            this.ctx.log.error({ keyId: id, err: e.message }, "ledger write refused by Redis: dropped");
+            return;
+          }
+          log("ledger write failed; retrying")(e);
+          this.requeue(g);
+        }));
+    }
+    await Promise.all(jobs);
+  }
+}
