@@ -4,11 +4,12 @@
 // hold their response headers back (latency_ms), so the silence is before the upstream's first byte.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
-import { addCredential, addRoutingKey, chatBody, dataLines, lane } from "../relay/fixtures.ts";
+import { addRoutingKey, chatBody, dataLines, lane } from "../relay/fixtures.ts";
 
 let gw: TestGateway;
 let A: MockUpstream, B: MockUpstream;
@@ -16,23 +17,19 @@ let key: { raw: string };
 /** A fresh key with a budget per test: its month spend shows the reservation and the settlement alone. */
 let budgetedKey: () => Promise<{ raw: string }>;
 
+let w: RelayWorld<"openai" | "groq">;
 beforeAll(async () => {
-  [A, B] = await Promise.all([startMockOpenAI(), startMockOpenAI()]);
-  gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_GROQ_BASE_URL: B.url, KEEPALIVE_MS: "100" });
-  const acct = await createAccount(gw);
-  const a = await addCredential(gw, acct.id, "openai");
-  const b = await addCredential(gw, acct.id, "groq");
-  key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", a.id), lane("groq", b.id)] });
-  budgetedKey = () => addRoutingKey(gw, acct.id, { lanes: [lane("openai", a.id), lane("groq", b.id)], monthlyBudgetUsd: 50 });
+  w = await startRelayWorld({ providers: ["openai", "groq"], env: { KEEPALIVE_MS: "100" } });
+  ({ gw, up: { openai: A, groq: B } } = w);
+  const [a, b] = [w.cred.openai, w.cred.groq];
+  key = await addRoutingKey(gw, w.acct.id, { lanes: [lane("openai", a.id), lane("groq", b.id)] });
+  budgetedKey = () => addRoutingKey(gw, w.acct.id, { lanes: [lane("openai", a.id), lane("groq", b.id)], monthlyBudgetUsd: 50 });
 }, 60_000);
 afterEach(() => {
   A.setDefault({});
   B.setDefault({});
 }, 60_000);
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([A?.stop(), B?.stop()]);
-}, 60_000);
+afterAll(() => w?.stop(), 60_000);
 
 async function usageRows(requestId: string) {
   await (gw.ctx.services.usageQueue as UsageQueue).flush();

@@ -3,24 +3,22 @@
 // real model ids only, never the pricing catalog's patterns or fragments.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { addCredential, addRoutingKey, lane } from "../relay/fixtures.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
+import { addRoutingKey, lane } from "../relay/fixtures.ts";
 import { isRealModelId } from "../../src/relay/models.ts";
 
 let gw: TestGateway;
 let A: MockUpstream;
 let key: { raw: string };
+let w: RelayWorld<"openai">;
 beforeAll(async () => {
-  A = await startMockOpenAI();
-  gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url });
-  const acct = await createAccount(gw);
-  key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", (await addCredential(gw, acct.id, "openai")).id, { model: "gpt-4o-mini" })] });
+  w = await startRelayWorld({ providers: ["openai"] });
+  ({ gw, up: { openai: A } } = w);
+  key = await addRoutingKey(gw, w.acct.id, { lanes: [lane("openai", w.cred.openai.id, { model: "gpt-4o-mini" })] });
 }, 60_000);
-afterAll(async () => {
-  await gw?.stop();
-  await A?.stop();
-}, 60_000);
+afterAll(() => w?.stop(), 60_000);
 
 describe(`CONTRACT §8: GET /v1/models/{id} and real ids only (${storesLabel})`, () => {
   test("the official openai SDK's models.retrieve gets the model object for a model the key serves", async () => {

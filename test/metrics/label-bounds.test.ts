@@ -5,9 +5,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Writable } from "node:stream";
 import { createLogger } from "../../src/logger.ts";
 import { ENDPOINTS, ERROR_CODES, errorCodeLabel, OUTCOMES, providerLabel, statusLabel } from "../../src/metrics/label-sets.ts";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
+import { addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
 import { sample } from "./scrape.ts";
 
 describe("label sets", () => {
@@ -33,17 +34,13 @@ describe(`upstream-controlled error codes on /metrics (${storesLabel})`, () => {
   let up: MockUpstream;
   let rawKey: string;
 
+  let w: RelayWorld<"openai">;
   beforeAll(async () => {
-    up = await startMockOpenAI();
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: up.url });
-    const acct = await createAccount(gw);
-    const cred = await addCredential(gw, acct.id, "openai");
-    rawKey = (await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id), lane("openai", cred.id)] })).raw;
+    w = await startRelayWorld({ providers: ["openai"] });
+    ({ gw, up: { openai: up } } = w);
+    rawKey = (await addRoutingKey(gw, w.acct.id, { lanes: [lane("openai", w.cred.openai.id), lane("openai", w.cred.openai.id)] })).raw;
   }, 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await up?.stop();
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   test("an upstream answering 500 with a new error.code each time adds no series: the code is `other`, counts still add up", async () => {
     const before = (await (await gw.req("/metrics")).text()).split("\n").length;

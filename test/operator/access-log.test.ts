@@ -2,9 +2,10 @@
 // request X"; the request id travels in x-request-id both ways; routine lane failures are
 // warnings without stacks; ACCESS_LOG=false turns the lines off.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
+import { addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
 
 function accessLines(gw: TestGateway): Array<Record<string, any>> {
   return gw.logs.flatMap((chunk) => chunk.split("\n")).filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.log === "access");
@@ -28,17 +29,13 @@ describe(`access log (${storesLabel})`, () => {
   let A: MockUpstream, B: MockUpstream;
   let key: { raw: string };
 
+  let w: RelayWorld<"openai" | "groq">;
   beforeAll(async () => {
-    [A, B] = await Promise.all([startMockOpenAI(), startMockOpenAI()]);
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_GROQ_BASE_URL: B.url });
-    const acct = await createAccount(gw);
-    const [ca, cb] = [await addCredential(gw, acct.id, "openai"), await addCredential(gw, acct.id, "groq")];
-    key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", ca.id), lane("groq", cb.id)] });
+    w = await startRelayWorld({ providers: ["openai", "groq"] });
+    ({ gw, up: { openai: A, groq: B } } = w);
+    key = await addRoutingKey(gw, w.acct.id, { lanes: [lane("openai", w.cred.openai.id), lane("groq", w.cred.groq.id)] });
   }, 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await Promise.all([A, B].map((m) => m?.stop()));
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   test("a request that fell over: its line names both lanes, the one that served, the outcome, tokens and cost", async () => {
     A.setDefault({ status: 503 });

@@ -6,15 +6,16 @@
 // generated before the disconnect (MockUpstream.bills, MockAnthropic.bills).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { startMockAnthropic, type MockAnthropic } from "../mocks/anthropic-upstream.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
+import type { MockAnthropic } from "../mocks/anthropic-upstream.ts";
 import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { costUsd } from "../../src/relay/pricing.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
 const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).join(" ");
 
@@ -26,19 +27,12 @@ describe(`abandoned requests are charged (${storesLabel})`, () => {
   let openai: { id: string };
   let anthropic: { id: string };
 
+  let w: RelayWorld<"openai" | "anthropic">;
   beforeAll(async () => {
-    A = await startMockOpenAI();
-    M = await startMockAnthropic();
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_ANTHROPIC_BASE_URL: M.url, UPSTREAM_TIMEOUT_SECONDS: "1" });
-    acct = await createAccount(gw);
-    openai = await addCredential(gw, acct.id, "openai");
-    anthropic = await addCredential(gw, acct.id, "anthropic", M.apiKey);
+    w = await startRelayWorld({ providers: ["openai", "anthropic"], env: { UPSTREAM_TIMEOUT_SECONDS: "1" } });
+    ({ gw, acct, up: { openai: A, anthropic: M }, cred: { openai, anthropic } } = w);
   }, 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await A?.stop();
-    await M?.stop();
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   async function key(provider = "openai") {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane(provider, provider === "openai" ? openai.id : anthropic.id)], monthlyBudgetUsd: 100 });

@@ -2,8 +2,9 @@
 // HTTP: gateway → mock OpenAI upstream.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { addToken, createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { addToken, createAccount, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { accounts } from "../../src/store/db/schema/index.ts";
 import { addCredential, addRoutingKey, chatBody, lane, revokeKey } from "./fixtures.ts";
 
@@ -13,17 +14,13 @@ describe(`inference auth and validation (${storesLabel})`, () => {
   let acct: { id: string; token: string };
   let key: { id: string; raw: string; hash: string };
 
+  let w: RelayWorld<"openai">;
   beforeAll(async () => {
-    mock = await startMockOpenAI();
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: mock.url, MAX_REQUEST_BYTES: "4096" });
-    acct = await createAccount(gw);
-    const cred = await addCredential(gw, acct.id, "openai");
-    key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+    w = await startRelayWorld({ providers: ["openai"], env: { MAX_REQUEST_BYTES: "4096" } });
+    ({ gw, acct, up: { openai: mock } } = w);
+    key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", w.cred.openai.id)] });
   }, 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await mock?.stop();
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   test("no key answers 401 signup_required", async () => {
     for (const path of ["/v1/chat/completions", "/v1/responses"]) {

@@ -5,8 +5,9 @@
 // is priced at the operator's fallback and the record says so.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateRequest } from "../../src/relay/budget/estimate.ts";
@@ -14,7 +15,7 @@ import { catalogMaxOutput, MIN_USEFUL_OUTPUT_TOKENS, withOutputLimit } from "../
 import { unitPrices } from "../../src/relay/pricing.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
 const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
 
@@ -38,17 +39,13 @@ describe(`budget as a ceiling (${storesLabel})`, () => {
   let acct: { id: string; token: string };
   let cred: { id: string };
 
+  let w: RelayWorld<"openai">;
   beforeAll(async () => {
-    A = await startMockOpenAI();
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: "100", UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: "400" });
-    acct = await createAccount(gw);
-    cred = await addCredential(gw, acct.id, "openai");
+    w = await startRelayWorld({ providers: ["openai"], env: { UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: "100", UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: "400" } });
+    ({ gw, acct, up: { openai: A }, cred: { openai: cred } } = w);
   }, 60_000);
   afterEach(() => A.setDefault({}), 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await A?.stop();
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   async function key(usd: number, model: string | null = null) {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id, { model })], monthlyBudgetUsd: usd });

@@ -4,8 +4,9 @@
 // flight; seat traffic is left out while budget_excludes_seats.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { eq, inArray } from "drizzle-orm";
-import { createAccount, REAL_STORES, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { REAL_STORES, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { estimateCostUsd } from "../../src/relay/pipeline.ts";
 import { costUsd } from "../../src/relay/pricing.ts";
@@ -13,7 +14,7 @@ import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { connectSub, createKey, startSubWorld, type SubWorld } from "../lanes/helpers.ts";
 import { spawnGateway } from "./child-gateway.ts";
-import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
 const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
 
@@ -23,17 +24,13 @@ describe(`budgets (${storesLabel})`, () => {
   let acct: { id: string; token: string };
   let cred: { id: string };
 
+  let w: RelayWorld<"openai">;
   beforeAll(async () => {
-    A = await startMockOpenAI();
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url });
-    acct = await createAccount(gw);
-    cred = await addCredential(gw, acct.id, "openai");
+    w = await startRelayWorld({ providers: ["openai"] });
+    ({ gw, acct, up: { openai: A }, cred: { openai: cred } } = w);
   }, 60_000);
   afterEach(() => A.setDefault({}), 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await A?.stop();
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   async function keyWithBudget(usd: number) {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: usd });

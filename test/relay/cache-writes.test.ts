@@ -5,12 +5,13 @@
 // keep their own prices.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockAnthropic, type MockAnthropic } from "../mocks/anthropic-upstream.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockAnthropic } from "../mocks/anthropic-upstream.ts";
 import { costUsd, priceUsd } from "../../src/relay/pricing.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
+import { addRoutingKey, lane } from "./fixtures.ts";
 
 // claude-haiku-4-5 in the catalog: $1/M input, $1.25/M 5-minute write, $2/M 1-hour write, $0.10/M read, $5/M output.
 const USAGE = {
@@ -44,19 +45,15 @@ describe(`cache writes priced by TTL through the gateway (${storesLabel})`, () =
   let raw: string;
   let keyId: string;
 
+  let w: RelayWorld<"anthropic">;
   beforeAll(async () => {
-    M = await startMockAnthropic();
-    gw = await startTestGateway({ PROVIDER_ANTHROPIC_BASE_URL: M.url });
-    const acct = await createAccount(gw);
-    const cred = await addCredential(gw, acct.id, "anthropic", M.apiKey);
-    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("anthropic", cred.id)], monthlyBudgetUsd: 10 });
+    w = await startRelayWorld({ providers: ["anthropic"] });
+    ({ gw, up: { anthropic: M } } = w);
+    const k = await addRoutingKey(gw, w.acct.id, { lanes: [lane("anthropic", w.cred.anthropic.id)], monthlyBudgetUsd: 10 });
     raw = k.raw;
     keyId = k.id;
   }, 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await M?.stop();
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   const message = (id: string) => ({
     id, type: "message", role: "assistant", model: "claude-haiku-4-5",

@@ -4,20 +4,11 @@ import { eq } from "drizzle-orm";
 import type { Gateway } from "../../src/gateway.ts";
 import { randomToken, sha256Hex } from "../../src/lib/crypto.ts";
 import { newId } from "../../src/lib/ids.ts";
-import { credentials, routingKeys, type LaneRow } from "../../src/store/db/schema/index.ts";
+import { routingKeys, type LaneRow } from "../../src/store/db/schema/index.ts";
 import { publishInvalidation } from "../../src/store/invalidation.ts";
-import { createAccount, startTestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI } from "../mocks/openai-upstream.ts";
+import { addCredential, startRelayWorld } from "../helpers/relay-world.ts";
 
-export async function addCredential(gw: Gateway, accountId: string, provider: string, apiKey = `sk-test-${randomToken(24)}`) {
-  const id = newId("cred");
-  await gw.ctx.db.insert(credentials).values({
-    id, accountId, provider, label: provider,
-    keyCiphertext: gw.ctx.secrets.seal(apiKey, `credentials:${id}`),
-    keyFingerprint: apiKey.slice(-4),
-  });
-  return { id, apiKey };
-}
+export { addCredential };
 
 export function lane(provider: string, credentialId: string | null, extra: Partial<LaneRow> = {}): LaneRow {
   return {
@@ -91,10 +82,6 @@ export function dataLines(sse: string): string[] {
 
 /** Two mock upstreams, a gateway whose openai lanes go to A and groq lanes to B, an account, and a saved key for each. */
 export async function startOpenAIGroqWorld() {
-  const [A, B] = await Promise.all([startMockOpenAI(), startMockOpenAI()]);
-  const gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_GROQ_BASE_URL: B.url });
-  const acct = await createAccount(gw);
-  const credA = await addCredential(gw, acct.id, "openai");
-  const credB = await addCredential(gw, acct.id, "groq");
-  return { gw, A, B, acct, credA, credB };
+  const w = await startRelayWorld({ providers: ["openai", "groq"] });
+  return { gw: w.gw, A: w.up.openai, B: w.up.groq, acct: w.acct, credA: w.cred.openai, credB: w.cred.groq, stop: w.stop };
 }

@@ -6,7 +6,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { eq } from "drizzle-orm";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, REAL_STORES, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, dataLines, lane } from "./fixtures.ts";
 
 const CACHE = { ttl_seconds: 300, shared: false };
@@ -20,17 +21,13 @@ describe(`response cache (${storesLabel})`, () => {
   let acct: { id: string; token: string };
   let cred: { id: string };
 
+  let w: RelayWorld<"openai">;
   beforeAll(async () => {
-    A = await startMockOpenAI();
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url });
-    acct = await createAccount(gw);
-    cred = await addCredential(gw, acct.id, "openai");
+    w = await startRelayWorld({ providers: ["openai"] });
+    ({ gw, acct, up: { openai: A }, cred: { openai: cred } } = w);
   }, 60_000);
   afterEach(() => A.setDefault({}), 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await A?.stop();
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   const key = (opts: { cache?: typeof CACHE | null; account?: { id: string }; credential?: { id: string }; budget?: number; rpm?: number } = {}) =>
     addRoutingKey(gw, (opts.account ?? acct).id, {

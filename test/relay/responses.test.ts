@@ -2,28 +2,26 @@
 // (`openai`), translated through the chat pivot on a chat-only lane; usage read either way.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
-import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
+import { addRoutingKey, lane } from "./fixtures.ts";
 
 describe(`responses endpoint (${storesLabel})`, () => {
   let gw: TestGateway;
   let A: MockUpstream, B: MockUpstream;
   let openaiKey: { raw: string }, groqKey: { raw: string };
 
+  let w: RelayWorld<"openai" | "groq">;
   beforeAll(async () => {
-    [A, B] = await Promise.all([startMockOpenAI(), startMockOpenAI()]);
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_GROQ_BASE_URL: B.url });
-    const acct = await createAccount(gw);
-    openaiKey = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", (await addCredential(gw, acct.id, "openai")).id)] });
-    groqKey = await addRoutingKey(gw, acct.id, { lanes: [lane("groq", (await addCredential(gw, acct.id, "groq")).id, { model: "llama-3.3-70b-versatile" })] });
+    w = await startRelayWorld({ providers: ["openai", "groq"] });
+    ({ gw, up: { openai: A, groq: B } } = w);
+    openaiKey = await addRoutingKey(gw, w.acct.id, { lanes: [lane("openai", w.cred.openai.id)] });
+    groqKey = await addRoutingKey(gw, w.acct.id, { lanes: [lane("groq", w.cred.groq.id, { model: "llama-3.3-70b-versatile" })] });
   }, 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await Promise.all([A?.stop(), B?.stop()]);
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   const direct = (body: unknown) =>
     fetch(`${A.url}/responses`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });

@@ -3,11 +3,12 @@
 // the upstream. Gateway → mock OpenAI upstream over real HTTP.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
-import { addCredential, addRoutingKey, chatBody, dataLines, lane } from "./fixtures.ts";
+import { addRoutingKey, chatBody, dataLines, lane } from "./fixtures.ts";
 
 describe(`streaming (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -15,23 +16,19 @@ describe(`streaming (${storesLabel})`, () => {
   let key: { raw: string };
   let soloKey: { raw: string };
 
+  let w: RelayWorld<"openai" | "groq">;
   beforeAll(async () => {
-    [A, B] = await Promise.all([startMockOpenAI(), startMockOpenAI()]);
-    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, PROVIDER_GROQ_BASE_URL: B.url, KEEPALIVE_MS: "100", UPSTREAM_TIMEOUT_SECONDS: "1" });
-    const acct = await createAccount(gw);
-    const a = await addCredential(gw, acct.id, "openai");
-    const b = await addCredential(gw, acct.id, "groq");
-    key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", a.id), lane("groq", b.id)] });
-    soloKey = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", a.id)] });
+    w = await startRelayWorld({ providers: ["openai", "groq"], env: { KEEPALIVE_MS: "100", UPSTREAM_TIMEOUT_SECONDS: "1" } });
+    ({ gw, up: { openai: A, groq: B } } = w);
+    const [a, b] = [w.cred.openai, w.cred.groq];
+    key = await addRoutingKey(gw, w.acct.id, { lanes: [lane("openai", a.id), lane("groq", b.id)] });
+    soloKey = await addRoutingKey(gw, w.acct.id, { lanes: [lane("openai", a.id)] });
   }, 60_000);
   afterEach(() => {
     A.setDefault({});
     B.setDefault({});
   }, 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await Promise.all([A?.stop(), B?.stop()]);
-  }, 60_000);
+  afterAll(() => w?.stop(), 60_000);
 
   const direct = (body: unknown) =>
     fetch(`${A.url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
