@@ -15,6 +15,7 @@ import { createAccount, startTestGateway, storesLabel, type TestGateway } from "
 import { startPrivateCluster, type PrivateCluster } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
+import { BullJobQueue } from "../../src/relay/blitz/jobs/bullmq-queue.ts";
 
 const HAVE = Boolean(Bun.which("redis-server") && Bun.which("redis-cli"));
 const label = HAVE ? storesLabel : "SKIPPED: redis-server or redis-cli is missing (apt-get install redis-server)";
@@ -129,6 +130,36 @@ describe.if(HAVE)(`REDIS_CLUSTER_NODES: a three-master Redis Cluster (${label})`
     t.disconnect();
     expect((await errorstats()).match(/errorstat_MOVED:count=(\d+)/g)?.join() ?? "").not.toBe(movedBefore); // a MOVED was answered, and followed
   }, 30_000);
+
+  // The job queue is shared only over a shared database: with the embedded one it stays in process.
+  test.if(Boolean(process.env.DATABASE_URL))("CONTRACT §2 + §8: /blitz jobs run on BullMQ in the Cluster (REDIS_CLUSTER_NODES, not REDIS_URL); every queue key carries the {gw-blitz} hash tag, so BullMQ's scripts never cross slots", async () => {
+    expect(gw.ctx.services.blitzJobs.queue).toBeInstanceOf(BullJobQueue);
+    const acct = await createAccount(gw);
+    const cred = await addCredential(gw, acct.id, "openai");
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 5 });
+    const r = await gw.call("/blitz/jobs", { token: k.raw, body: { model: "gpt-4o-mini", prompts: Array.from({ length: 40 }, (_, i) => `cluster job ${i}`) } });
+    expect(r.status).toBe(202);
+    let job = r.body;
+    for (let i = 0; i < 600 && job.progress.remaining > 0; i++) {
+      await Bun.sleep(100);
+      job = (await gw.call(`/blitz/jobs/${r.body.id}?limit=1`, { token: k.raw })).body;
+    }
+    expect([job.status, job.progress.succeeded]).toEqual(["completed", 40]);
+    // BullMQ's keys: all in the hash tag's slot, on its one owner.
+    const c = node(cluster.ports[0]!);
+    const slot = Number(await c.call("CLUSTER", "KEYSLOT", "{gw-blitz}"));
+    c.disconnect();
+    const owner = await ownerOf(slot);
+    for (const p of cluster.ports) {
+      const n = node(p);
+      const keys = await n.keys("*gw-blitz*");
+      n.disconnect();
+      if (p === owner) expect(keys.length).toBeGreaterThan(0);
+      else expect(keys).toEqual([]);
+      for (const key of keys) expect(key.startsWith("{gw-blitz}:")).toBe(true);
+    }
+    expect(await errorstats()).not.toContain("CROSSSLOT");
+  }, 90_000);
 
   test("pub/sub (cache invalidation) reaches a subscriber connected through another node", async () => {
     const seeds = (i: number) => ({ mode: "cluster" as const, nodes: [{ host: "127.0.0.1", port: cluster.ports[i]! }] });

@@ -11,6 +11,7 @@ import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
+import { BullJobQueue } from "../../src/relay/blitz/jobs/bullmq-queue.ts";
 import { SENTINEL_MASTER, startPrivateSentinelRedis, type PrivateSentinelRedis } from "../helpers/private-sentinel.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
@@ -50,6 +51,22 @@ describe.if(HAVE)(`Redis Sentinel failover under load (${label})`, () => {
     await mock?.stop();
     await sentinel?.stop();
   }, 60_000);
+
+  // The job queue is shared only over a shared database: with the embedded one it stays in process.
+  test.if(Boolean(process.env.DATABASE_URL))("CONTRACT §2 + §8: /blitz jobs run on BullMQ through the Sentinels' master (REDIS_SENTINELS, not REDIS_URL)", async () => {
+    expect(gw.ctx.services.blitzJobs.queue).toBeInstanceOf(BullJobQueue);
+    const acct = await createAccount(gw);
+    const cred = await addCredential(gw, acct.id, "openai");
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+    const r = await gw.call("/blitz/jobs", { token: k.raw, body: { model: "gpt-4o-mini", prompts: Array.from({ length: 20 }, (_, i) => `sentinel job ${i}`) } });
+    expect(r.status).toBe(202);
+    let job = r.body;
+    for (let i = 0; i < 600 && job.progress.remaining > 0; i++) {
+      await Bun.sleep(100);
+      job = (await gw.call(`/blitz/jobs/${r.body.id}?limit=1`, { token: k.raw })).body;
+    }
+    expect([job.status, job.progress.succeeded]).toEqual(["completed", 20]);
+  }, 90_000);
 
   test("CONTRACT §2 + §7: a killed master: budgeted requests answer 503 budget_unavailable fast while no master answers, /readyz says not ready, service resumes after the promotion, the ceiling holds and every upstream call has one usage record", async () => {
     const acct = await createAccount(gw);

@@ -20,7 +20,11 @@ const retry = (attempt: number) => Math.min(50 * attempt, 500);
  */
 const reconnectOnError = (err: Error) => (/^READONLY\b/.test(err.message) ? 1 : false);
 
-/** `commands`: the money path's connection. `subscriber`: pub/sub, which waits for a connection rather than failing. */
+/**
+ * `commands`: the money path's connection. `subscriber`: pub/sub, which waits for a connection
+ * rather than failing; the /blitz job queue's BullMQ connections take the same options (BullMQ
+ * needs `maxRetriesPerRequest: null` and an offline queue for its blocking commands).
+ */
 export type Role = "commands" | "subscriber";
 
 function nodeOptions(role: Role): RedisOptions {

@@ -4,16 +4,22 @@
 // back after BLITZ_JOB_LOCK_MS and the item handler decides between a rerun and `interrupted`
 // (runner.ts). An item that stalls a second time fails in BullMQ and is reported by `onLost`.
 import { DelayedError, Queue, Worker, type Job } from "bullmq";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import type { RedisTarget } from "../../../config.ts";
+import { connectRedis } from "../../../store/kv/connect.ts";
 import { createHash } from "node:crypto";
 import type { ItemHandler, ItemRef, JobQueue } from "./queue.ts";
 
-/** Braces keep every key of the queue in one Redis Cluster slot. */
+/**
+ * Braces keep every key of the queue in one Redis Cluster slot: BullMQ's scripts touch several of
+ * a queue's keys at once, which a Cluster allows only within one slot.
+ */
 const PREFIX = "{gw-blitz}";
 const ADD_CHUNK = 1000;
 
 export interface BullOptions {
-  redisUrl: string;
+  /** The gateway's own Redis setting: a URL, Sentinels or Cluster nodes (CONTRACT §2). */
+  target: RedisTarget;
   /**
    * Names the database the jobs live in: instances share a queue only when they share the
    * database its items refer to (gateways over other databases may share the Redis).
@@ -40,7 +46,7 @@ export class BullJobQueue implements JobQueue {
 
   constructor(private readonly o: BullOptions) {
     // BullMQ's blocking commands need maxRetriesPerRequest: null on its connections.
-    this.conn = new Redis(o.redisUrl, { maxRetriesPerRequest: null });
+    this.conn = connectRedis(o.target, "subscriber");
     this.conn.on("error", (e) => o.onError(e, null));
     this.name = `blitz-items-${createHash("sha256").update(o.database).digest("hex").slice(0, 16)}`;
     this.queue = new Queue(this.name, { connection: this.conn, prefix: PREFIX });
@@ -71,7 +77,7 @@ export class BullJobQueue implements JobQueue {
         throw new DelayedError();
       }
     }, {
-      connection: (this.workerConn = new Redis(this.o.redisUrl, { maxRetriesPerRequest: null }).on("error", (e) => this.o.onError(e, null))),
+      connection: (this.workerConn = connectRedis(this.o.target, "subscriber").on("error", (e) => this.o.onError(e, null))),
       prefix: PREFIX,
       concurrency: this.o.concurrency,
       lockDuration: this.o.lockMs,

@@ -27,8 +27,8 @@ export function createBlitzJobs(base: Base): BlitzJobs {
     }).catch((e) => log(e, item));
   };
   // Shared only when the jobs' database is shared too (an embedded database belongs to one process).
-  const queue = base.config.REDIS_URL && base.config.DATABASE_URL
-    ? new BullJobQueue({ redisUrl: base.config.REDIS_URL, database: databaseName(base.config.DATABASE_URL), concurrency: base.config.BLITZ_JOB_CONCURRENCY, lockMs: base.config.BLITZ_JOB_LOCK_MS, onError: log, onLost: (i) => void lost(i) })
+  const queue = base.config.redis && base.config.DATABASE_URL
+    ? new BullJobQueue({ target: base.config.redis, database: databaseName(base.config.DATABASE_URL), concurrency: base.config.BLITZ_JOB_CONCURRENCY, lockMs: base.config.BLITZ_JOB_LOCK_MS, onError: log, onLost: (i) => void lost(i) })
     : new MemoryJobQueue(base.config.BLITZ_JOB_CONCURRENCY, log);
   return { queue, onEnded: [] };
 }
