@@ -20,6 +20,7 @@ import { newId } from "../src/lib/ids.ts";
 import { randomToken, sha256Hex } from "../src/lib/crypto.ts";
 import { createAccount, startTestGateway } from "../test/helpers/gateway.ts";
 import { median } from "./lib/stats.ts";
+import { pageQuery } from "../src/management/usage/records.ts";
 
 const arg = (name: string, dflt: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -120,6 +121,22 @@ try {
     sql`explain (analyze, costs off) select * from usage_records where account_id = ${acct.id} and id < ${maxId - Math.floor(ROWS / 2)} order by id desc limit 50`,
     sql`explain (analyze, costs off) select id, request_id from usage_records where account_id = ${acct.id} and request_id in ('req-11', 'req-12', 'req-13')`,
   ]) console.log((await exec(q)).map((r) => Object.values(r)[0]).join("\n"));
+  // The records page's own statement (page and lanes in one), as the gateway sends it, at every
+  // depth measured below: its plan once, and Postgres's own execution time per depth.
+  const pageSql = (before?: number) => {
+    const q = pageQuery(gw.ctx.db, acct.id, { limit: 50, ...(before ? { before } : {}) }).toSQL();
+    return q.sql.replace(/\$(\d+)/g, (_, n) => { const v = q.params[Number(n) - 1]; return typeof v === "number" ? String(v) : `'${String(v).replace(/'/g, "''")}'`; });
+  };
+  console.log((await exec(sql.raw(`explain (analyze, costs off) ${pageSql(maxId - Math.floor(ROWS / 2))}`))).map((r) => Object.values(r)[0]).join("\n"));
+  const execMs = async (before?: number) => {
+    const xs: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const plan = (await exec(sql.raw(`explain (analyze, format json) ${pageSql(before)}`)))[0]!;
+      const j = Object.values(plan)[0] as Array<{ "Execution Time": number }> | string;
+      xs.push((typeof j === "string" ? JSON.parse(j) : j)[0]!["Execution Time"]);
+    }
+    return median(xs);
+  };
   const month = new Date().toISOString().slice(0, 7);
   const results: Array<[string, number, number]> = [];
   const report = async (name: string, fn: () => Promise<unknown>, target: number) => {
@@ -135,6 +152,7 @@ try {
   for (const depth of [...new Set([0, 10_000, 1_000_000, Math.floor(ROWS / 2), ROWS - 100].filter((x) => x < ROWS))]) {
     const before = depth === 0 ? "" : `&before=${maxId - depth + 1}`;
     await report(`GET /usage/records?limit=50 at depth ${depth.toLocaleString()}`, get(`/v1/organizations/usage/records?limit=50${before}`), 20);
+    console.log(`  its statement in Postgres: ${(await execMs(depth === 0 ? undefined : maxId - depth + 1)).toFixed(2)} ms (median of 5 EXPLAIN ANALYZE)`);
   }
   await report("GET /usage/records?limit=50&key=… (filtered by key)", get(`/v1/organizations/usage/records?limit=50&key=${keyIds[3]}`), 20);
 

@@ -62,7 +62,8 @@ export async function usageRecordsPage(db: Db, accountId: string, q: RecordsQuer
   };
 }
 
-function pageQuery(db: Db, accountId: string, q: RecordsQuery) {
+/** The page's one statement (exported for bench/usage-scale.ts, which explains it). */
+export function pageQuery(db: Db, accountId: string, q: RecordsQuery) {
   const conds: SQL[] = [eq(u.accountId, accountId)];
   if (q.key) conds.push(eq(u.routingKeyId, q.key));
   if (q.provider) conds.push(eq(u.provider, q.provider));
