@@ -87,6 +87,11 @@ describe(`response cache (${storesLabel})`, () => {
     expect(chunks.at(-1).usage.completion_tokens).toBe(json.usage.completion_tokens);
     expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
     expect(chunks[0].id).not.toBe(json.id);
+    // A second SSE hit of the entry is written from the same pre-encoded bytes: its ids are its own.
+    const again = dataLines(await (await post(k.raw, { ...body, stream: true, stream_options: { include_usage: true } })).text()).slice(0, -1).map((l) => JSON.parse(l));
+    expect(again.map((c) => c.choices[0]?.delta?.content ?? "").join("")).toBe(text);
+    expect(new Set(again.map((c) => c.id)).size).toBe(1);
+    expect(again[0].id).not.toBe(chunks[0].id);
     expect(calls(body)).toBe(1);
 
     // And the other way: a stream stored, then a JSON hit (its usage from the stream the client did not see).

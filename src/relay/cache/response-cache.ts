@@ -16,7 +16,8 @@ import type { UsageRow } from "../usage-queue.ts";
 import { SSE_HEADERS } from "../stream/relay-stream.ts";
 import { captureJson, isComplete, replayJson, replaySse, StreamRecorder, type CachedAnswer, type Captured } from "./answer.ts";
 import { cacheableRequest, cacheControlOf } from "./control.ts";
-import { entryKey } from "./key.ts";
+import { canonicalJson, entryKey, IGNORED_FIELDS } from "./key.ts";
+import { ReplayTemplates } from "./replay-template.ts";
 import type { CacheStore } from "./store.ts";
 
 /** The rest of the pipeline; `admitted` hands back the request's money once it is admitted. */
@@ -26,6 +27,8 @@ export interface ResponseCacheDeps {
   store: CacheStore;
   /** Largest entry kept, in bytes (RESPONSE_CACHE_MAX_ENTRY_KB). */
   maxEntryBytes: number;
+  /** Memory for the hits' pre-encoded bytes (replay-template.ts). */
+  templateBytes: number;
   /** How long a follower waits for its leader's answer before going upstream itself. */
   waitMs: number;
   instanceId: string;
@@ -58,7 +61,10 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export class ResponseCache {
   private flights = new Map<string, Flight>();
-  constructor(private deps: ResponseCacheDeps) {}
+  private templates: ReplayTemplates;
+  constructor(private deps: ResponseCacheDeps) {
+    this.templates = new ReplayTemplates(deps.templateBytes);
+  }
 
   async serve(rc: RequestContext, key: KeyContext, shape: ClientShape, endpoint: string, parsed: { body: Json; stream: boolean }, relay: Relay): Promise<Response> {
     const req: Request = { rc, key, shape, endpoint, body: parsed.body, stream: parsed.stream, startedAt: performance.now() };
@@ -68,12 +74,12 @@ export class ResponseCache {
     if (cc.noCache) return this.run(req, relay, "BYPASS", { k, flight: null, owner: null });
     const maxAge = Math.min(key.cache!.ttlSeconds, cc.maxAge ?? Infinity);
     const found = await this.read(k, maxAge);
-    if (found) return this.hit(req, found);
+    if (found) return this.hit(req, found, k);
 
     const running = this.flights.get(k);
     if (running) {
       const a = await this.waitLocal(running, rc.request.signal);
-      if (a && ageOf(a) <= maxAge) return this.hit(req, a);
+      if (a && ageOf(a) <= maxAge) return this.hit(req, a, k);
       return this.run(req, relay, "MISS", { k, flight: null, owner: null });
     }
     let finish!: (a: CachedAnswer | null) => void;
@@ -84,7 +90,7 @@ export class ResponseCache {
       const a = await this.waitRemote(k, owner, maxAge, rc.request.signal);
       if (a === "lead") return this.run(req, relay, "MISS", { k, flight, owner });
       this.land(k, flight, a);
-      if (a) return this.hit(req, a);
+      if (a) return this.hit(req, a, k);
       return this.run(req, relay, "MISS", { k, flight: null, owner: null });
     }
     return this.run(req, relay, "MISS", { k, flight, owner });
@@ -210,24 +216,22 @@ export class ResponseCache {
   }
 
   /** Answers from an entry: the client's protocol and mode, fresh ids, $0, a cache_hit record. */
-  private hit(req: Request, a: CachedAnswer): Response {
+  private hit(req: Request, a: CachedAnswer, k: string): Response {
     const { rc, key } = req;
     const headers: Record<string, string> = { "x-cache": "HIT", age: String(ageOf(a)) };
     let res: Response;
-    if (req.stream && a.chunks) {
-      const pieces = replaySse(req.shape, req.body, a);
-      const enc = new TextEncoder();
-      let i = 0;
-      // One write per chunk, as the live stream had them.
-      const body = new ReadableStream<Uint8Array>({
-        pull(c) {
-          if (i < pieces.length) c.enqueue(enc.encode(pieces[i++]!));
-          else c.close();
-        },
-      });
-      res = new Response(body, { status: 200, headers: { ...SSE_HEADERS, ...headers } });
+    if (a.json !== undefined) {
+      res = new Response(a.json, { status: 200, headers: { "content-type": "application/json", ...headers } });
     } else {
-      res = new Response(replayJson(req.shape, req.body, a), { status: 200, headers: { "content-type": "application/json", ...headers } });
+      // The bytes depend on the entry, the protocol and mode, and the delivery fields the key
+      // leaves out but an encoder may echo (stream_options, metadata, user…): one template each.
+      const stream = req.stream && !!a.chunks;
+      const tkey = `${k}|${a.at}|${req.shape}|${stream ? "sse" : "json"}|${deliveryFields(req.body)}`;
+      const bytes = this.templates.bytes(tkey, () => (stream ? replaySse(req.shape, req.body, a).join("") : replayJson(req.shape, req.body, a)));
+      // SSE: every event of the live stream, in order and intact, written at once (a cached answer has no pacing to keep).
+      res = stream
+        ? new Response(new ReadableStream<Uint8Array>({ start(c) { c.enqueue(bytes); c.close(); } }), { status: 200, headers: { ...SSE_HEADERS, ...headers } })
+        : new Response(bytes, { status: 200, headers: { "content-type": "application/json", ...headers } });
     }
     const latencyMs = performance.now() - req.startedAt;
     rc.access.outcome = "cache_hit";
@@ -259,6 +263,13 @@ export class ResponseCache {
     this.deps.observer.requestDone({ endpoint: req.endpoint, provider: null, outcome: "cache_hit", status: 200, latencyMs, ttfbMs: null });
     return res;
   }
+}
+
+/** The request's fields left out of the entry key (how it is delivered, who asked), canonical. */
+function deliveryFields(body: Json): string {
+  const kept: Json = {};
+  for (const f of IGNORED_FIELDS) if (f !== "stream" && body[f] !== undefined) kept[f] = body[f];
+  return canonicalJson(kept);
 }
 
 /** Whole seconds since the entry was stored (the `age` header). */
