@@ -9,6 +9,8 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { addToken, REAL_STORES, type TestGateway } from "../helpers/gateway.ts";
 import { addRoutingKey, chatBody, lane, startOpenAIGroqWorld } from "../relay/fixtures.ts";
+import { subSessions } from "../../src/store/db/schema/index.ts";
+import { newId } from "../../src/lib/ids.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { chromiumAvailable, launchChromium, OUTPUT_DIR, pageUsd } from "./browser.ts";
 
@@ -29,12 +31,12 @@ let rk: string;
 let keys: Record<string, { id: string; raw: string }>;
 const pageErrors: string[] = [];
 
-async function open(width: number, view: string): Promise<Page> {
+async function open(width: number, view: string, token = rk): Promise<Page> {
   const page = await browser.newPage({ viewport: { width, height: 900 } });
   page.on("pageerror", (e) => pageErrors.push(String(e)));
   page.on("console", (m) => { if (m.type() === "error" && !m.text().includes("status of 4")) pageErrors.push(m.text()); });
   await page.goto(`${gw.url}/dashboard`);
-  await page.fill("#token", rk);
+  await page.fill("#token", token);
   await page.click("#sign-in-form button[type=submit]");
   await page.waitForSelector("#totals");
   if (view !== "overview") {
@@ -169,6 +171,27 @@ describe.skipIf(!run)(`dashboard counts and layout after real traffic, in chromi
     await page.close();
   }, 60_000);
 
+  test("the sub session shows where one exists: once one was connected, Lanes' health shows its state and the lane editor offers sub lanes", async () => {
+    const before = await open(1280, "keys", acct.token);
+    await before.locator("details.lane-edit summary").first().click();
+    expect(await before.locator("details.lane-edit select[name=provider] option").first().textContent()).not.toBe("sub");
+    expect(await before.locator("details.lane-edit select[name=provider] option", { hasText: /^sub$/ }).count()).toBe(0);
+    await before.close();
+    // A sign-in connected earlier that has since expired: it exists, so it is shown (no backend is called for it).
+    await gw.ctx.db.insert(subSessions).values({ id: newId("sub"), accountId: acct.id, status: "connected", provisioned: true, accountStatus: "active",
+      connectedAt: new Date(Date.now() - 7200_000), expiresAt: new Date(Date.now() - 3600_000) });
+    const sub = (await gw.call("/v1/organizations/sub-session", { token: rk })).body;
+    expect(sub.id).not.toBeNull();
+    const page = await open(1280, "health");
+    await page.waitForSelector("#sub-session");
+    expect(await page.textContent("#sub-session dd:first-of-type")).toBe(sub.status);
+    await page.close();
+    const keysPage = await open(1280, "keys", acct.token);
+    await keysPage.locator("details.lane-edit summary").first().click();
+    expect(await keysPage.locator("details.lane-edit select[name=provider]").first().locator("option", { hasText: /^sub$/ }).count()).toBe(1);
+    await keysPage.close();
+  }, 60_000);
+
   test("Blitz jobs view: each of the account's jobs (from any of its keys) with status, progress done / total and cost, as the jobs API reports them", async () => {
     const submit = async (key: string, prompts: unknown[]) => {
       const r = await gw.call("/blitz/jobs", { token: keys[key]!.raw, body: { model: "gpt-4o-mini", max_tokens: 20, prompts } });
@@ -206,9 +229,11 @@ describe.skipIf(!run)(`dashboard counts and layout after real traffic, in chromi
 
   for (const width of WIDTHS) {
     test(`layout: every view fits ${width} px — document scrollWidth ≤ clientWidth, no element wider than the viewport, no table cell cut`, async () => {
-      for (const view of VIEWS) {
-        const page = await open(width, view);
+      for (const view of [...VIEWS, "keys-sk"]) {
+        // keys-sk: the keys view with an sk_ token, its forms and every lane editor open.
+        const page = await open(width, view === "keys-sk" ? "keys" : view, view === "keys-sk" ? acct.token : rk);
         if (view === "requests") await page.waitForSelector("#records-table");
+        if (view === "keys-sk") for (const s of await page.locator("details.lane-edit summary").all()) await s.click();
         expect([view, await overflow(page)]).toEqual([view, []]);
         expect([view, await page.textContent("#view")]).not.toEqual([view, expect.stringMatching(/\bnull\b|undefined|NaN/)]);
         await page.screenshot({ path: join(OUTPUT_DIR, `${view}-${width}.png`), fullPage: true });
