@@ -20,7 +20,7 @@ describe(`usage rollup (${storesLabel})`, () => {
     const now = Date.now();
     const today = new Date(now - 60_000);
     const twoDaysAgo = new Date(now - 2 * DAY);
-    const row = (o: Partial<typeof usageRecords.$inferInsert>) => ({ accountId: a.id, endpoint: "chat", status: 200, outcome: "ok", provider: "openai", ...o });
+    const row = (o: Partial<typeof usageRecords.$inferInsert>) => ({ accountId: a.id, endpoint: "chat", status: 200, outcome: "ok", provider: "openai", attempt: 1, ...o });
     await gw.ctx.db.insert(usageRecords).values([
       row({ routingKeyId: k1.id, provider: "openai", promptTokens: 100, completionTokens: 20, costUsd: 0.01, createdAt: today }),
       row({ routingKeyId: k1.id, provider: "anthropic", status: 529, outcome: "error", promptTokens: 0, completionTokens: 0, costUsd: 0, createdAt: today }),
