@@ -25,9 +25,10 @@ import {
   atLeast, atMost, figuresFor, markdown, type GeneratorRow, type MachineFacts, type RunReport, type ScenarioFigures, type Segment, type SoakFigures, type Verdict,
 } from "./lib/report.ts";
 import { median, summarize } from "./lib/stats.ts";
-import { SCENARIOS, SOAK_STREAMS, soakShot, type Endpoints, type Reference, type Scenario, type Side } from "./lib/scenarios.ts";
+import { BLITZ_UPSTREAM_MS, SCENARIOS, SOAK_STREAMS, soakShot, type Endpoints, type Reference, type Scenario, type Side } from "./lib/scenarios.ts";
 import { prepareStores } from "./lib/stores.ts";
 import { measureAdmissionTrips } from "./admission-trips.ts";
+import { measureBlitzJobs } from "./blitz-jobs.ts";
 import { runWrk, WRK } from "./lib/wrk.ts";
 import { pingRttMs } from "./lib/redis-rtt.ts";
 import type { JsonShot } from "./lib/loop-client.ts";
@@ -413,6 +414,18 @@ async function main(): Promise<number> {
       }
     }
 
+    // A 1,000-prompt /blitz job beside the /blitz scenario (smoke: a hundred), on the same gateway.
+    let blitzJobs: RunReport["blitzJobs"];
+    if (opts.mode !== "soak" && (!opts.only || opts.only.includes("blitz"))) {
+      try {
+        blitzJobs = await measureBlitzJobs(ep.gatewayBase, ep.routingKey, gw.pid, opts.mode === "smoke", BLITZ_UPSTREAM_MS);
+        for (const j of blitzJobs) log(`blitz job: ${j.prompts} prompts, ${j.upstreamMs} ms upstream: ${j.itemsPerS.toFixed(1)} items/s, ${j.overheadMsPerItem.toFixed(2)} ms overhead/item, ${j.gatewayCpuUsPerItem.toFixed(0)} µs CPU/item`);
+      } catch (e) {
+        blitzJobs = [{ upstreamMs: 0, prompts: 0, concurrency: 0, wallMs: NaN, itemsPerS: NaN, boundPerS: NaN, overheadMsPerItem: NaN, gatewayCpuUsPerItem: NaN, succeeded: 0, errors: [e instanceof Error ? e.message : String(e)] }];
+        log(`blitz job failed: ${blitzJobs[0]!.errors[0]}`);
+      }
+    }
+
     await Bun.sleep(opts.mode === "smoke" ? 1000 : 5000);
     const idleRssAfterMb = isAlive(gw) ? memory(gw.pid).rssKb / 1024 : NaN;
 
@@ -431,12 +444,12 @@ async function main(): Promise<number> {
       const worst = Math.max(...admissionTrips.map((t) => t.admissionsPerRequest));
       verdicts.push(atMost("admission (budget, rate limits, concurrency): Redis script calls per request, worst kind of key", worst, 1, "calls", 3));
     }
-    const errors = figures.reduce((a, f) => a + f.errors, 0) + (soak?.errors ?? 0);
+    const errors = figures.reduce((a, f) => a + f.errors, 0) + (soak?.errors ?? 0) + (blitzJobs?.reduce((a, j) => a + j.errors.length, 0) ?? 0);
     const report: RunReport = {
       mode: opts.mode, startedAt, finishedAt: new Date().toISOString(),
       machine: { ...machineFacts(stores.label), ...otherLoad(segments) },
       settings: { rounds: opts.rounds, segmentS: opts.segmentS, pattern: opts.pattern === "AB" ? "A B (C)" : "A B B A (A C D B B D C A with the bare proxy C and Portkey D)", warmupS: opts.warmupS },
-      idleBootRssMb, idleRssMb, idleRssAfterMb, scenarios: figures, verdicts, errors, gatewayExit, admissionTrips,
+      idleBootRssMb, idleRssMb, idleRssAfterMb, scenarios: figures, verdicts, errors, gatewayExit, admissionTrips, blitzJobs,
       generator: WRK && opts.generator === "wrk" ? "wrk" : "autocannon", generatorCheck,
     };
     if (children.redisDelay) report.redisRtt = { localMs: children.redisDelay.rttLocalMs, farMs: children.redisDelay.rttFarMs };

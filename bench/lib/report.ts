@@ -1,5 +1,6 @@
 // Turns measured segments into per-scenario figures (medians over rounds), target verdicts, and the
 // markdown table + JSON the runner writes to bench/results/.
+import type { BlitzJobRow } from "../blitz-jobs.ts";
 import type { LoadResult } from "./http-load.ts";
 import { median, percentile, Samples } from "./stats.ts";
 import type { Reference, Side } from "./scenarios.ts";
@@ -297,6 +298,8 @@ export interface RunReport {
   gatewayExit: string;
   /** Redis round trips of admission per request by kind of key (bench/admission-trips.ts); null embedded. */
   admissionTrips?: TripsRow[] | null;
+  /** A /blitz job of 1,000 prompts (smoke: fewer) beside the /blitz scenario (bench/blitz-jobs.ts). */
+  blitzJobs?: BlitzJobRow[];
   /** What drove the plain request/response scenarios. */
   generator?: "wrk" | "autocannon";
   /** The same processes under both generators, side by side. */
@@ -395,6 +398,18 @@ export function markdown(r: RunReport): string {
       out.push("| routing key | requests | answered | admission calls / request | Redis commands / request |");
       out.push("|---|---:|---:|---:|---:|");
       for (const t of r.admissionTrips) out.push(`| ${t.key} | ${t.requests} | ${t.ok} | ${t.admissionsPerRequest.toFixed(3)} | ${t.redisCommandsPerRequest.toFixed(2)} |`);
+    }
+  }
+  if (r.blitzJobs?.length) {
+    const b = r.scenarios.find((x) => x.id === "blitz");
+    out.push("");
+    out.push(`/blitz jobs beside /blitz: one job through the gateway, POST to its last item (polled every 50 ms), ${r.blitzJobs[0]!.concurrency} prompts at a time (BLITZ_JOB_CONCURRENCY); overhead per item = wall × concurrency / prompts − upstream latency. ` +
+      (b ? `/blitz (50 prompts at once, ${n(b.gateway.p50, 0)} ms p50 per batch) costs ${n(b.gatewayCpuUsPerReq / 50, 0)} µs gateway CPU per prompt.` : ""));
+    out.push("");
+    out.push("| prompts | upstream | wall | items/s | bound (concurrency / latency) | overhead / item | gateway CPU / item | succeeded |");
+    out.push("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (const j of r.blitzJobs) {
+      out.push(`| ${j.prompts} | ${j.upstreamMs} ms | ${n(j.wallMs / 1000, 2)} s | ${n(j.itemsPerS, 1)} | ${Number.isFinite(j.boundPerS) ? n(j.boundPerS, 1) : "–"} | ${n(j.overheadMsPerItem, 2)} ms | ${n(j.gatewayCpuUsPerItem, 0)} µs | ${j.succeeded}${j.errors.length ? ` (${j.errors.join("; ")})` : ""} |`);
     }
   }
   out.push("");
