@@ -2,15 +2,11 @@
 // No module-level singletons: tests run several gateways in one process.
 import type { LRUCache } from "lru-cache";
 import type Stripe from "stripe";
-import type { Config } from "./config.ts";
-import type { DbHandle, Db } from "./store/db/client.ts";
-import type { KV } from "./store/kv/index.ts";
-import type { Logger } from "./logger.ts";
-import type { SecretBox } from "./secrets.ts";
+import type { Base } from "./base.ts";
 import type { Mailer } from "./mail/mailer.ts";
 import type { GatewayMetrics } from "./metrics/gateway-metrics.ts";
 import type { RequestTracker } from "./http/access-log.ts";
-import type { Lifecycle } from "./http/health.ts";
+import type { Lifecycle } from "./http/lifecycle.ts";
 import type { KeyCache } from "./relay/key-cache.ts";
 import type { UsageQueue } from "./relay/usage-queue.ts";
 import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
@@ -22,22 +18,11 @@ import type { BlitzJobs } from "./relay/blitz/jobs/service.ts";
 import type { WebhookSender } from "./webhooks/sender.ts";
 import type { Semaphore } from "./relay/blitz/pool.ts";
 import type { SubState } from "./providers/sub/state.ts";
-import type { BridgeModelState } from "./providers/bridge/models.ts";
+import type { BridgeModelState } from "./providers/bridge/model-state.ts";
 
-/** The stores and settings every service is built from (src/services.ts builds the services from these). */
-export interface Base {
-  config: Config;
-  db: Db;
-  dbh: DbHandle;
-  kv: KV;
-  log: Logger;
-  secrets: SecretBox;
-  /** Unique per process start; prefixes request ids. */
-  instanceId: string;
-  /** Called in reverse order on shutdown, after the server stops accepting requests. */
-  onShutdown(fn: () => Promise<void> | void): void;
-}
+export type { Base };
 
+/** The whole instance: assembled at the edges (routes, jobs, boot), never handed to a module that needs less. */
 export interface Ctx extends Base {
   /** Built once at boot, in dependency order, by src/services.ts. */
   services: Services;

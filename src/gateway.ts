@@ -3,7 +3,8 @@
 import { createServer } from "node:net";
 import type { DestinationStream } from "pino";
 import { loadConfig } from "./config.ts";
-import type { Base, Ctx } from "./context.ts";
+import type { Base } from "./base.ts";
+import type { Ctx } from "./context.ts";
 import { createLogger } from "./logger.ts";
 import { loadSecretBox } from "./secrets.ts";
 import { openDb } from "./store/db/client.ts";

@@ -3,7 +3,8 @@
 // Background jobs are returned to the gateway, started after the server listens and stopped
 // (drained) on shutdown; drains registered here run in reverse order of registration.
 import { LRUCache } from "lru-cache";
-import type { Base, Ctx, Services } from "./context.ts";
+import type { Base } from "./base.ts";
+import type { Ctx, Services } from "./context.ts";
 import type { Job } from "./jobs/job.ts";
 import { createMailer } from "./mail/mailer.ts";
 import { accountExpiryJob } from "./jobs/account-expiry.ts";
@@ -18,9 +19,10 @@ import { usagePartitionsJob } from "./jobs/usage-partitions.ts";
 import { startLedger } from "./relay/budget/ledger/index.ts";
 import { RateLimits } from "./relay/limits/rate-limits.ts";
 import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
-import { blitzJobsJobs, createBlitzJobs } from "./relay/blitz/jobs/service.ts";
+import { blitzJobsJobs } from "./relay/blitz/jobs/background.ts";
+import { createBlitzJobs } from "./relay/blitz/jobs/service.ts";
 import { createSubState } from "./providers/sub/state.ts";
-import { createBridgeModelState } from "./providers/bridge/models.ts";
+import { createBridgeModelState } from "./providers/bridge/model-state.ts";
 import { createStripeClient } from "./signup/stripe-checkout.ts";
 import { ResponseCache } from "./relay/cache/response-cache.ts";
 import { MemoryCacheStore, RedisCacheStore } from "./relay/cache/store.ts";
@@ -85,7 +87,7 @@ export async function buildServices(base: Base): Promise<Services> {
 
 /** Attaches the request tracker's sinks (access log, tracing) and returns the background jobs. */
 export async function startServices(ctx: Ctx): Promise<Job[]> {
-  installAccessLog(ctx);
+  installAccessLog(ctx.config, ctx.log, ctx.services.requestTracker);
   await installTracing(ctx);
   // Partitions for this month and the next ones exist before the first record is written.
   const partitions = usagePartitionsJob(ctx);

@@ -4,7 +4,7 @@
 // that served, tokens, cost). A streamed answer holds the record open until its last byte.
 // Cost on the hot path: one small object per request and one hand-built line at its end.
 import pino, { type DestinationStream, type Logger } from "pino";
-import type { Ctx } from "../context.ts";
+import type { Config } from "../config.ts";
 
 /** One lane the request tried, in order. `code` is set when the lane failed over. */
 export interface LaneTry {
@@ -123,12 +123,12 @@ export function accessJson(e: AccessEntry, time: number): string {
 }
 
 /** Writes one `access` log line per request unless ACCESS_LOG=false (or the log level is above info). */
-export function installAccessLog(ctx: Ctx): void {
-  if (!ctx.config.ACCESS_LOG || !ctx.log.isLevelEnabled("info")) return;
+export function installAccessLog(config: Pick<Config, "ACCESS_LOG">, log: Logger, tracker: RequestTracker): void {
+  if (!config.ACCESS_LOG || !log.isLevelEnabled("info")) return;
   // Straight to the root logger's destination (the same stream every other line goes to): the
   // line is built from known fields only (no header, no secret), so it needs neither pino's
   // serialisation nor the root logger's redaction, which re-walks its wildcard paths on every
   // call.
-  const stream = (ctx.log as Logger & Record<symbol, DestinationStream>)[pino.symbols.streamSym]!;
-  ctx.services.requestTracker.addSink((e) => stream.write(accessJson(e, Date.now())));
+  const stream = (log as Logger & Record<symbol, DestinationStream>)[pino.symbols.streamSym]!;
+  tracker.addSink((e) => stream.write(accessJson(e, Date.now())));
 }

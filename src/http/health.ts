@@ -3,10 +3,6 @@ import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
 import { json, mount, MANAGEMENT } from "./route.ts";
 
-/** Set by the graceful shutdown: from then on /readyz answers 503 while in-flight requests finish. */
-export interface Lifecycle {
-  draining: boolean;
-}
 
 export function healthRoutes(ctx: Ctx, app: Elysia) {
   const lifecycle = ctx.services.lifecycle;

@@ -4,21 +4,12 @@
 import type { Elysia } from "elysia";
 import { asGatewayError, errorResponse, loggableError, methodNotAllowed, type ErrorShape } from "../errors.ts";
 import type { Ctx } from "../context.ts";
-import type { AccessEntry } from "./access-log.ts";
+import type { RequestContext } from "./request-context.ts";
 import { recordRoute, type RouteDocs } from "./openapi.ts";
 
-export type Method = "GET" | "POST" | "PATCH" | "DELETE" | "PUT";
+export type { RequestContext };
 
-export interface RequestContext {
-  request: Request;
-  /** Socket address of the peer (before TRUST_PROXY). */
-  socketIp: string | undefined;
-  requestId: string;
-  /** This request's access record (access-log.ts): handlers add what they know. */
-  access: AccessEntry;
-  /** Headers every answer to this request carries, error or not (the rate-limit headers, once admitted). */
-  headers?: Record<string, string>;
-}
+export type Method = "GET" | "POST" | "PATCH" | "DELETE" | "PUT";
 
 export type Handler = (rc: RequestContext) => Promise<Response | object> | Response | object;
 

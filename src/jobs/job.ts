@@ -1,6 +1,6 @@
 // A background job: runs `tick` every `intervalMs`, never overlapping itself, logs failures,
 // and stops cleanly (the shutdown waits for a tick in progress).
-import type { Base } from "../context.ts";
+import type { Base } from "../base.ts";
 
 export interface Job {
   readonly name: string;

@@ -5,7 +5,7 @@
 // migration 0006, run under a transaction-scoped advisory lock so instances take turns.
 import { sql } from "drizzle-orm";
 import type { Db } from "../store/db/client.ts";
-import type { Base } from "../context.ts";
+import type { Base } from "../base.ts";
 import { intervalJob, type Job } from "./job.ts";
 
 /** Months created ahead of the current one. */

@@ -5,7 +5,7 @@
 // Checked at registration and again right before connecting (DNS answers can change).
 import { lookup } from "node:dns/promises";
 import { isValid, parse, type IPv4, type IPv6 } from "ipaddr.js";
-import type { Ctx } from "../context.ts";
+import type { Config } from "../config.ts";
 import { badRequest } from "../errors.ts";
 
 const NAT64_PREFIX = parse("64:ff9b::") as IPv6;
@@ -81,7 +81,7 @@ function hostOf(url: URL): string {
  * query is made: the result is the literal address, or [] for a host name.
  * Throws 400 bad_request naming `field` when the host is refused or cannot be resolved.
  */
-export async function resolveAndCheck(ctx: Pick<Ctx, "config">, url: URL, field = "base_url"): Promise<string[]> {
+export async function resolveAndCheck(ctx: { config: Pick<Config, "ALLOW_PRIVATE_UPSTREAMS"> }, url: URL, field = "base_url"): Promise<string[]> {
   const host = hostOf(url);
   const literal = isValid(host) ? [host] : null;
   if (ctx.config.ALLOW_PRIVATE_UPSTREAMS) return literal ?? [];

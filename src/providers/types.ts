@@ -1,7 +1,7 @@
 // A provider adapter is the only code that knows a vendor's URL, headers and quirks.
 // Shared code picks an adapter from providers/registry.ts by the lane's `provider` and never
 // branches on vendor names.
-import type { Ctx } from "../context.ts";
+import type { AdapterEnv } from "./env.ts";
 import type { LaneRow } from "../store/db/schema/routing.ts";
 import type { Json, WireProtocol } from "../protocols/types.ts";
 
@@ -29,7 +29,7 @@ export interface UpstreamCall {
 }
 
 export interface AdapterRequestArgs {
-  ctx: Ctx;
+  ctx: AdapterEnv;
   lane: ResolvedLane;
   protocol: WireProtocol;
   /** Upstream body for `protocol`, before per-lane settings; the adapter may add them. */
@@ -69,14 +69,14 @@ export interface ProviderAdapter {
    * §8): aliases that resolve included, [] when the lane cannot serve or its source cannot be
    * reached (never throws for that). Default: the lane's model, or else the catalog's models for pricingId.
    */
-  models?(ctx: Ctx, lane: ResolvedLane, signal: AbortSignal): Promise<string[]>;
+  models?(ctx: AdapterEnv, lane: ResolvedLane, signal: AbortSignal): Promise<string[]>;
   /**
    * Speech-to-text (POST /v1/audio/transcriptions, CONTRACT §4): sends the multipart body to the
    * vendor's transcription endpoint with the lane's credentials and returns the answer as it is.
    * `body` is called once a send (a retry after a token refresh asks again). Absent: the lane
    * cannot transcribe.
    */
-  transcribe?(ctx: Ctx, lane: ResolvedLane, call: TranscriptionCall): Promise<Response>;
+  transcribe?(ctx: AdapterEnv, lane: ResolvedLane, call: TranscriptionCall): Promise<Response>;
   /** Whether the lane can serve now; a reason string makes the lane fail over with that reason. */
   unavailable(lane: ResolvedLane): string | null;
   /** Applies per-lane settings (reasoning_effort…) to the upstream body, in place. */
@@ -96,7 +96,7 @@ export interface ProviderAdapter {
    * Exact input-token counting of a Messages request (POST /v1/messages/count_tokens), on lanes
    * whose vendor offers it; `body` is the client's, `model` set. Other lanes get the relay's estimate.
    */
-  countTokens?(args: { ctx: Ctx; lane: ResolvedLane; body: Json; clientHeaders?: Record<string, string> }): UpstreamCall;
+  countTokens?(args: { ctx: AdapterEnv; lane: ResolvedLane; body: Json; clientHeaders?: Record<string, string> }): UpstreamCall;
   /** Sends it. Default: fetch. `sub` refreshes on 401; `bridge` pins the checked address. */
-  send(ctx: Ctx, lane: ResolvedLane, call: UpstreamCall, signal: AbortSignal): Promise<Response>;
+  send(ctx: AdapterEnv, lane: ResolvedLane, call: UpstreamCall, signal: AbortSignal): Promise<Response>;
 }

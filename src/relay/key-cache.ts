@@ -8,7 +8,7 @@
 // that read, re-trying the database at most every RETRY_MS (so requests do not each wait on a
 // dead database). A key never read before gets 500 server_error at once.
 import { LRUCache } from "lru-cache";
-import type { Base } from "../context.ts";
+import type { Base } from "../base.ts";
 import { isDatabaseError, loggableError, serverError } from "../errors.ts";
 import { readWithin } from "../store/db/deadline.ts";
 import { onInvalidation, type Invalidation } from "../store/invalidation.ts";

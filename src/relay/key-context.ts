@@ -1,7 +1,7 @@
 // What the relay knows about a routing key at request time: the key row, its account's state
 // and its lanes with everything they reference, loaded in one round of queries and cached.
 import { and, asc, eq, inArray, isNull } from "drizzle-orm";
-import type { Base } from "../context.ts";
+import type { Base } from "../base.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import type { KeyLimits } from "../store/kv/limit-window.ts";
 import { accounts, bridges, credentials, routingKeys, subSessions } from "../store/db/schema/index.ts";

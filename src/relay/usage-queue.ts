@@ -5,7 +5,7 @@
 // sanitised when queued, and a batch refused for its data is split until the bad row is alone,
 // then that row alone is dropped with a log line.
 import { getTableColumns, sql } from "drizzle-orm";
-import type { Base } from "../context.ts";
+import type { Base } from "../base.ts";
 import { intervalJob, type Job } from "../jobs/job.ts";
 import { usageRecords } from "../store/db/schema/index.ts";
 import { createRefusalCounts, type RefusalKind } from "./refusal-counts.ts";

@@ -1,13 +1,13 @@
 // `anthropic`: the Anthropic Messages API, native (CONTRACT §3): POST {base}/v1/messages with
 // `x-api-key` and `anthropic-version: 2023-06-01`. Either client shape is translated to Messages
 // by the anthropic codec (src/protocols/anthropic) and back.
-import type { Ctx } from "../../context.ts";
+import type { AdapterEnv } from "../env.ts";
 import type { ProviderAdapter, ResolvedLane } from "../types.ts";
 import { apiKeyOf, postJson } from "../openai/http.ts";
 
 export const ANTHROPIC_VERSION = "2023-06-01";
 
-function headersFor(ctx: Ctx, lane: ResolvedLane, stream: boolean, clientHeaders: Record<string, string> | undefined): Record<string, string> {
+function headersFor(ctx: AdapterEnv, lane: ResolvedLane, stream: boolean, clientHeaders: Record<string, string> | undefined): Record<string, string> {
   const headers: Record<string, string> = {
     "x-api-key": apiKeyOf(ctx, lane),
     // A Messages client's own version and beta flags win: the body it sent was written for them.

@@ -3,7 +3,7 @@
 // call the host is resolved again, every address is checked, and the call goes to that checked
 // address (original Host header and TLS server name kept), so a rebinding DNS server cannot
 // swap in a private address between the check and the connect. Redirects are never followed.
-import type { Ctx } from "../../context.ts";
+import type { AdapterEnv } from "../env.ts";
 import { GatewayError } from "../../errors.ts";
 import { resolveAndCheck } from "../../net/ssrf.ts";
 
@@ -21,7 +21,7 @@ export interface PinnedTarget {
 }
 
 /** Resolves and checks `target`; throws a lane failure when it is refused. */
-export async function pinTarget(ctx: Ctx, target: string): Promise<PinnedTarget> {
+export async function pinTarget(ctx: AdapterEnv, target: string): Promise<PinnedTarget> {
   const url = new URL(target);
   if (ctx.config.ALLOW_PRIVATE_UPSTREAMS) return { url: target };
   let addresses: string[];
@@ -50,7 +50,7 @@ export function pinnedTarget(target: string, address: string): PinnedTarget {
  * fetch to a bridge: pinned to the checked address, never following a redirect (a 3xx is a lane
  * failure, since following it would leave the checked address).
  */
-export async function bridgeFetch(ctx: Ctx, target: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<Response> {
+export async function bridgeFetch(ctx: AdapterEnv, target: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<Response> {
   const pin = await pinTarget(ctx, target);
   const headers = { ...init.headers };
   if (pin.host) headers.host = pin.host;

@@ -4,8 +4,7 @@
 // model the bridge serves. Lists are cached per bridge briefly (a failure too, for less time) and
 // concurrent reads share one call, so the model list stays cheap and a dead bridge costs one
 // short timeout per few seconds, never a 500.
-import { LRUCache } from "lru-cache";
-import type { Ctx } from "../../context.ts";
+import type { AdapterEnv } from "../env.ts";
 import type { ResolvedLane } from "../types.ts";
 import { bridgeFetch } from "./connect.ts";
 
@@ -18,15 +17,6 @@ export const BRIDGE_MODELS_FAILURE_MS = 5_000;
 /** How long one read may take. */
 export const BRIDGE_MODELS_TIMEOUT_MS = 3_000;
 
-export interface BridgeModelState {
-  /** `<bridge id> <base_url>` → the ids it listed (null: the read failed) and when. */
-  lists: LRUCache<string, { ids: string[] | null; at: number }>;
-  pending: Map<string, Promise<string[] | null>>;
-}
-
-export function createBridgeModelState(): BridgeModelState {
-  return { lists: new LRUCache({ max: 10_000 }), pending: new Map() };
-}
 
 /** Model ids of an OpenAI list answer (`data[].id`), in order, without duplicates. */
 export function parseModelIds(body: unknown): string[] {
@@ -40,7 +30,7 @@ export function parseModelIds(body: unknown): string[] {
 }
 
 /** The ids the lane's bridge lists, or null when it cannot be asked or did not answer a list. */
-export function bridgeModels(ctx: Ctx, lane: ResolvedLane): Promise<string[] | null> {
+export function bridgeModels(ctx: AdapterEnv, lane: ResolvedLane): Promise<string[] | null> {
   const b = lane.bridge;
   if (!b) return Promise.resolve(null);
   const st = ctx.services.bridgeModels;
@@ -60,7 +50,7 @@ export function bridgeModels(ctx: Ctx, lane: ResolvedLane): Promise<string[] | n
   return p;
 }
 
-async function read(ctx: Ctx, b: NonNullable<ResolvedLane["bridge"]>): Promise<string[] | null> {
+async function read(ctx: AdapterEnv, b: NonNullable<ResolvedLane["bridge"]>): Promise<string[] | null> {
   try {
     const token = ctx.secrets.open(b.tokenCiphertext, `bridges:${b.id}`);
     const res = await bridgeFetch(ctx, `${b.baseUrl.replace(/\/+$/, "")}/v1/models`, {
@@ -86,7 +76,7 @@ async function read(ctx: Ctx, b: NonNullable<ResolvedLane["bridge"]>): Promise<s
  * it, becomes `coding-agent` when the bridge lists that, else the bridge's first listed model; a
  * bridge that lists nothing gets the alias as sent. Any other model is sent as it is.
  */
-export async function resolveBridgeModel(ctx: Ctx, lane: ResolvedLane, model: string): Promise<string> {
+export async function resolveBridgeModel(ctx: AdapterEnv, lane: ResolvedLane, model: string): Promise<string> {
   if (model !== BRIDGE_ALIAS) return model;
   const ids = await bridgeModels(ctx, lane);
   if (!ids || ids.length === 0 || ids.includes(model)) return model;

@@ -1,13 +1,13 @@
 // The one way API-key lanes speaking the OpenAI protocol reach their vendor: a bearer-authorised
 // JSON POST. The saved key is decrypted lazily on the first call of a lane and kept on the
 // resolved lane (under a symbol, so no JSON or log ever shows it) until the key cache drops it.
-import type { Ctx } from "../../context.ts";
+import type { AdapterEnv } from "../env.ts";
 import { GatewayError } from "../../errors.ts";
 import type { ResolvedLane, UpstreamCall } from "../types.ts";
 
 const PLAIN_KEY = Symbol("decrypted provider key");
 
-export function apiKeyOf(ctx: Ctx, lane: ResolvedLane): string {
+export function apiKeyOf(ctx: AdapterEnv, lane: ResolvedLane): string {
   const cached = (lane as unknown as Record<symbol, string | undefined>)[PLAIN_KEY];
   if (cached !== undefined) return cached;
   const c = lane.credential;
@@ -36,6 +36,6 @@ export function bearerCall(url: string, apiKey: string, body: string, stream: bo
 }
 
 /** The POST of a JSON call, through Bun's fetch (bench/PROFILE.md lever 3: why not a client of our own). */
-export function postJson(_ctx: Ctx, call: UpstreamCall, signal: AbortSignal): Promise<Response> {
+export function postJson(_ctx: AdapterEnv, call: UpstreamCall, signal: AbortSignal): Promise<Response> {
   return fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal });
 }

@@ -3,19 +3,12 @@
 // `sub/mini`. A catalog entry carrying `tier: "flagship"|"mini"` wins; otherwise flagship is the
 // first listed id without "mini" and mini the first id containing it. Catalogs are cached per
 // session for CATALOG_CACHE_MS, and concurrent fetches for one session share one call.
-import type { Ctx } from "../../context.ts";
+import type { AdapterEnv } from "../env.ts";
 import { subJson } from "./client.ts";
 import { laneFailure } from "./failure.ts";
-import { CATALOG_CACHE_MS } from "./state.ts";
+import { CATALOG_CACHE_MS, type CatalogEntry, type Tier } from "./state.ts";
 
-export type Tier = "flagship" | "mini";
-
-export interface CatalogEntry {
-  id: string;
-  created: number;
-  owned_by: string;
-  tier?: Tier;
-}
+export type { CatalogEntry, Tier } from "./state.ts";
 
 const TIER_ALIASES: Record<string, Tier> = {
   flagship: "flagship",
@@ -63,7 +56,7 @@ export function pickTier(entries: CatalogEntry[], tier: Tier): string | null {
 }
 
 /** The session's live catalog (cached briefly). A failed fetch is a lane failure. */
-export async function liveCatalog(ctx: Ctx, sessionId: string): Promise<CatalogEntry[]> {
+export async function liveCatalog(ctx: AdapterEnv, sessionId: string): Promise<CatalogEntry[]> {
   const st = ctx.services.subLanes;
   const hit = st.catalog.get(sessionId);
   if (hit && Date.now() - hit.at < CATALOG_CACHE_MS) return hit.entries;
@@ -82,7 +75,7 @@ export async function liveCatalog(ctx: Ctx, sessionId: string): Promise<CatalogE
 }
 
 /** The upstream model for `model` on this session: tier aliases resolved, `sub/` dropped. */
-export async function resolveSubModel(ctx: Ctx, sessionId: string, model: string): Promise<string> {
+export async function resolveSubModel(ctx: AdapterEnv, sessionId: string, model: string): Promise<string> {
   const tier = tierOf(model);
   if (!tier) return model.startsWith("sub/") ? model.slice(4) : model;
   const id = pickTier(await liveCatalog(ctx, sessionId), tier);
@@ -94,7 +87,7 @@ export async function resolveSubModel(ctx: Ctx, sessionId: string, model: string
  * The session's live catalog, each model with the tier alias it answers to (or null), for the
  * sub-session view (CONTRACT §4). Throws as liveCatalog does when the backend cannot be read.
  */
-export async function tieredCatalog(ctx: Ctx, sessionId: string): Promise<Array<{ id: string; tier: Tier | null }>> {
+export async function tieredCatalog(ctx: AdapterEnv, sessionId: string): Promise<Array<{ id: string; tier: Tier | null }>> {
   const entries = await liveCatalog(ctx, sessionId);
   const flagship = pickTier(entries, "flagship");
   const mini = pickTier(entries, "mini");

@@ -1,6 +1,6 @@
 // Calls to the subscription backend with the session's tokens: an expired access token is
 // refreshed before the call, and a 401 answer refreshes and retries the call once (CONTRACT §4).
-import type { Ctx } from "../../context.ts";
+import type { AdapterEnv } from "../env.ts";
 import { subAuthHeaders, type SubAuthFile } from "./auth-file.ts";
 import { refreshAuth, usableAuth } from "./credentials.ts";
 import { laneFailure } from "./failure.ts";
@@ -30,13 +30,13 @@ function send(auth: SubAuthFile, call: SubCall): Promise<Response> {
 }
 
 /** `{SUB_API_BASE_URL}{path}`. */
-export const subUrl = (ctx: Ctx, path: string) => `${ctx.config.SUB_API_BASE_URL}${path}`;
+export const subUrl = (ctx: AdapterEnv, path: string) => `${ctx.config.SUB_API_BASE_URL}${path}`;
 
 /**
  * Sends `call` with the session's current tokens. Connection failures propagate (the relay treats
  * them as lane failures); a 401 after a refresh is returned as is.
  */
-export async function subFetch(ctx: Ctx, sessionId: string, call: SubCall): Promise<Response> {
+export async function subFetch(ctx: AdapterEnv, sessionId: string, call: SubCall): Promise<Response> {
   const auth = await usableAuth(ctx, sessionId, call.signal);
   const res = await send(auth, call);
   if (res.status !== 401) return res;
@@ -46,7 +46,7 @@ export async function subFetch(ctx: Ctx, sessionId: string, call: SubCall): Prom
 }
 
 /** subFetch for calls the gateway makes for itself (catalog): any non-2xx is a lane failure. */
-export async function subJson(ctx: Ctx, sessionId: string, path: string, signal?: AbortSignal): Promise<unknown> {
+export async function subJson(ctx: AdapterEnv, sessionId: string, path: string, signal?: AbortSignal): Promise<unknown> {
   let res: Response;
   try {
     res = await subFetch(ctx, sessionId, { method: "GET", url: subUrl(ctx, path), headers: { accept: "application/json" }, signal: signal ?? AbortSignal.timeout(15_000) });

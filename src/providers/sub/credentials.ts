@@ -10,7 +10,7 @@
 //
 // The request matches the subscription CLI's own refresh: POST {SUB_AUTH_BASE_URL}/oauth/token,
 // JSON body {client_id, grant_type: "refresh_token", refresh_token, scope: "openid profile email"}.
-import type { Ctx } from "../../context.ts";
+import type { AdapterEnv } from "../env.ts";
 import { accessTokenExpired, withRefreshedTokens, type AuthJson, type SubAuthFile } from "./auth-file.ts";
 import { loadSubAuth, saveSubAuth } from "./sign-in-store.ts";
 import { laneFailure } from "./failure.ts";
@@ -26,7 +26,7 @@ const LOCK_POLL_MS = 100;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Reads the sign-in from the store, bypassing the cache, and caches it. */
-async function readStored(ctx: Ctx, sessionId: string): Promise<SubAuthFile | null> {
+async function readStored(ctx: AdapterEnv, sessionId: string): Promise<SubAuthFile | null> {
   const auth = (await loadSubAuth(ctx, sessionId)) as SubAuthFile | null;
   const st = ctx.services.subLanes;
   if (auth) st.auth.set(sessionId, { auth, at: Date.now() });
@@ -35,7 +35,7 @@ async function readStored(ctx: Ctx, sessionId: string): Promise<SubAuthFile | nu
 }
 
 /** The session's sign-in (cached for a few seconds). A missing one is a lane failure. */
-export async function currentAuth(ctx: Ctx, sessionId: string): Promise<SubAuthFile> {
+export async function currentAuth(ctx: AdapterEnv, sessionId: string): Promise<SubAuthFile> {
   const hit = ctx.services.subLanes.auth.get(sessionId);
   if (hit && Date.now() - hit.at < AUTH_CACHE_MS) return hit.auth;
   const auth = await readStored(ctx, sessionId);
@@ -44,13 +44,13 @@ export async function currentAuth(ctx: Ctx, sessionId: string): Promise<SubAuthF
 }
 
 /** Forgets the cached sign-in (after a disconnect or reconnect on this instance). */
-export function forgetAuth(ctx: Ctx, sessionId: string): void {
+export function forgetAuth(ctx: AdapterEnv, sessionId: string): void {
   ctx.services.subLanes.auth.delete(sessionId);
   ctx.services.subLanes.catalog.delete(sessionId);
 }
 
 /** A sign-in whose access token is expired is refreshed first; otherwise it is returned as is. */
-export async function usableAuth(ctx: Ctx, sessionId: string, signal?: AbortSignal): Promise<SubAuthFile> {
+export async function usableAuth(ctx: AdapterEnv, sessionId: string, signal?: AbortSignal): Promise<SubAuthFile> {
   const auth = await currentAuth(ctx, sessionId);
   if (!accessTokenExpired(auth)) return auth;
   return refreshAuth(ctx, sessionId, auth.tokens.access_token, signal);
@@ -61,7 +61,7 @@ export async function usableAuth(ctx: Ctx, sessionId: string, signal?: AbortSign
  * When another request or instance already replaced it, its result is used and no refresh is
  * made. `signal` only stops this caller's wait; the shared refresh runs to its end.
  */
-export function refreshAuth(ctx: Ctx, sessionId: string, staleAccessToken: string, signal?: AbortSignal): Promise<SubAuthFile> {
+export function refreshAuth(ctx: AdapterEnv, sessionId: string, staleAccessToken: string, signal?: AbortSignal): Promise<SubAuthFile> {
   const st = ctx.services.subLanes;
   // The refusal is remembered for the sign-in that was refused only: a reconnect keeps the
   // session id but brings new tokens, which must be tried at once.
@@ -92,7 +92,7 @@ function replaced(auth: SubAuthFile, stale: string): boolean {
   return auth.tokens.access_token !== stale && !accessTokenExpired(auth);
 }
 
-async function refreshAcrossInstances(ctx: Ctx, sessionId: string, stale: string): Promise<SubAuthFile> {
+async function refreshAcrossInstances(ctx: AdapterEnv, sessionId: string, stale: string): Promise<SubAuthFile> {
   const lockKey = `gw:sub-refresh:${sessionId}`;
   const deadline = Date.now() + REFRESH_TIMEOUT_MS + LOCK_TTL_SECONDS * 1000;
   for (;;) {
@@ -113,7 +113,7 @@ async function refreshAcrossInstances(ctx: Ctx, sessionId: string, stale: string
   }
 }
 
-async function refreshHoldingLock(ctx: Ctx, sessionId: string, stale: string): Promise<SubAuthFile> {
+async function refreshHoldingLock(ctx: AdapterEnv, sessionId: string, stale: string): Promise<SubAuthFile> {
   // Double-check under the lock: another instance may have finished just before we got it.
   const auth = await readStored(ctx, sessionId);
   if (!auth) throw laneFailure("The subscription sign-in was removed; connect it again with POST /v1/organizations/sub-session.");

@@ -6,7 +6,7 @@
 // A 2xx listing at least one model means the lane can serve (`provisioned: true,
 // account_status: "active"`); anything else leaves `provisioned: false` and a `last_error` that
 // says why and what to do.
-import type { Ctx } from "../../context.ts";
+import type { AdapterEnv } from "../env.ts";
 import { GatewayError } from "../../errors.ts";
 import { accessTokenExpired, subAuthHeaders, type SubAuthFile } from "./auth-file.ts";
 import { subUrl } from "./client.ts";
@@ -37,7 +37,7 @@ function modelCount(body: unknown): number | null {
 }
 
 /** A refresh that failed: refused for good means the sign-in is dead; anything else may pass. */
-function refreshFailed(ctx: Ctx, sessionId: string, e: unknown, before: string): Provisioning {
+function refreshFailed(ctx: AdapterEnv, sessionId: string, e: unknown, before: string): Provisioning {
   if (!(e instanceof GatewayError)) throw e;
   const refused = ctx.services.subLanes.refreshRefused.has(sessionId);
   const why = e.message.charAt(0).toLowerCase() + e.message.slice(1);
@@ -56,7 +56,7 @@ function unreachable(e: unknown): Provisioning {
 }
 
 /** Checks the stored sign-in of `sessionId` against the live catalog. Never throws for upstream trouble. */
-export async function provisionSubHost(ctx: Ctx, sessionId: string): Promise<Provisioning> {
+export async function provisionSubHost(ctx: AdapterEnv, sessionId: string): Promise<Provisioning> {
   const signal = AbortSignal.timeout(TIMEOUT_MS);
   const list = (auth: SubAuthFile) =>
     fetch(subUrl(ctx, "/models"), { headers: { ...subAuthHeaders(auth), accept: "application/json" }, redirect: "manual", signal });

@@ -1,9 +1,17 @@
 // Per-gateway state of the sub lanes: decrypted sign-ins cached briefly (no database read per
 // request on a warm session), refreshes in flight (one per session id), and live catalogs.
-// Built at boot as `ctx.services.subLanes` so several gateways in one process never share it.
+// Built at boot as `services.subLanes` so several gateways in one process never share it.
 import { LRUCache } from "lru-cache";
 import type { SubAuthFile } from "./auth-file.ts";
-import type { CatalogEntry } from "./catalog.ts";
+
+export type Tier = "flagship" | "mini";
+
+export interface CatalogEntry {
+  id: string;
+  created: number;
+  owned_by: string;
+  tier?: Tier;
+}
 
 export interface SubState {
   /** Session id → decrypted sign-in and when it was read. */

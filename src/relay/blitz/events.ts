@@ -4,7 +4,7 @@
 // final `done` event with the batch's summary. The client going away (the stream is cancelled)
 // calls `onGone`, which cancels the prompts that have not started; those that ran are charged as
 // any abandoned request is.
-import { SSE_HEADERS } from "../stream/relay-stream.ts";
+import { SSE_HEADERS } from "../stream/sse-headers.ts";
 
 const enc = new TextEncoder();
 const KEEPALIVE = enc.encode(": keep-alive\n\n");

@@ -7,21 +7,25 @@
 // and the others poll for its entry, taking over if it gives up. Waits are bounded; a follower
 // whose wait fails goes upstream itself. Nothing here can turn a request into an error: a store
 // that fails is a miss.
-import type { RequestContext } from "../../http/route.ts";
+import type { RequestContext } from "../../http/request-context.ts";
 import type { ClientShape, Json } from "../../protocols/types.ts";
 import type { RelayObserver } from "../observer.ts";
-import type { MoneyCall } from "../budget/money.ts";
 import type { KeyContext } from "../key-context.ts";
 import type { UsageRow } from "../usage-queue.ts";
-import { SSE_HEADERS } from "../stream/relay-stream.ts";
+import { SSE_HEADERS } from "../stream/sse-headers.ts";
 import { captureJson, isComplete, replayJson, replaySse, StreamRecorder, type CachedAnswer, type Captured } from "./answer.ts";
 import { cacheableRequest, cacheControlOf } from "./control.ts";
 import { canonicalJson, entryKey, IGNORED_FIELDS } from "./key.ts";
 import { ReplayTemplates } from "./replay-template.ts";
 import type { CacheStore } from "./store.ts";
 
+/** What the cache reads of an admitted request's money (budget/money.ts's MoneyCall): whether its output limit was lowered. */
+export interface AdmittedMoney {
+  readonly outputLimit: number | null;
+}
+
 /** The rest of the pipeline; `admitted` hands back the request's money once it is admitted. */
-export type Relay = (admitted: (money: MoneyCall) => void) => Promise<Response>;
+export type Relay = (admitted: (money: AdmittedMoney) => void) => Promise<Response>;
 
 export interface ResponseCacheDeps {
   store: CacheStore;
@@ -144,7 +148,7 @@ export class ResponseCache {
 
   /** Goes upstream; with `lead`, keeps a complete answer and ends the flight it leads. */
   private async run(req: Request, relay: Relay, label: "MISS" | "BYPASS", lead: { k: string; flight: Flight | null; owner: string | null } | null): Promise<Response> {
-    let money: MoneyCall | null = null;
+    let money: AdmittedMoney | null = null;
     let ended = false;
     const end = async (c: Captured | null) => {
       if (ended || !lead) return;
@@ -201,7 +205,7 @@ export class ResponseCache {
   }
 
   /** Stores a complete answer with what it cost; returns it, or null when it is not kept. */
-  private async keep(req: Request, k: string, c: Captured, money: MoneyCall): Promise<CachedAnswer | null> {
+  private async keep(req: Request, k: string, c: Captured, money: AdmittedMoney): Promise<CachedAnswer | null> {
     if (!isComplete(c, req.body, money.outputLimit !== null)) return null;
     const access = req.rc.access;
     // A chat stream whose client did not ask for usage carries none: the attempts' counts stand in.

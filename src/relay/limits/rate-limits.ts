@@ -17,7 +17,7 @@
 //     request needs its lease) are not sliced.
 //   - a key refused for requests is remembered until the window frees a slot, so a runaway client
 //     hammering a key over its limit costs no round trip.
-import type { Base } from "../../context.ts";
+import type { Base } from "../../base.ts";
 import type { Json } from "../../protocols/types.ts";
 import { LimitWindow, type KeyLimits, type LimitAsk, type LimitVerdict } from "../../store/kv/limit-window.ts";
 import type { LimitCall, LimitKeys } from "../../store/kv/types.ts";

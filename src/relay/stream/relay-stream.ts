@@ -13,6 +13,7 @@ import { chatStreamError } from "../../protocols/chat/index.ts";
 import { abandonedCode, TimeoutError, usageSoFar, type LaneResult, type RelayRequest } from "../attempt.ts";
 import type { GatewayError } from "../../errors.ts";
 import { scrub } from "../relay-errors.ts";
+import { SSE_HEADERS } from "./sse-headers.ts";
 import { FailedAfterOutput } from "./tap.ts";
 
 export type StreamLane = Extract<LaneResult, { kind: "stream" }>;
@@ -24,11 +25,6 @@ export interface StreamHooks {
   done(outcome: "ok" | "broken" | "aborted" | "error", status: number, provider: string | null, ttfbMs: number | null): void;
 }
 
-export const SSE_HEADERS: Record<string, string> = {
-  "content-type": "text/event-stream; charset=utf-8",
-  "cache-control": "no-cache",
-  "x-accel-buffering": "no",
-};
 
 const KEEPALIVE = new TextEncoder().encode(": keep-alive\n\n");
 const enc = new TextEncoder();

@@ -2,7 +2,7 @@
 // (the update is conditional on the item still being queued or running) and the job's counters
 // move in the same transaction, so progress is one row and exactly one caller sees the job end.
 import { and, asc, eq, gt, inArray, lt, sql } from "drizzle-orm";
-import type { Base } from "../../../context.ts";
+import type { Base } from "../../../base.ts";
 import type { Json } from "../../../protocols/types.ts";
 import { blitzJobItems, blitzJobs } from "../../../store/db/schema/index.ts";
 import { enqueueEvent } from "../../../webhooks/outbox.ts";

@@ -1,0 +1,55 @@
+// The background jobs of /blitz: the item runner once the server listens, the pick-up of
+// unfinished work at start (in process: nothing else would run it), and the sweep that deletes
+// results past BLITZ_JOB_RESULT_TTL_HOURS.
+import type { Ctx } from "../../../context.ts";
+import { intervalJob, type Job } from "../../../jobs/job.ts";
+import { BullJobQueue } from "./bullmq-queue.ts";
+import { MemoryJobQueue, type JobQueue } from "./queue.ts";
+import { itemRunner } from "./runner.ts";
+import { activeJobs, deleteExpired, itemsInState } from "./store.ts";
+
+const SWEEP_MS = 10 * 60_000;
+
+/** The background jobs: the item runner (started after listen, drained on stop) and the expiry sweep. */
+export function blitzJobsJobs(ctx: Ctx): Job[] {
+  const { queue, onEnded } = ctx.services.blitzJobs;
+  const runner = itemRunner(ctx, {
+    ledgerRedis: queue instanceof BullJobQueue ? queue.redis : null,
+    instanceState: ctx.services.ledger ? (i) => ctx.services.ledger!.instanceState(i) : null,
+    recheckMs: ctx.config.BLITZ_JOB_LOCK_MS,
+    onEnded: (job) => {
+      for (const f of onEnded) f(job);
+    },
+  });
+  let started = false;
+  const run: Job = {
+    name: "blitz-jobs",
+    start() {
+      if (started) return;
+      started = true;
+      queue.start(runner);
+      if (queue instanceof MemoryJobQueue) void resume(ctx, queue);
+    },
+    async stop() {
+      await queue.close();
+    },
+    async runOnce() {},
+  };
+  const sweep = intervalJob(ctx, "blitz-jobs-expiry", SWEEP_MS, async () => {
+    const n = await deleteExpired(ctx);
+    if (n) ctx.log.info({ jobs: n }, "blitz job results expired");
+  });
+  return [run, sweep];
+}
+
+/** In process: the jobs a previous run left unfinished go back in the queue (running items first: the runner decides their fate). */
+async function resume(ctx: Ctx, queue: JobQueue): Promise<void> {
+  try {
+    for (const job of await activeJobs(ctx)) {
+      const idx = [...(await itemsInState(ctx, job.id, "running")), ...(await itemsInState(ctx, job.id, "queued"))];
+      if (idx.length) await queue.add(job.id, idx);
+    }
+  } catch (e) {
+    ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "blitz jobs could not be resumed");
+  }
+}
