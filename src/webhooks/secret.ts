@@ -2,7 +2,7 @@
 // POST, stored AES-256-GCM sealed and bound to the account (`webhook_secrets:<account id>`), so it
 // can sign every delivery and be shown again to `sk_` tokens; it is never logged.
 import { eq, sql } from "drizzle-orm";
-import type { Base } from "../context.ts";
+import type { Base } from "../base.ts";
 import { randomToken } from "../lib/crypto.ts";
 import { webhookSecrets } from "../store/db/schema/index.ts";
 

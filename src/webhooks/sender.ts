@@ -5,7 +5,7 @@
 // (WEBHOOK_RETRY_BASE_SECONDS doubling, at most an hour apart) for 24 hours. An email goes through
 // the gateway's mailer. Once an attempt succeeded this instance never sends it again, even when
 // recording the success failed (it keeps trying to record it instead).
-import type { Base } from "../context.ts";
+import type { Base } from "../base.ts";
 import type { Mailer } from "../mail/mailer.ts";
 import { GatewayError } from "../errors.ts";
 import { intervalJob, type Job } from "../jobs/job.ts";

@@ -1,5 +1,8 @@
 // A job as the API shows it: GET/POST/DELETE /blitz/jobs answers and the job webhooks' `data.job`.
-import type { JobRow } from "./store.ts";
+import type { blitzJobs } from "../../../store/db/schema/index.ts";
+
+/** A job's row (store.ts names it JobRow; read from the schema here so the store can present what it writes). */
+type JobRow = typeof blitzJobs.$inferSelect;
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
