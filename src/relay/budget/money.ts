@@ -23,6 +23,7 @@ import type { UsageRow } from "../usage-queue.ts";
 import { fromNano, reserve, toNano, type Reservation } from "./counters.ts";
 import { estimateRequest, fallbackPrices, outputLimitFor, type Estimate } from "./estimate.ts";
 import type { FactsJson, Ledger } from "./ledger/index.ts";
+import { RECOVERY_BARRIER_MS } from "./ledger/epoch.ts";
 import { tokenAsk, type RateHold } from "../limits/rate-limits.ts";
 import type { LimitCall } from "../../store/kv/types.ts";
 
@@ -57,7 +58,9 @@ export const budgetUnavailable = () =>
  */
 async function admitOr503(ctx: Ctx, key: KeyContext, usd: number | null, minUsd: number | null, ledger: Ledger | null, uid: string, facts: FactsJson, limits?: LimitCall): Promise<Reservation | null | "unreachable"> {
   try {
-    if (ledger?.gate) await ledger.gate;
+    // After Redis lost its state, a budgeted admission waits for the recovery barrier (ledger/epoch.ts);
+    // one that would wait longer than GATE_WAIT_MS answers 503 budget_unavailable instead.
+    if (ledger?.gate && usd !== null && key.monthlyBudgetUsd !== null) await within(ledger.gate, GATE_WAIT_MS);
     const entry = ledger ? ledger.admission(key.id, uid, facts) : undefined;
     const r = await reserve(ctx, key, usd, minUsd, entry, ledger ? () => ledger.checkEpoch() : undefined, limits);
     if (r && ledger && !r.limits?.refused) ledger.admitted(key, uid, r.month, facts, r.nano);
@@ -67,6 +70,15 @@ async function admitOr503(ctx: Ctx, key: KeyContext, usd: number | null, minUsd:
     if (usd === null || key.monthlyBudgetUsd === null) return "unreachable";
     throw budgetUnavailable();
   }
+}
+
+/** Longest a budgeted admission waits for the ledger's recovery: a few barriers (RECOVERY_BARRIER_MS). */
+const GATE_WAIT_MS = 3 * RECOVERY_BARRIER_MS;
+
+function within(p: Promise<void>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<void>((_, reject) => { timer = setTimeout(() => reject(new Error(`budget store recovery still running after ${ms} ms`)), ms); });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 export interface OpenOptions {

@@ -214,6 +214,20 @@ redis.call('HSET', KEYS[2], ARGV[1], '1')
 redis.call('EXPIRE', KEYS[2], 180)
 return 1`;
 
+// EPOCH: the ledger's epoch (which Redis state the instances' in-flight entries were asserted
+// onto), created when missing as "<token>@<Redis time of creation, ms>", and Redis's clock now: the
+// recovery barrier after an empty restart is measured on this one clock, never an instance's.
+//   KEYS[1] epoch  ARGV[1] a fresh token (used only when the epoch is missing)  → {epoch, now ms}
+const EPOCH = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local v = redis.call('GET', KEYS[1])
+if not v then
+  v = ARGV[1] .. '@' .. now
+  redis.call('SET', KEYS[1], v)
+end
+return {v, now}`;
+
 const ADJUST = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local total = redis.call('INCRBY', KEYS[1], ARGV[1])
@@ -234,6 +248,7 @@ export type Cmds = Redis & {
   gwLedger(counter: string, ledger: string, settledNow: string, settledPrev: string, ttl: number, entries: string, settles: string): Promise<number>;
   gwReassert(counter: string, ledger: string, ...args: Array<string | number>): Promise<number>;
   gwWriteOff(ledger: string, settled: string, id: string): Promise<number>;
+  gwEpoch(epoch: string, token: string): Promise<[string, number]>;
   gwAdjust(key: string, delta: number, ttl: number): Promise<number | null>;
   gwIncrWindow(key: string, ttl: number): Promise<number>;
 };
@@ -262,6 +277,7 @@ export class RedisKV implements KV {
     this.r.defineCommand("gwLedger", { numberOfKeys: 4, lua: LEDGER });
     this.r.defineCommand("gwReassert", { numberOfKeys: 2, lua: REASSERT });
     this.r.defineCommand("gwWriteOff", { numberOfKeys: 2, lua: WRITE_OFF });
+    this.r.defineCommand("gwEpoch", { numberOfKeys: 1, lua: EPOCH });
     this.r.defineCommand("gwAdjust", { numberOfKeys: 1, lua: ADJUST });
     this.r.defineCommand("gwIncrWindow", { numberOfKeys: 1, lua: INCR_WINDOW });
     this.r.on("error", () => {}); // surfaced by the failing command and /readyz, not as a crash

@@ -2,7 +2,11 @@
 // empty; a changed master identity (redis-identity.ts) means a failover or restart that may have
 // lost the last acknowledged writes. Either way admissions wait (`gate`) while this instance
 // re-asserts its own in-flight entries onto the rebuilt counters and writes the streamed records
-// Redis lost before any drain committed them (from its copies: unacked.ts).
+// Redis lost before any drain committed them (from its copies: unacked.ts). After an empty restart
+// budgeted admissions then wait, on every instance, until the recovery barrier has passed:
+// RECOVERY_BARRIER_MS after the new epoch was created, on Redis's clock. Every live instance checks
+// the epoch at least once per EPOCH_CHECK_MS, so by then each has re-asserted, and no instance
+// admitted on a counter missing another instance's requests in flight (CONTRACT §7).
 import { inArray } from "drizzle-orm";
 import type { Base } from "../../../context.ts";
 import { randomToken } from "../../../lib/crypto.ts";
@@ -16,6 +20,23 @@ import { callOfRecord, drainedUpTo, settlesOf } from "./unacked.ts";
 import { GROUP, type LedgerKeys, type SentSettles } from "./types.ts";
 import { reassertArgs } from "./wire.ts";
 import type { LedgerWrites } from "./writes.ts";
+
+/** How often each instance checks the epoch (the ledger's heartbeat). */
+export const EPOCH_CHECK_MS = 1000;
+/** Budgeted admissions wait this long after a new epoch was created (Redis's clock): two epoch checks. */
+export const RECOVERY_BARRIER_MS = 2 * EPOCH_CHECK_MS;
+/** How often a waiting instance looks at Redis's clock (and sees another restart during the wait). */
+const BARRIER_LOOK_MS = 100;
+
+/**
+ * Milliseconds of the recovery barrier still to run at Redis time `now` for `epoch`
+ * ("<token>@<created ms>"; an epoch written without its creation time has no barrier).
+ */
+export function barrierLeft(epoch: string, now: number): number {
+  const at = epoch.lastIndexOf("@");
+  const created = at < 0 ? NaN : Number(epoch.slice(at + 1));
+  return Number.isFinite(created) ? created + RECOVERY_BARRIER_MS - now : 0;
+}
 
 export class Epoch {
   private epoch: string | null = null;
@@ -32,11 +53,11 @@ export class Epoch {
   async start(): Promise<void> {
     this.master = await masterIdentity(this.r);
     await this.stream.ensureGroup();
-    this.epoch = await this.r.get(this.k.epoch);
-    if (this.epoch === null) {
-      await this.r.set(this.k.epoch, randomToken(8), "NX");
-      this.epoch = await this.r.get(this.k.epoch);
-    }
+    const [epoch, now] = await this.r.gwEpoch(this.k.epoch, randomToken(8));
+    this.epoch = epoch;
+    // An epoch this instance (or another just now) created may follow an empty restart whose
+    // other instances have not re-asserted yet: the barrier holds for a starting instance too.
+    if (barrierLeft(epoch, now) > 0) this.hold(async () => { if (!(await this.barrier())) await this.recover(); }).catch(() => {});
   }
 
   /**
@@ -47,7 +68,7 @@ export class Epoch {
    */
   checkMaster(): Promise<void> {
     if (this.gate) return this.gate;
-    const gate = (async () => {
+    return this.hold(async () => {
       const now = await masterIdentity(this.r);
       if (this.master === null || now === this.master) {
         this.master = now;
@@ -56,10 +77,7 @@ export class Epoch {
       this.ctx.log.warn({}, "Redis master changed (failover or restart): re-asserting this instance's requests in flight");
       await this.recover();
       this.master = now; // only once repaired: a recovery cut short by another outage runs again
-    })();
-    this.gate = gate.finally(() => { if (this.gate === guarded) this.gate = null; });
-    const guarded = this.gate;
-    return guarded;
+    });
   }
 
   /** Checks the epoch; when Redis lost its state, admissions wait while this instance re-asserts. */
@@ -67,16 +85,43 @@ export class Epoch {
     if (this.gate) return this.gate;
     const cur = await this.r.get(this.k.epoch);
     if (cur !== null && cur === this.epoch) return;
-    this.gate = this.recover().finally(() => { this.gate = null; });
-    return this.gate;
+    return this.hold(() => this.recover());
+  }
+
+  /** Holds admissions (the gate, set before this turn ends) while `work` runs. */
+  private hold(work: () => Promise<void>): Promise<void> {
+    const gate: Promise<void> = work().finally(() => { if (this.gate === gate) this.gate = null; });
+    this.gate = gate;
+    return gate;
+  }
+
+  /**
+   * Waits, by Redis's clock, until the current epoch's recovery barrier has passed; false when the
+   * epoch changed meanwhile (Redis lost its state again: this instance must re-assert again).
+   */
+  private async barrier(): Promise<boolean> {
+    for (;;) {
+      const [epoch, now] = await this.r.gwEpoch(this.k.epoch, randomToken(8));
+      if (epoch !== this.epoch) return false;
+      const left = barrierLeft(epoch, now);
+      if (left <= 0) return true;
+      // The timer only paces the next look; Redis's clock decides when the barrier has passed.
+      await new Promise((r) => setTimeout(r, Math.min(left, BARRIER_LOOK_MS)));
+    }
   }
 
   private async recover(): Promise<void> {
-    // Taken before anything awaits: no prune may judge these copies by the new stream's watermark.
-    this.keepLost(this.writes.unacked.take());
-    this.ctx.log.warn({}, "Redis lost its state: re-asserting this instance's requests in flight");
-    await this.r.set(this.k.epoch, randomToken(8), "NX");
-    this.epoch = await this.r.get(this.k.epoch);
+    for (;;) {
+      // Taken before anything awaits: no prune may judge these copies by the new stream's watermark.
+      this.keepLost(this.writes.unacked.take());
+      this.ctx.log.warn({}, "Redis lost its state: re-asserting this instance's requests in flight");
+      await this.reassert();
+      if (await this.barrier()) return;
+    }
+  }
+
+  private async reassert(): Promise<void> {
+    [this.epoch] = await this.r.gwEpoch(this.k.epoch, randomToken(8));
     this.writes.forgetKeys();
     await this.stream.ensureGroup();
     await this.r.hset(this.k.instances, this.ctx.instanceId, Date.now());

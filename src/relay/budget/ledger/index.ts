@@ -10,7 +10,8 @@
 //   draining    any instance moves the stream into Postgres (drain.ts);
 //   heartbeat   `instances[<instance>] = now` every second;
 //   reconciler  turns a dead instance's entries into `interrupted` records (reconcile.ts);
-//   epoch       Redis lost its state: admissions wait while this instance re-asserts (epoch.ts).
+//   epoch       Redis lost its state: admissions wait while this instance re-asserts, then until
+//               every live instance has (the recovery barrier, on Redis's clock: epoch.ts).
 import { resolve } from "node:path";
 import type { Base } from "../../../context.ts";
 import { intervalJob, type Job } from "../../../jobs/job.ts";
@@ -20,7 +21,7 @@ import type { LedgerEntry } from "../../../store/kv/types.ts";
 import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
 import type { BudgetedKey } from "../counters.ts";
 import { StreamDrain } from "./drain.ts";
-import { Epoch } from "./epoch.ts";
+import { Epoch, EPOCH_CHECK_MS } from "./epoch.ts";
 import { FactsCache } from "./facts.ts";
 import { Reconciler } from "./reconcile.ts";
 import type { FactsJson, LedgerKeys } from "./types.ts";
@@ -28,7 +29,8 @@ import { LedgerWrites } from "./writes.ts";
 
 export type { EntryFacts, FactsJson } from "./types.ts";
 
-const HEARTBEAT_MS = 1000;
+/** The heartbeat checks the epoch: the recovery barrier is counted in these (epoch.ts). */
+const HEARTBEAT_MS = EPOCH_CHECK_MS;
 /**
  * A drain costs two Postgres statements and four Redis commands whatever it carries, and stops
  * once the stream is caught up. (A slower drain once seemed to lose an outage's spend from a
