@@ -7,7 +7,7 @@ import { keyInfo } from "./key-info.ts";
 import { listModels, retrieveModel } from "./models.ts";
 import { handleCountTokens } from "./count-tokens.ts";
 import { handleInference } from "./pipeline.ts";
-import { chatCompletionsBodyDoc, countTokensBodyDoc, embeddingsBodyDoc, messagesBodyDoc, responsesBodyDoc } from "./request-body.ts";
+import { chatCompletionsBodyDoc, countTokensBodyDoc, embeddingsBodyDoc, messagesBodyDoc, responsesBodyDoc } from "../protocols/required-fields.ts";
 import { transcriptionRoutes } from "./transcriptions.ts";
 import { RATE_LIMITED_DOC } from "./limits/headers.ts";
 

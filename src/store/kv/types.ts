@@ -65,7 +65,7 @@ export interface KV {
    * the budget, and nothing is added unless both fit.
    */
   reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number, entry?: LedgerEntry, limits?: LimitCall): Promise<ReserveResult>;
-  /** Settlements: window entries' token deltas ("entry\tdelta\n…") and leases given back ("id\n…"). */
+  /** Settlements: window entries' request and token deltas ("entry\trequest delta\ttoken delta\n…", one line each, newline-terminated) and leases given back ("lease id\n…"). */
   releaseLimits(keys: LimitKeys, deltas: string, leaseIds: string): Promise<void>;
   /** Pushes out the expiry of leases still held (their requests are running). */
   renewLeases(keys: LimitKeys, ttlMs: number, ids: string[]): Promise<void>;
