@@ -3,7 +3,7 @@
 // what a target protocol cannot express. Pure.
 import { randomToken } from "../lib/crypto.ts";
 import { badRequest, unsupportedFeature } from "../errors.ts";
-import { UpstreamStreamError, type Json, type SseEvent, type Usage } from "./types.ts";
+import { UpstreamStreamError, type Json, type ReasoningBlock, type SseEvent, type Usage } from "./types.ts";
 
 /** A content part of a chat message (text, image_url, input_audio, file…). */
 export type ChatPart = Json & { type: string };
@@ -179,6 +179,25 @@ export function chatCompletion(base: ChunkBase, choices: AssistantTurn[], usage:
   };
   if (usage) c.usage = chatUsage(usage);
   return c;
+}
+
+/**
+ * Puts a decoded answer's reasoning on choice 0's message: `reasoning_content` (the text, as
+ * DeepSeek-style chat APIs send it) and the whole blocks in `reasoning_blocks` (types.ts).
+ */
+export function withReasoning(completion: Json, blocks: ReasoningBlock[]): Json {
+  const m = completion.choices?.[0]?.message;
+  if (!m || blocks.length === 0) return completion;
+  const text = blocks.map((b) => b.text).join("");
+  if (text) m.reasoning_content = text;
+  m.reasoning_blocks = blocks;
+  return completion;
+}
+
+/** A message's reasoning as whole blocks: its `reasoning_blocks`, else its `reasoning_content` as one block. */
+export function reasoningBlocksOf(message: Json): ReasoningBlock[] {
+  if (Array.isArray(message.reasoning_blocks)) return message.reasoning_blocks;
+  return typeof message.reasoning_content === "string" && message.reasoning_content ? [{ text: message.reasoning_content }] : [];
 }
 
 /** Function tools of a chat request, validated: `[{name, description?, parameters?, strict?}]`. */

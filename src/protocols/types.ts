@@ -27,6 +27,29 @@ export interface Usage {
 
 export type Json = Record<string, any>;
 
+/**
+ * Reasoning in the pivot. A delta's `reasoning_content` is a piece of the model's reasoning text
+ * (the field DeepSeek-style chat APIs send, so a chat client sees it as they do). A delta's
+ * `reasoning_end` closes one reasoning block and carries what its vendor attached to it, which a
+ * client of that vendor's protocol must get back unchanged; a message's `reasoning_blocks` are the
+ * same blocks, whole. Both are the gateway's own: the chat encoders leave them out.
+ */
+export interface ReasoningEnd {
+  /** Anthropic thinking block signature. */
+  signature?: string;
+  /** Anthropic redacted_thinking `data` (a block with no text). */
+  redacted?: string;
+  /** OpenAI Responses reasoning item `encrypted_content`. */
+  encrypted_content?: string;
+  /** Responses: the next block is another summary part of the same reasoning item. */
+  more?: boolean;
+}
+
+/** One whole reasoning block of a message (`reasoning_blocks`). */
+export interface ReasoningBlock extends ReasoningEnd {
+  text: string;
+}
+
 /** A chat-completions request (the pivot). Unknown fields ride along untouched. */
 export interface ChatRequest extends Json {
   model: string;

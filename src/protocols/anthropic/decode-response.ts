@@ -1,6 +1,6 @@
 // Anthropic Messages answer → chat completion; usage and finish reasons.
-import { chatCompletion, num, type AssistantTurn } from "../pivot.ts";
-import type { Json, Usage } from "../types.ts";
+import { chatCompletion, num, withReasoning, type AssistantTurn } from "../pivot.ts";
+import type { Json, ReasoningBlock, Usage } from "../types.ts";
 import { JSON_TOOL_NAME } from "./encode-request.ts";
 
 /** Anthropic stop_reason → chat finish_reason. */
@@ -57,13 +57,16 @@ export function decodeAnthropicResponse(body: Json, opts: { model: string; creat
   let text = "";
   const toolCalls: AssistantTurn["toolCalls"] = [];
   let jsonAnswer: string | null = null;
+  const reasoning: ReasoningBlock[] = [];
   for (const b of blocks) {
+    if (b.type === "thinking" && typeof b.thinking === "string") reasoning.push({ text: b.thinking, ...(typeof b.signature === "string" && b.signature ? { signature: b.signature } : {}) });
+    else if (b.type === "redacted_thinking" && typeof b.data === "string") reasoning.push({ text: "", redacted: b.data });
     if (b.type === "text" && typeof b.text === "string") text += b.text;
     else if (b.type === "tool_use") {
       if (b.name === JSON_TOOL_NAME) jsonAnswer = JSON.stringify(b.input ?? {});
       else toolCalls.push({ id: String(b.id), name: String(b.name), arguments: JSON.stringify(b.input ?? {}) });
     }
-    // thinking / redacted_thinking / server tool blocks have no chat equivalent and are left out.
+    // server tool blocks have no chat equivalent and are left out.
   }
   const usage = usageFromAnthropic(body.usage);
   const content = jsonAnswer ?? (text || null);
@@ -72,5 +75,6 @@ export function decodeAnthropicResponse(body: Json, opts: { model: string; creat
     [{ content, toolCalls, finishReason: finishReasonOf(body.stop_reason, jsonAnswer !== null && toolCalls.length === 0) }],
     usage,
   );
+  withReasoning(completion, reasoning);
   return { completion, usage };
 }

@@ -1,7 +1,7 @@
 // A chat completion → an Anthropic Message (the answer of POST /v1/messages on a lane that does
 // not speak Messages), and the pieces the stream encoder shares with it.
 import { randomToken } from "../../lib/crypto.ts";
-import { parseArguments, usageFromChat } from "../pivot.ts";
+import { parseArguments, reasoningBlocksOf, usageFromChat } from "../pivot.ts";
 import type { Json, Usage } from "../types.ts";
 
 export const newMessageId = () => `msg_${randomToken(24)}`;
@@ -55,6 +55,11 @@ export function anthropicFromPivot(completion: Json, usage: Usage | null, reques
   const choice = Array.isArray(completion.choices) ? completion.choices[0] : undefined;
   const message = choice?.message ?? {};
   const content: Json[] = [];
+  // Reasoning first, as Anthropic sends it: a thinking block keeps its signature (empty when the
+  // reasoning came from another vendor), a redacted one its data.
+  for (const b of reasoningBlocksOf(message)) {
+    content.push(b.redacted !== undefined ? { type: "redacted_thinking", data: b.redacted } : { type: "thinking", thinking: b.text, signature: b.signature ?? "" });
+  }
   const text = typeof message.content === "string" ? message.content : typeof message.refusal === "string" ? message.refusal : "";
   if (text) content.push({ type: "text", text });
   for (const tc of Array.isArray(message.tool_calls) ? message.tool_calls : []) {

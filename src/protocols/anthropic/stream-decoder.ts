@@ -4,14 +4,16 @@
 // content_block_start(tool_use) → a tool_calls entry with id and name (its own chat index, so
 // parallel and interleaved calls stay apart); text_delta → content; input_json_delta → that
 // call's arguments; message_delta → stop reason and cumulative usage; message_stop → the
-// finish chunk. ping is ignored; an error event throws UpstreamStreamError.
+// finish chunk. Thinking: thinking_delta → reasoning_content, the block's end → reasoning_end with
+// its signature; a redacted_thinking block → reasoning_end with its data (pivot.ts, types.ts).
+// ping is ignored; an error event throws UpstreamStreamError.
 import { chatChunk, roleChunkOnce, streamEventJson, vendorText, type ChunkBase } from "../pivot.ts";
 import { UpstreamStreamError, type ChunkDecoder, type Json, type SseEvent, type Usage } from "../types.ts";
 import { finishReasonOf, oneHourWrites } from "./decode-response.ts";
 import { JSON_TOOL_NAME } from "./encode-request.ts";
 import { anthropicErrorRetryable } from "./errors.ts";
 
-type BlockState = { kind: "text" } | { kind: "tool"; toolIndex: number } | { kind: "json" } | { kind: "other" };
+type BlockState = { kind: "text" } | { kind: "tool"; toolIndex: number } | { kind: "json" } | { kind: "thinking"; signature: string } | { kind: "other" };
 
 export function anthropicStreamDecoder(opts: { model: string; id: string; created: number }): ChunkDecoder {
   const base: ChunkBase = { id: opts.id, model: opts.model, created: opts.created };
@@ -64,6 +66,12 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
             const toolIndex = tools++;
             blocks.set(index, { kind: "tool", toolIndex });
             return [...start(), chatChunk(base, { tool_calls: [{ index: toolIndex, id: String(cb.id), type: "function", function: { name: String(cb.name), arguments: "" } }] })];
+          } else if (cb.type === "thinking") {
+            blocks.set(index, { kind: "thinking", signature: typeof cb.signature === "string" ? cb.signature : "" });
+            if (typeof cb.thinking === "string" && cb.thinking) return [...start(), chatChunk(base, { reasoning_content: cb.thinking })];
+          } else if (cb.type === "redacted_thinking" && typeof cb.data === "string") {
+            blocks.set(index, { kind: "other" });
+            return [...start(), chatChunk(base, { reasoning_end: { redacted: cb.data } })];
           } else blocks.set(index, { kind: "other" });
           return [];
         }
@@ -76,11 +84,18 @@ export function anthropicStreamDecoder(opts: { model: string; id: string; create
             if (b?.kind === "tool") return [...start(), chatChunk(base, { tool_calls: [{ index: b.toolIndex, function: { arguments: delta.partial_json } }] })];
             if (b?.kind === "json") return [...start(), chatChunk(base, { content: delta.partial_json })];
           }
-          // thinking_delta, signature_delta, citations_delta: no chat equivalent.
+          if (b?.kind === "thinking") {
+            if (delta.type === "thinking_delta" && typeof delta.thinking === "string" && delta.thinking) return [...start(), chatChunk(base, { reasoning_content: delta.thinking })];
+            if (delta.type === "signature_delta" && typeof delta.signature === "string") b.signature += delta.signature;
+          }
+          // citations_delta: no chat equivalent.
           return [];
         }
-        case "content_block_stop":
+        case "content_block_stop": {
+          const b = blocks.get(Number(d.index));
+          if (b?.kind === "thinking") return [...start(), chatChunk(base, { reasoning_end: b.signature ? { signature: b.signature } : {} })];
           return [];
+        }
         case "message_delta":
           if (typeof d.delta?.stop_reason === "string") stopReason = d.delta.stop_reason;
           takeUsage(d.usage);

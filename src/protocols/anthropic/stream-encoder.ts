@@ -8,10 +8,10 @@
 import { anthropicErrorType, type GatewayError } from "../../errors.ts";
 import { firstChoice, writeDelta, type DeltaWriter } from "../chat/delta.ts";
 import { writeSseJson } from "../sse.ts";
-import type { ChunkEncoder, Json, Usage } from "../types.ts";
+import type { ChunkEncoder, Json, ReasoningEnd, Usage } from "../types.ts";
 import { anthropicUsage, newMessageId, stopReasonOf } from "./from-pivot.ts";
 
-type Open = { kind: "text"; index: number } | { kind: "tool"; index: number; toolIndex: number };
+type Open = { kind: "text"; index: number } | { kind: "thinking"; index: number } | { kind: "tool"; index: number; toolIndex: number };
 
 /** The `error` event of an Anthropic stream. */
 export function anthropicStreamError(message: string, type = "api_error"): string {
@@ -74,7 +74,28 @@ export function anthropicStreamEncoder(request: Json): ChunkEncoder {
     return s;
   };
 
-  const writer: DeltaWriter = { text, refusal: text, toolCall };
+  // Reasoning: a thinking block (thinking_delta…), closed by its signature_delta at the block's end.
+  const reasoning = (delta: string): string => {
+    let s = "";
+    if (open?.kind !== "thinking") {
+      s += closeOpen();
+      open = { kind: "thinking", index: blocks++ };
+      s += writeSseJson({ type: "content_block_start", index: open.index, content_block: { type: "thinking", thinking: "", signature: "" } });
+    }
+    return s + writeSseJson({ type: "content_block_delta", index: open.index, delta: { type: "thinking_delta", thinking: delta } });
+  };
+  const reasoningEnd = (end: ReasoningEnd): string => {
+    if (typeof end.redacted === "string") {
+      const index = blocks++;
+      return closeOpen() + writeSseJson({ type: "content_block_start", index, content_block: { type: "redacted_thinking", data: end.redacted } })
+        + writeSseJson({ type: "content_block_stop", index });
+    }
+    if (open?.kind !== "thinking") return "";
+    const s = end.signature ? writeSseJson({ type: "content_block_delta", index: open.index, delta: { type: "signature_delta", signature: end.signature } }) : "";
+    return s + closeOpen();
+  };
+
+  const writer: DeltaWriter = { reasoning, reasoningEnd, text, refusal: text, toolCall };
   return {
     push(chunk: Json): string {
       if (closed) return "";

@@ -15,12 +15,21 @@ export function chatStreamError(message: string, cause: string | GatewayError = 
   return `event: error\ndata: ${JSON.stringify({ error })}\n\n`;
 }
 
+/** A completion without the pivot's own `reasoning_blocks` (its `reasoning_content` stays). */
+function withoutReasoningBlocks(completion: Json): Json {
+  const m = completion.choices?.[0]?.message;
+  if (!m || m.reasoning_blocks === undefined) return completion;
+  const { reasoning_blocks: _, ...message } = m;
+  return { ...completion, choices: [{ ...completion.choices[0], message }, ...completion.choices.slice(1)] };
+}
+
 export const chatClientCodec: ClientCodec = {
   shape: "chat",
   toPivot: (body) => body as ChatRequest,
   fromPivot(completion: Json, usage: Usage | null) {
-    if (usage && !completion.usage) return { ...completion, usage: chatUsage(usage) };
-    return completion;
+    const out = withoutReasoningBlocks(completion);
+    if (usage && !out.usage) return { ...out, usage: chatUsage(usage) };
+    return out;
   },
   streamEncoder(request: Json): ChunkEncoder {
     const wantsUsage = request.stream_options?.include_usage === true;
@@ -28,6 +37,13 @@ export const chatClientCodec: ClientCodec = {
     return {
       push(chunk) {
         base ??= { id: chunk.id, created: chunk.created, model: chunk.model };
+        const d = chunk.choices?.[0]?.delta;
+        if (d?.reasoning_end !== undefined) {
+          // The end of a reasoning block is the gateway's own mark: a chunk that only carried it says nothing.
+          const { reasoning_end: _, ...delta } = d;
+          if (Object.keys(delta).length === 0 && !chunk.choices[0].finish_reason) return "";
+          chunk = { ...chunk, choices: [{ ...chunk.choices[0], delta }, ...chunk.choices.slice(1)] };
+        }
         return `data: ${JSON.stringify(chunk)}\n\n`;
       },
       end(usage) {

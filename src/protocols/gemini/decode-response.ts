@@ -1,5 +1,5 @@
 // Gemini GenerateContentResponse → chat completion; usage and finish reasons.
-import { chatCompletion, newCallId, num, type AssistantTurn } from "../pivot.ts";
+import { chatCompletion, newCallId, num, withReasoning, type AssistantTurn } from "../pivot.ts";
 import type { Json, Usage } from "../types.ts";
 
 const FILTERED = new Set(["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"]);
@@ -30,27 +30,34 @@ export function usageFromGemini(m: unknown): Usage | null {
   return usage;
 }
 
-/** Text and function calls of one candidate's parts; thought summaries are left out. */
-export function partsToTurn(parts: unknown): { text: string; calls: AssistantTurn["toolCalls"] } {
+/** Text, function calls and thought summaries (the model's reasoning) of one candidate's parts. */
+export function partsToTurn(parts: unknown): { text: string; calls: AssistantTurn["toolCalls"]; thoughts: string } {
   let text = "";
+  let thoughts = "";
   const calls: AssistantTurn["toolCalls"] = [];
   if (Array.isArray(parts)) {
     for (const p of parts) {
-      if (!p || typeof p !== "object" || p.thought === true) continue;
+      if (!p || typeof p !== "object") continue;
+      if (p.thought === true) {
+        if (typeof p.text === "string") thoughts += p.text;
+        continue;
+      }
       if (typeof p.text === "string") text += p.text;
       else if (p.functionCall && typeof p.functionCall.name === "string") {
         calls.push({ id: typeof p.functionCall.id === "string" && p.functionCall.id ? p.functionCall.id : newCallId(), name: p.functionCall.name, arguments: JSON.stringify(p.functionCall.args ?? {}) });
       }
     }
   }
-  return { text, calls };
+  return { text, calls, thoughts };
 }
 
 export function decodeGeminiResponse(body: Json, opts: { model: string; id?: string; created?: number }): { completion: Json; usage: Usage | null } {
   const candidates: Json[] = Array.isArray(body.candidates) ? body.candidates : [];
   const turns: AssistantTurn[] = [];
+  let reasoning = "";
   for (const c of [...candidates].sort((a, b) => num(a.index) - num(b.index))) {
-    const { text, calls } = partsToTurn(c.content?.parts);
+    const { text, calls, thoughts } = partsToTurn(c.content?.parts);
+    if (turns.length === 0) reasoning = thoughts;
     turns.push({ content: text || null, toolCalls: calls, finishReason: finishReasonOf(c.finishReason, calls.length > 0) });
   }
   // A prompt blocked before generation has no candidates, only promptFeedback.blockReason.
@@ -65,5 +72,6 @@ export function decodeGeminiResponse(body: Json, opts: { model: string; id?: str
     turns,
     usage,
   );
+  withReasoning(completion, reasoning ? [{ text: reasoning }] : []);
   return { completion, usage };
 }

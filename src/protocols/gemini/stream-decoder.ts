@@ -58,7 +58,12 @@ export function geminiStreamDecoder(opts: { model: string; id: string; created: 
           out.push(chatChunk(base, { role: "assistant", content: "" }, null, index));
         }
         for (const p of Array.isArray(c.content?.parts) ? c.content.parts : []) {
-          if (!p || typeof p !== "object" || p.thought === true) continue;
+          if (!p || typeof p !== "object") continue;
+          // A thought summary is the model's reasoning; choice 0's is what the pivot carries.
+          if (p.thought === true) {
+            if (index === 0 && typeof p.text === "string" && p.text) out.push(chatChunk(base, { reasoning_content: p.text }, null, index));
+            continue;
+          }
           if (typeof p.text === "string" && p.text) out.push(chatChunk(base, { content: p.text }, null, index));
           else if (p.functionCall && typeof p.functionCall.name === "string") {
             const fc = p.functionCall;

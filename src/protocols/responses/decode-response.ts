@@ -1,13 +1,28 @@
 // A Response object (from a Responses-only lane) → chat completion.
-import { chatCompletion, type AssistantTurn } from "../pivot.ts";
+import { chatCompletion, withReasoning, type AssistantTurn } from "../pivot.ts";
 import { GatewayError } from "../../errors.ts";
-import type { Json, Usage } from "../types.ts";
+import type { Json, ReasoningBlock, Usage } from "../types.ts";
 import { usageFromResponses } from "./usage.ts";
 
 /** Response status (+ incomplete reason, + whether it called functions) → chat finish_reason. */
 export function finishReasonOf(status: unknown, incompleteReason: unknown, hadToolCalls: boolean): string {
   if (status === "incomplete") return incompleteReason === "content_filter" ? "content_filter" : "length";
   return hadToolCalls ? "tool_calls" : "stop";
+}
+
+/** Reasoning items → reasoning blocks: one per summary part (`more` joins the parts of one item), the item's encrypted content on its last. */
+export function reasoningOfOutput(output: unknown): ReasoningBlock[] {
+  const out: ReasoningBlock[] = [];
+  for (const item of Array.isArray(output) ? output : []) {
+    if (item?.type !== "reasoning") continue;
+    const parts: string[] = (Array.isArray(item.summary) ? item.summary : []).map((p: Json) => (typeof p?.text === "string" ? p.text : ""));
+    const blocks: ReasoningBlock[] = (parts.length ? parts : [""]).map((text) => ({ text, more: true }));
+    const last = blocks[blocks.length - 1]!;
+    delete last.more;
+    if (typeof item.encrypted_content === "string") last.encrypted_content = item.encrypted_content;
+    out.push(...blocks);
+  }
+  return out;
 }
 
 export function outputToTurn(output: unknown): { text: string; refusal: string; calls: AssistantTurn["toolCalls"] } {
@@ -23,7 +38,7 @@ export function outputToTurn(output: unknown): { text: string; refusal: string; 
     } else if (item?.type === "function_call") {
       calls.push({ id: String(item.call_id ?? item.id), name: String(item.name), arguments: typeof item.arguments === "string" ? item.arguments : JSON.stringify(item.arguments ?? {}) });
     }
-    // reasoning and hosted-tool items have no chat equivalent.
+    // reasoning: reasoningOfOutput; hosted-tool items have no chat equivalent.
   }
   return { text, refusal, calls };
 }
@@ -43,5 +58,6 @@ export function decodeResponsesResponse(body: Json, opts: { model: string; id?: 
     [{ content: text || null, refusal: refusal || null, toolCalls: calls, finishReason: finishReasonOf(body.status, body.incomplete_details?.reason, calls.length > 0) }],
     usage,
   );
+  withReasoning(completion, reasoningOfOutput(body.output));
   return { completion, usage };
 }

@@ -1,12 +1,34 @@
 // A chat completion → a Response object (the answer of POST /v1/responses).
 import { randomToken } from "../../lib/crypto.ts";
-import { usageFromChat } from "../pivot.ts";
-import type { Json, Usage } from "../types.ts";
+import { reasoningBlocksOf, usageFromChat } from "../pivot.ts";
+import type { Json, ReasoningBlock, Usage } from "../types.ts";
 import { responsesUsage } from "./usage.ts";
 
 export const newResponseId = () => `resp_${randomToken(32)}`;
 export const newMessageItemId = () => `msg_${randomToken(32)}`;
 export const newFunctionItemId = () => `fc_${randomToken(32)}`;
+export const newReasoningItemId = () => `rs_${randomToken(32)}`;
+
+/** A reasoning output item: its summary parts and, when its vendor sent it, its encrypted content. */
+export function reasoningItem(id: string, parts: string[], encrypted: string | undefined): Json {
+  return { id, type: "reasoning", summary: parts.map((text) => ({ type: "summary_text", text })), ...(encrypted !== undefined ? { encrypted_content: encrypted } : {}) };
+}
+
+/** Reasoning blocks → reasoning items (consecutive blocks marked `more` share one item). */
+export function reasoningItems(blocks: ReasoningBlock[]): Json[] {
+  const out: Json[] = [];
+  let parts: string[] = [];
+  for (const b of blocks) {
+    if (b.redacted !== undefined) continue; // Anthropic's redacted reasoning has no Responses form
+    parts.push(b.text);
+    if (b.more) continue;
+    // An item without a summary (only encrypted content) is one block with no text.
+    out.push(reasoningItem(newReasoningItemId(), parts.length === 1 && parts[0] === "" ? [] : parts, b.encrypted_content));
+    parts = [];
+  }
+  if (parts.length) out.push(reasoningItem(newReasoningItemId(), parts, undefined));
+  return out;
+}
 
 /** chat finish_reason → Response status and incomplete_details. */
 export function statusOf(finishReason: string | null | undefined): { status: "completed" | "incomplete"; incomplete_details: Json | null } {
@@ -55,7 +77,7 @@ export function responsesFromPivot(completion: Json, usage: Usage | null, reques
   const message = choice?.message ?? {};
   const created = typeof completion.created === "number" ? completion.created : Math.floor(Date.now() / 1000);
   const r = responseSkeleton(request, newResponseId(), typeof completion.model === "string" ? completion.model : request.model, created);
-  const output: Json[] = [];
+  const output: Json[] = reasoningItems(reasoningBlocksOf(message));
   const content: Json[] = [];
   if (typeof message.content === "string" && message.content) content.push(outputTextPart(message.content));
   if (typeof message.refusal === "string" && message.refusal) content.push({ type: "refusal", refusal: message.refusal });

@@ -18,6 +18,8 @@ interface CallState {
 export function responsesStreamDecoder(opts: { model: string; id: string; created: number }): ChunkDecoder {
   const base: ChunkBase = { id: opts.id, model: opts.model, created: opts.created };
   const calls = new Map<string, CallState>();
+  /** Reasoning items whose first summary part has been seen. */
+  const reasoningParts = new Set<string>();
   let finished = false;
   let usage: Usage | null = null;
 
@@ -56,6 +58,14 @@ export function responsesStreamDecoder(opts: { model: string; id: string; create
           if (typeof d.response?.model === "string" && d.response.model) base.model = d.response.model;
           // The role chunk waits for content, so an error before any content can still fail over.
           return [];
+        case "response.reasoning_summary_part.added":
+          // Another summary part of the same item: the previous one ends here, the item goes on.
+          if (typeof d.item_id === "string" && reasoningParts.has(d.item_id)) out.push(...start(), chatChunk(base, { reasoning_end: { more: true } }));
+          if (typeof d.item_id === "string") reasoningParts.add(d.item_id);
+          return out;
+        case "response.reasoning_summary_text.delta":
+          if (typeof d.delta === "string" && d.delta) out.push(...start(), chatChunk(base, { reasoning_content: d.delta }));
+          return out;
         case "response.output_item.added":
           if (d.item?.type === "function_call") {
             out.push(...start());
@@ -85,6 +95,9 @@ export function responsesStreamDecoder(opts: { model: string; id: string; create
           return out;
         }
         case "response.output_item.done":
+          if (d.item?.type === "reasoning") {
+            out.push(...start(), chatChunk(base, { reasoning_end: typeof d.item.encrypted_content === "string" ? { encrypted_content: d.item.encrypted_content } : {} }));
+          }
           if (d.item?.type === "function_call") {
             out.push(...start());
             fullArguments(callFor(d.item, out), d.item.arguments, out);
@@ -100,7 +113,7 @@ export function responsesStreamDecoder(opts: { model: string; id: string; create
         case "error":
           throw new UpstreamStreamError(`Upstream stream error (${d.code ?? d.error?.code ?? "error"}): ${vendorText(d.message ?? d.error?.message)}`, responsesErrorRetryable(String(d.code ?? d.error?.code ?? d.error?.type ?? "")));
         default:
-          return []; // reasoning summaries, hosted tools, annotations: no chat equivalent
+          return []; // hosted tools, annotations: no chat equivalent
       }
     },
     end(): Json[] {

@@ -9,8 +9,8 @@
 import { nestedErrorObject, type GatewayError } from "../../errors.ts";
 import { firstChoice, writeDelta, type DeltaWriter } from "../chat/delta.ts";
 import { writeSseJson } from "../sse.ts";
-import type { ChunkEncoder, Json, Usage } from "../types.ts";
-import { newFunctionItemId, newMessageItemId, newResponseId, outputTextPart, responseSkeleton, statusOf } from "./from-pivot.ts";
+import type { ChunkEncoder, Json, ReasoningEnd, Usage } from "../types.ts";
+import { newFunctionItemId, newMessageItemId, newReasoningItemId, newResponseId, outputTextPart, reasoningItem, responseSkeleton, statusOf } from "./from-pivot.ts";
 import { responsesUsage } from "./usage.ts";
 
 interface MessageItem {
@@ -22,6 +22,16 @@ interface MessageItem {
   /** content_index of the output_text / refusal part once opened. */
   textPart: number | null;
   refusalPart: number | null;
+}
+interface ReasoningItemState {
+  kind: "reasoning";
+  id: string;
+  outputIndex: number;
+  parts: string[];
+  /** The summary part being written, if one is open. */
+  partOpen: boolean;
+  encrypted?: string;
+  done: boolean;
 }
 interface CallItem {
   kind: "call";
@@ -37,8 +47,9 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
   let response: Json | null = null;
   let finishReason: string | null = null;
   let closed = false;
-  const items: (MessageItem | CallItem)[] = [];
+  const items: (MessageItem | CallItem | ReasoningItemState)[] = [];
   let message: MessageItem | null = null;
+  let reasoningOpen: ReasoningItemState | null = null;
   const calls = new Map<number, CallItem>();
 
   const emit = (type: string, fields: Json): string => writeSseJson({ type, sequence_number: seq++, ...fields });
@@ -48,6 +59,55 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
     const created = typeof chunk?.created === "number" ? chunk.created : Math.floor(Date.now() / 1000);
     response = responseSkeleton(request, newResponseId(), typeof chunk?.model === "string" ? chunk.model : String(request.model ?? ""), created);
     return emit("response.created", { response: { ...response } }) + emit("response.in_progress", { response: { ...response } });
+  };
+
+  // Reasoning: an item of summary parts, written before the answer and closed as soon as it ends.
+  const openReasoning = (): ReasoningItemState => {
+    if (reasoningOpen) return reasoningOpen;
+    reasoningOpen = { kind: "reasoning", id: newReasoningItemId(), outputIndex: items.length, parts: [], partOpen: false, done: false };
+    items.push(reasoningOpen);
+    pending += emit("response.output_item.added", { output_index: reasoningOpen.outputIndex, item: reasoningItem(reasoningOpen.id, [], undefined) });
+    return reasoningOpen;
+  };
+  let pending = "";
+  const flush = (): string => {
+    const s = pending;
+    pending = "";
+    return s;
+  };
+  const reasoning = (delta: string): string => {
+    const r = openReasoning();
+    const summary_index = r.partOpen ? r.parts.length - 1 : r.parts.length;
+    if (!r.partOpen) {
+      r.parts.push("");
+      r.partOpen = true;
+      pending += emit("response.reasoning_summary_part.added", { item_id: r.id, output_index: r.outputIndex, summary_index, part: { type: "summary_text", text: "" } });
+    }
+    r.parts[summary_index] += delta;
+    return flush() + emit("response.reasoning_summary_text.delta", { item_id: r.id, output_index: r.outputIndex, summary_index, delta });
+  };
+  const endPart = (r: ReasoningItemState): string => {
+    if (!r.partOpen) return "";
+    r.partOpen = false;
+    const summary_index = r.parts.length - 1;
+    const text = r.parts[summary_index]!;
+    return emit("response.reasoning_summary_text.done", { item_id: r.id, output_index: r.outputIndex, summary_index, text })
+      + emit("response.reasoning_summary_part.done", { item_id: r.id, output_index: r.outputIndex, summary_index, part: { type: "summary_text", text } });
+  };
+  const closeReasoning = (): string => {
+    const r = reasoningOpen;
+    if (!r) return "";
+    reasoningOpen = null;
+    r.done = true;
+    return endPart(r) + emit("response.output_item.done", { output_index: r.outputIndex, item: doneItem(r) });
+  };
+  const reasoningEnd = (end: ReasoningEnd): string => {
+    if (typeof end.redacted === "string") return ""; // Anthropic's redacted reasoning has no Responses form
+    const r = openReasoning();
+    let s = flush() + endPart(r);
+    if (end.more) return s;
+    if (end.encrypted_content !== undefined) r.encrypted = end.encrypted_content;
+    return s + closeReasoning();
   };
 
   const ensureMessage = (): string => {
@@ -102,14 +162,18 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
     if (m.refusalPart !== null) parts[m.refusalPart] = { type: "refusal", refusal: m.refusal };
     return parts;
   };
-  const doneItem = (it: MessageItem | CallItem): Json =>
-    it.kind === "message"
+  function doneItem(it: MessageItem | CallItem | ReasoningItemState): Json {
+    if (it.kind === "reasoning") return reasoningItem(it.id, it.parts, it.encrypted);
+    return it.kind === "message"
       ? { id: it.id, type: "message", status: "completed", role: "assistant", content: messageContent(it) }
       : { id: it.id, type: "function_call", status: "completed", arguments: it.arguments, call_id: it.callId, name: it.name };
+  }
 
   const closeItems = (): string => {
     let s = "";
+    s += closeReasoning();
     for (const it of items) {
+      if (it.kind === "reasoning") continue; // closed when it ended (closeReasoning)
       if (it.kind === "message") {
         if (it.textPart !== null) {
           s += emit("response.output_text.done", { item_id: it.id, output_index: it.outputIndex, content_index: it.textPart, text: it.text, logprobs: [] });
@@ -127,7 +191,14 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
     return s;
   };
 
-  const writer: DeltaWriter = { text, refusal, toolCall };
+  // The answer's first text or call ends any reasoning still open.
+  const writer: DeltaWriter = {
+    reasoning,
+    reasoningEnd,
+    text: (d) => closeReasoning() + text(d),
+    refusal: (d) => closeReasoning() + refusal(d),
+    toolCall: (tc) => closeReasoning() + toolCall(tc),
+  };
   return {
     push(chunk: Json): string {
       if (closed) return "";

@@ -1,6 +1,6 @@
 // A cached answer in a protocol-neutral form, and the two ways back out of it. The form is the
-// pivot's: chat chunk deltas of the one choice (role, text, refusal, tool-call deltas, a vendor's
-// chat reasoning field), the finish reason and the usage. An answer is captured from what the
+// pivot's: chat chunk deltas of the one choice (role, reasoning with its blocks' ends, text,
+// refusal, tool-call deltas), the finish reason and the usage. An answer is captured from what the
 // client was sent, whichever protocol that was (decoded by that protocol's own codec), so a
 // stream and a JSON answer to the same request fill the same entry; a hit is written by the
 // client protocol's own encoders, as SSE (one write per chunk) or JSON, with fresh ids.
@@ -8,7 +8,7 @@ import { randomToken } from "../../lib/crypto.ts";
 import { clientCodecs, upstreamCodecs } from "../../protocols/index.ts";
 import { chatChunk, chatUsage, newChatId } from "../../protocols/pivot.ts";
 import { createSseDecoder, type SseDecoder } from "../../protocols/sse.ts";
-import type { ChunkDecoder, ClientShape, Json, SseEvent, UpstreamCodec, Usage, WireProtocol } from "../../protocols/types.ts";
+import type { ChunkDecoder, ClientShape, Json, ReasoningBlock, SseEvent, UpstreamCodec, Usage, WireProtocol } from "../../protocols/types.ts";
 
 /** One chunk of the answer: choice 0's delta and finish reason. */
 export interface CachedChunk {
@@ -49,7 +49,14 @@ function choiceChunks(choice: Json): CachedChunk[] {
   const m: Json = choice.message ?? {};
   const out: CachedChunk[] = [{ delta: { role: "assistant", content: "" }, finish_reason: null }];
   const d = (delta: Json) => out.push({ delta, finish_reason: null });
-  for (const field of ["reasoning_content", "reasoning"]) if (typeof m[field] === "string" && m[field]) for (const p of pieces(m[field])) d({ [field]: p });
+  if (Array.isArray(m.reasoning_blocks)) {
+    // Whole reasoning blocks (a vendor's signature, encrypted content or redacted data on each): text, then the block's end.
+    for (const { text, ...end } of m.reasoning_blocks as ReasoningBlock[]) {
+      if (text) for (const p of pieces(text)) d({ reasoning_content: p });
+      d({ reasoning_end: end });
+    }
+    if (typeof m.reasoning === "string" && m.reasoning) for (const p of pieces(m.reasoning)) d({ reasoning: p });
+  } else for (const field of ["reasoning_content", "reasoning"]) if (typeof m[field] === "string" && m[field]) for (const p of pieces(m[field])) d({ [field]: p });
   if (typeof m.content === "string") for (const p of pieces(m.content)) d({ content: p });
   if (typeof m.refusal === "string" && m.refusal) d({ refusal: m.refusal });
   if (Array.isArray(m.tool_calls)) {
@@ -194,7 +201,14 @@ function assemble(chunks: CachedChunk[]): Json {
   let refusal: string | null = null;
   const extra: Json = {};
   const calls: Json[] = [];
+  const blocks: ReasoningBlock[] = [];
+  let thinking = "";
   for (const { delta } of chunks) {
+    if (typeof delta.reasoning_content === "string") thinking += delta.reasoning_content;
+    if (delta.reasoning_end && typeof delta.reasoning_end === "object") {
+      blocks.push({ text: thinking, ...delta.reasoning_end });
+      thinking = "";
+    }
     if (typeof delta.content === "string" && delta.content) content = (content ?? "") + delta.content;
     if (typeof delta.refusal === "string" && delta.refusal) refusal = (refusal ?? "") + delta.refusal;
     for (const f of ["reasoning_content", "reasoning"]) if (typeof delta[f] === "string") extra[f] = (extra[f] ?? "") + delta[f];
@@ -207,7 +221,9 @@ function assemble(chunks: CachedChunk[]): Json {
       if (typeof tc.function?.arguments === "string") call.function.arguments += tc.function.arguments;
     }
   }
+  if (blocks.length && thinking) blocks.push({ text: thinking });
   const message: Json = { role: "assistant", content, refusal, ...extra };
+  if (blocks.length) message.reasoning_blocks = blocks;
   const tool_calls = calls.filter(Boolean);
   if (tool_calls.length) message.tool_calls = tool_calls;
   return message;
