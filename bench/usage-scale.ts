@@ -123,17 +123,19 @@ try {
   ]) console.log((await exec(q)).map((r) => Object.values(r)[0]).join("\n"));
   // The records page's own statement (page and lanes in one), as the gateway sends it, at every
   // depth measured below: its plan once, and Postgres's own execution time per depth.
-  const pageSql = (before?: number) => {
-    const q = pageQuery(gw.ctx.db, acct.id, { limit: 50, ...(before ? { before } : {}) }).toSQL();
+  const pageSql = (before?: number, key?: string) => {
+    const q = pageQuery(gw.ctx.db, acct.id, { limit: 50, ...(before ? { before } : {}), ...(key ? { key } : {}) }).toSQL();
     return q.sql.replace(/\$(\d+)/g, (_, n) => { const v = q.params[Number(n) - 1]; return typeof v === "number" ? String(v) : `'${String(v).replace(/'/g, "''")}'`; });
   };
   console.log((await exec(sql.raw(`explain (analyze, costs off) ${pageSql(maxId - Math.floor(ROWS / 2))}`))).map((r) => Object.values(r)[0]).join("\n"));
-  const execMs = async (before?: number) => {
+  console.log((await exec(sql.raw(`explain (analyze, costs off) ${pageSql(undefined, keyIds[3])}`))).map((r) => Object.values(r)[0]).join("\n"));
+  const execMs = async (before?: number, key?: string) => {
     const xs: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const plan = (await exec(sql.raw(`explain (analyze, format json) ${pageSql(before)}`)))[0]!;
-      const j = Object.values(plan)[0] as Array<{ "Execution Time": number }> | string;
-      xs.push((typeof j === "string" ? JSON.parse(j) : j)[0]!["Execution Time"]);
+      const plan = (await exec(sql.raw(`explain (analyze, format json) ${pageSql(before, key)}`)))[0]!;
+      const j = (Object.values(plan)[0] as Array<Record<string, number>> | string);
+      const p = (typeof j === "string" ? JSON.parse(j) : j)[0]!;
+      xs.push(p["Planning Time"]! + p["Execution Time"]!);
     }
     return median(xs);
   };
@@ -152,9 +154,10 @@ try {
   for (const depth of [...new Set([0, 10_000, 1_000_000, Math.floor(ROWS / 2), ROWS - 100].filter((x) => x < ROWS))]) {
     const before = depth === 0 ? "" : `&before=${maxId - depth + 1}`;
     await report(`GET /usage/records?limit=50 at depth ${depth.toLocaleString()}`, get(`/v1/organizations/usage/records?limit=50${before}`), 20);
-    console.log(`  its statement in Postgres: ${(await execMs(depth === 0 ? undefined : maxId - depth + 1)).toFixed(2)} ms (median of 5 EXPLAIN ANALYZE)`);
+    console.log(`  its statement in Postgres: ${(await execMs(depth === 0 ? undefined : maxId - depth + 1)).toFixed(2)} ms planning + execution (median of 5 EXPLAIN ANALYZE)`);
   }
   await report("GET /usage/records?limit=50&key=… (filtered by key)", get(`/v1/organizations/usage/records?limit=50&key=${keyIds[3]}`), 20);
+  console.log(`  its statement in Postgres: ${(await execMs(undefined, keyIds[3])).toFixed(2)} ms planning + execution (median of 5 EXPLAIN ANALYZE)`);
 
   // The budget counter after an empty Redis: its key deleted, then GET /v1/key rebuilds it.
   const redis = new Redis(process.env.REDIS_URL!);
