@@ -20,6 +20,11 @@ export class StreamDrain {
     });
   }
 
+  /** Whether `e` is the connection being down or reconnecting rather than a refused command. */
+  private away(e: unknown): boolean {
+    return this.r.status !== "ready" || (e instanceof Error && /Stream isn't writeable|Connection is closed/.test(e.message));
+  }
+
   /** Reads new and abandoned stream entries, writes them to Postgres, acknowledges after the commit. */
   async drain(): Promise<number> {
     const q = this.queue;
@@ -38,6 +43,10 @@ export class StreamDrain {
         }
       } catch (e) {
         if (e instanceof Error && /NOGROUP/.test(e.message)) await this.ensureGroup();
+        // Redis away or reconnecting: the connection has no offline queue, so a read sent now
+        // fails at once. The entries wait in the stream for the next drain, and a caller flushing
+        // the usage queue (queue.flush() pulls the stream first) still gets its own rows written.
+        else if (this.away(e)) return total;
         else throw e;
       }
       if (!got.length) break;
@@ -51,8 +60,14 @@ export class StreamDrain {
       if (q.isPaused()) break;
       await q.flushQueued();
       const ids = got.map(([id]) => id);
-      await this.r.xack(this.k.stream, GROUP, ...ids);
-      await this.r.xdel(this.k.stream, ...ids);
+      try {
+        await this.r.xack(this.k.stream, GROUP, ...ids);
+        await this.r.xdel(this.k.stream, ...ids);
+      } catch (e) {
+        // The rows are in Postgres; unacknowledged, the entries come back later as no-ops.
+        if (this.away(e)) return total + ids.length;
+        throw e;
+      }
       total += ids.length;
       // Caught up: what arrived while this batch was written waits for the next tick, one INSERT
       // a tick under steady traffic instead of one per handful of records.
