@@ -12,9 +12,8 @@ import { addRoutingKey, chatBody, lane, startOpenAIGroqWorld } from "../relay/fi
 import { subSessions } from "../../src/store/db/schema/index.ts";
 import { newId } from "../../src/lib/ids.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
-import { chromiumAvailable, launchChromium, OUTPUT_DIR, pageUsd } from "./browser.ts";
+import { chromiumAvailable, launchChromium, OUTPUT_DIR, overflow, pageUsd } from "./browser.ts";
 
-declare const window: any, document: any, getComputedStyle: any;
 
 const run = !REAL_STORES && chromiumAvailable();
 const why = REAL_STORES ? " (runs once, in the embedded-defaults pass: skipped against the real stores)" : !chromiumAvailable() ? " (skipped: no /usr/bin/chromium; .ci/run installs it)" : "";
@@ -44,25 +43,6 @@ async function open(width: number, view: string, token = rk): Promise<Page> {
     await page.waitForSelector(`#view[data-view=${view}][aria-busy=false]`);
   }
   return page;
-}
-
-/** Everything that sticks out sideways: the document, any element past the viewport, any box or cell whose content is wider than it. */
-function overflow(page: Page) {
-  return page.evaluate(() => {
-    const vw = document.documentElement.clientWidth;
-    const name = (el: any) => `${el.tagName.toLowerCase()}${el.id ? `#${el.id}` : ""}${el.className && typeof el.className === "string" ? `.${el.className.trim().split(/\s+/).join(".")}` : ""}`;
-    const bad: string[] = [];
-    if (document.documentElement.scrollWidth > vw) bad.push(`document scrollWidth ${document.documentElement.scrollWidth} > clientWidth ${vw}`);
-    for (const el of document.querySelectorAll("body *")) {
-      const r = el.getBoundingClientRect();
-      if (r.width === 0 && r.height === 0) continue;
-      if (r.width > vw + 0.5 || r.right > vw + 0.5 || r.left < -0.5) bad.push(`${name(el)} spans ${Math.round(r.left)}..${Math.round(r.right)} of ${vw}`);
-      const cs = getComputedStyle(el);
-      const clips = ["auto", "scroll", "hidden", "clip"].includes(cs.overflowX);
-      if ((clips || el.tagName === "TD" || el.tagName === "TH") && el.scrollWidth > el.clientWidth + 1) bad.push(`${name(el)} content ${el.scrollWidth} > box ${el.clientWidth}`);
-    }
-    return bad;
-  });
 }
 
 const usage = async () => (await gw.call("/v1/organizations/usage", { token: rk })).body;

@@ -1,5 +1,5 @@
 // The dashboard shell: sign-in with a pasted account token, the payment page while the account
-// is unpaid, and the five views (chosen by the URL fragment, which never carries the token).
+// is unpaid, and the six views (chosen by the URL fragment, which never carries the token).
 import { api, ApiError, session } from "./api.js";
 import { clear, fmt, safeHref } from "./dom.js";
 import { renderOverview } from "./views/overview.js";
@@ -7,8 +7,9 @@ import { renderKeys } from "./views/keys.js";
 import { renderHealth } from "./views/health.js";
 import { renderRequests } from "./views/requests.js";
 import { renderJobs } from "./views/jobs.js";
+import { renderAlerts } from "./views/alerts.js";
 
-const VIEWS = { overview: renderOverview, keys: renderKeys, health: renderHealth, requests: renderRequests, jobs: renderJobs };
+const VIEWS = { overview: renderOverview, keys: renderKeys, health: renderHealth, requests: renderRequests, jobs: renderJobs, alerts: renderAlerts };
 const $ = (id) => document.getElementById(id);
 let me = null;
 let paymentTimer = null;
