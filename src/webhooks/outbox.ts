@@ -3,7 +3,7 @@
 // with a lease (FOR UPDATE SKIP LOCKED: two instances never take the same row at once) and
 // records the outcome. Delivered at least once: a sender that dies mid-attempt leaves its lease to
 // expire and another instance sends again; receivers deduplicate on the event id.
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, lt, ne, sql } from "drizzle-orm";
 import type { Db } from "../store/db/client.ts";
 import { newId } from "../lib/ids.ts";
 import { webhookDeliveries } from "../store/db/schema/index.ts";
@@ -65,4 +65,15 @@ export async function markFailed(db: Db, row: DeliveryRow, error: string, delayM
     .set({ status: giveUp ? "failed" : "pending", nextAttemptAt: new Date(Date.now() + delayMs), leaseUntil: null, lastError: error.slice(0, 500) })
     .where(and(eq(webhookDeliveries.id, row.id), eq(webhookDeliveries.status, "pending")));
   return giveUp ? "failed" : "retry";
+}
+
+/** Delivered and given-up events are kept this long (for inspection), then deleted. */
+export const KEEP_FINISHED_MS = 7 * 24 * 3600_000;
+
+/** Deletes delivered and failed events older than KEEP_FINISHED_MS; pending ones stay whatever their age. Returns how many. */
+export async function pruneFinished(db: Db, now = Date.now()): Promise<number> {
+  const gone = await db.delete(webhookDeliveries)
+    .where(and(ne(webhookDeliveries.status, "pending"), lt(webhookDeliveries.createdAt, new Date(now - KEEP_FINISHED_MS))))
+    .returning({ id: webhookDeliveries.id });
+  return gone.length;
 }

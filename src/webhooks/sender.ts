@@ -11,7 +11,7 @@ import { GatewayError } from "../errors.ts";
 import { intervalJob, type Job } from "../jobs/job.ts";
 import { resolveAndCheck } from "../net/ssrf.ts";
 import { pinnedTarget } from "../providers/bridge/connect.ts";
-import { claimDue, markDelivered, markFailed, type DeliveryRow } from "./outbox.ts";
+import { claimDue, markDelivered, markFailed, pruneFinished, type DeliveryRow } from "./outbox.ts";
 import { webhookSecret } from "./secret.ts";
 import { SIGNATURE_HEADER, signatureHeader } from "./signature.ts";
 
@@ -20,6 +20,8 @@ const BATCH = 25;
 /** One attempt's limit: a receiver should answer at once and do its work later. */
 const ATTEMPT_TIMEOUT_MS = 15_000;
 const MAX_DELAY_MS = 3600_000;
+/** How often finished events past their keeping time are deleted. */
+const PRUNE_MS = 10 * 60_000;
 
 /** Delay before attempt `attempts + 1`: base × 2^(attempts-1), at most an hour, ±20 % jitter. */
 export function retryDelayMs(attempts: number, baseMs: number): number {
@@ -90,8 +92,13 @@ export function webhookSender(ctx: Base, mailer: Mailer): WebhookSender {
     ctx.log.warn({ event: row.id, type: row.eventType, channel: row.channel, attempts: row.attempts, outcome, error }, "webhook attempt failed");
   }
 
+  let prunedAt = 0;
   const tick = async () => {
     for (const id of [...unrecorded]) await record(id);
+    if (Date.now() - prunedAt > PRUNE_MS) {
+      prunedAt = Date.now();
+      await pruneFinished(ctx.db);
+    }
     for (;;) {
       const due = await claimDue(ctx.db, BATCH);
       if (!due.length) return;

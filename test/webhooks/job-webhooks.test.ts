@@ -9,7 +9,7 @@ import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts"
 import { addCredential, addRoutingKey, lane } from "../relay/fixtures.ts";
 import { createAccount } from "../helpers/gateway.ts";
 import { webhookDeliveries, webhookSecrets } from "../../src/store/db/schema/index.ts";
-import { enqueueEvent } from "../../src/webhooks/outbox.ts";
+import { enqueueEvent, KEEP_FINISHED_MS, pruneFinished } from "../../src/webhooks/outbox.ts";
 import { independentlyVerified, startReceiver, type Receiver } from "./receiver.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -141,4 +141,20 @@ describe(`job webhooks (${storesLabel})`, () => {
     // Allowed again: the retry goes through.
     await until("delivery once allowed", () => rx.got.find((d) => JSON.parse(d.body).id === id), 30_000);
   }, 60_000);
+
+  test("delivered and given-up events are deleted after KEEP_FINISHED_MS; a pending one stays whatever its age", async () => {
+    const old = new Date(Date.now() - KEEP_FINISHED_MS - 60_000);
+    const ids = await enqueueEvent(gw.ctx.db, acct.id, { type: "job.completed", data: {} }, [
+      { channel: "webhook", target: "https://a.example.com/" }, { channel: "webhook", target: "https://b.example.com/" },
+      { channel: "webhook", target: "https://c.example.com/" }, { channel: "webhook", target: "https://d.example.com/" },
+    ]);
+    const [delivered, failed, pending, recent] = ids as [string, string, string, string];
+    const far = new Date(Date.now() + 3600_000); // not due: the sender leaves them alone meanwhile
+    for (const [id, status, createdAt] of [[delivered, "delivered", old], [failed, "failed", old], [pending, "pending", old], [recent, "delivered", new Date()]] as const) {
+      await gw.ctx.db.update(webhookDeliveries).set({ status, createdAt, nextAttemptAt: far }).where(eq(webhookDeliveries.id, id));
+    }
+    expect(await pruneFinished(gw.ctx.db)).toBeGreaterThanOrEqual(2);
+    const left = new Set((await gw.ctx.db.select({ id: webhookDeliveries.id }).from(webhookDeliveries)).map((r) => r.id));
+    expect([left.has(delivered), left.has(failed), left.has(pending), left.has(recent)]).toEqual([false, false, true, true]);
+  });
 });
