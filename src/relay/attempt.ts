@@ -17,6 +17,7 @@ import { PassThroughTap } from "./stream/sse-tap.ts";
 import type { Tap } from "./stream/tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
 import { scrubSecrets, secretsOfCall } from "./secret-scrub.ts";
+import { builtFrom } from "../protocols/wire-json.ts";
 
 export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "classifier";
 
@@ -197,7 +198,9 @@ function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Pl
   }
   const native = adapter.protocols.includes(rr.shape) ? upstreamCodecs[rr.shape] : undefined;
   if (native?.passThroughRequest) {
-    return { protocol: rr.shape as WireProtocol, codec: native, client: null, direct: null, body: native.passThroughRequest(rr.body, { model, stream: rr.stream }) };
+    const body = native.passThroughRequest(rr.body, { model, stream: rr.stream });
+    builtFrom(body, rr.body);
+    return { protocol: rr.shape as WireProtocol, codec: native, client: null, direct: null, body };
   }
   const protocol = adapter.protocols[0]!;
   const codec = upstreamCodecs[protocol];

@@ -6,6 +6,7 @@
 import { NOT_OBJECT, parseJsonText, readText } from "../http/body.ts";
 import type { ClientShape, Json } from "../protocols/types.ts";
 import { invalidRequest as invalid, requiredFields } from "../protocols/required-fields.ts";
+import { rememberSource } from "../protocols/wire-json.ts";
 
 export interface InferenceBody {
   body: Json;
@@ -24,5 +25,7 @@ export async function readInferenceBody(request: Request, shape: ClientShape, ma
   rule.check(b);
   if (!rule.streams) return { body: b, bytes: raw.bytes, stream: false, model: b.model };
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") throw invalid("`stream` must be a boolean.", "stream");
+  // A pass-through lane's body reuses this text for the values it leaves as they are (wire-json.ts).
+  rememberSource(b, raw.text);
   return { body: b, bytes: raw.bytes, stream: b.stream === true, model: b.model };
 }

@@ -83,3 +83,22 @@ describe("pass-through tap", () => {
     expect(dec.decode(tap.end()!)).toBe("data: [DONE]");
   });
 });
+
+describe("delta count of an answer cut short (CONTRACT §7), counted only when asked", () => {
+  test("the count over a long stream is the same whether asked once at the end or after every chunk", () => {
+    const delta = (i: number) => `data: {"choices":[{"index":0,"delta":{"content":"token ${i} of a long answer, ${"x".repeat(i % 40)}"}}]}\n\n`;
+    const lazy = new PassThroughTap(chatUpstreamCodec, {});
+    const eager = new PassThroughTap(chatUpstreamCodec, {});
+    let eagerSeen = 0;
+    // ~150 kB: past the batch the tap keeps uncounted, so batches and the remainder both count.
+    for (let i = 0; i < 2000; i++) {
+      lazy.push(enc.encode(delta(i)));
+      eager.push(enc.encode(delta(i)));
+      eagerSeen = eager.outputTokens;
+    }
+    let want = 0;
+    for (let i = 0; i < 2000; i++) want += Math.max(1, Math.ceil(`token ${i} of a long answer, ${"x".repeat(i % 40)}`.length / 3));
+    expect(eagerSeen).toBe(want);
+    expect(lazy.outputTokens).toBe(want);
+  });
+});

@@ -5,6 +5,7 @@ import type { Json } from "../../protocols/types.ts";
 import type { ProviderAdapter } from "../types.ts";
 import { apiKeyOf, bearerCall, postJson } from "../openai/http.ts";
 import type { CompatibleVendor } from "./vendors.ts";
+import { wireJson } from "../../protocols/wire-json.ts";
 
 export function compatibleAdapter(v: CompatibleVendor): ProviderAdapter {
   return {
@@ -23,7 +24,7 @@ export function compatibleAdapter(v: CompatibleVendor): ProviderAdapter {
     },
     prepare({ ctx, lane, body, stream, protocol }) {
       const path = protocol === "embeddings" ? "/embeddings" : "/chat/completions";
-      return bearerCall(`${ctx.config.providerBaseUrls[v.id]}${path}`, apiKeyOf(ctx, lane), JSON.stringify(body), stream);
+      return bearerCall(`${ctx.config.providerBaseUrls[v.id]}${path}`, apiKeyOf(ctx, lane), wireJson(body), stream);
     },
     send: (ctx, _lane, call, signal) => postJson(ctx, call, signal),
   };

@@ -4,6 +4,7 @@ import type { Json, WireProtocol } from "../../protocols/types.ts";
 import type { ProviderAdapter, ResolvedLane } from "../types.ts";
 import { apiKeyOf, bearerCall, postJson } from "./http.ts";
 import { fitChatBody } from "./chat-fit.ts";
+import { wireJson } from "../../protocols/wire-json.ts";
 
 /** Lane values → OpenAI's. `max` is the gateway's name for the top setting; OpenAI calls it `xhigh`. */
 const EFFORT: Record<string, string> = { none: "none", low: "low", medium: "medium", high: "high", xhigh: "xhigh", max: "xhigh" };
@@ -30,7 +31,7 @@ export const openaiAdapter: ProviderAdapter = {
   prepare({ ctx, lane, protocol, body, stream }) {
     const base = ctx.config.providerBaseUrls.openai;
     const path = protocol === "responses" ? "/responses" : protocol === "embeddings" ? "/embeddings" : "/chat/completions";
-    return bearerCall(base + path, apiKeyOf(ctx, lane), JSON.stringify(body), stream);
+    return bearerCall(base + path, apiKeyOf(ctx, lane), wireJson(body), stream);
   },
   send: (ctx, _lane, call, signal) => postJson(ctx, call, signal),
 };

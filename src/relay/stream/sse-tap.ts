@@ -78,14 +78,28 @@ function isNullValue(b: Uint8Array, pos: number, n: number): boolean {
   return b[j] === 110 && b[j + 1] === 117 && b[j + 2] === 108 && b[j + 3] === 108; // null
 }
 
+/** Bytes of forwarded events a tap keeps for the delta count before counting them (see outputTokens). */
+const UNCOUNTED_MAX = 64 * 1024;
+
 export class PassThroughTap implements Tap {
   usage: Usage | null = null;
   /** A data event has been forwarded (after this, no fallback: the client has content). */
   delivered = false;
   /** Chunks forwarded. */
   forwarded = 0;
-  /** Output tokens counted from the deltas forwarded (delta-count.ts): what an answer cut short is charged. */
-  outputTokens = 0;
+  /**
+   * Output tokens counted from the deltas forwarded (delta-count.ts): what an answer cut short is
+   * charged. Counted when asked for, which only an answer ending without its usage does: a
+   * finished stream never pays the scan. Regions wait in `uncounted`, counted in batches once
+   * they pass UNCOUNTED_MAX bytes so a long stream holds no more than that.
+   */
+  get outputTokens(): number {
+    this.countPending();
+    return this.counted;
+  }
+  private counted = 0;
+  private uncounted: Uint8Array[] = [];
+  private uncountedBytes = 0;
   private carry: Uint8Array | null = null;
   /** The last region forwarded (it ends on an event boundary, so it holds the last event whole). */
   private last: Uint8Array | null = null;
@@ -162,6 +176,12 @@ export class PassThroughTap implements Tap {
     return out;
   }
 
+  private countPending(): void {
+    for (const region of this.uncounted) this.counted += countDeltaTokens(region as Buffer, region.length, this.codec.protocol);
+    this.uncounted = [];
+    this.uncountedBytes = 0;
+  }
+
   private emit(b: Uint8Array, end: number): Uint8Array {
     const buf = Buffer.from(b.buffer, b.byteOffset, end);
     let cuts: Array<[number, number]> | null = null;
@@ -185,7 +205,8 @@ export class PassThroughTap implements Tap {
       }
     }
     if (!this.delivered && buf.indexOf(DATA) >= 0) this.delivered = true;
-    this.outputTokens += countDeltaTokens(buf, end, this.codec.protocol);
+    this.uncounted.push(buf.subarray(0, end));
+    if ((this.uncountedBytes += end) > UNCOUNTED_MAX) this.countPending();
     this.forwarded++;
     const region = end === b.length ? b : b.subarray(0, end);
     this.last = region;

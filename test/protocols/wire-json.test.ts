@@ -1,0 +1,69 @@
+// A pass-through lane's body keeps the client's own text for every top-level value the gateway left
+// as it was, and writes fresh what it set, replaced or removed (src/protocols/wire-json.ts).
+import { describe, expect, test } from "bun:test";
+import { builtFrom, rememberSource, topLevelSpans, wireJson } from "../../src/protocols/wire-json.ts";
+import { chatUpstreamCodec } from "../../src/protocols/chat/index.ts";
+
+// Text JSON.stringify would write differently: an escaped é, a 1.0, spacing, a nested "model".
+const history = Array.from({ length: 30 }, (_, i) => `{"role": "user", "content": "caf\\u00e9 step ${i}: {\\"model\\": \\"x\\"} \\\\ done", "n": 1.0}`).join(", ");
+const text = `{ "model" : "gpt-4o-mini", "messages": [${history}], "max_tokens": 1024, "temperature": 0.20, "stream": false, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}] }`;
+
+function clientBody(t = text) {
+  const body = JSON.parse(t);
+  rememberSource(body, t);
+  return body;
+}
+
+describe("pass-through body: the client's bytes for what the gateway did not change", () => {
+  test("every top-level value is found where the text has it", () => {
+    const spans = topLevelSpans(text)!;
+    expect([...spans.keys()]).toEqual(["model", "messages", "max_tokens", "temperature", "stream", "tools"]);
+    for (const [k, [s, e]] of spans) expect(JSON.parse(text.slice(s, e))).toEqual(JSON.parse(text)[k]);
+  });
+
+  test("unchanged values go out as the client wrote them; the model the lane set is written fresh", () => {
+    const body = clientBody();
+    const wire = chatUpstreamCodec.passThroughRequest!(body, { model: "gpt-4.1", stream: false });
+    builtFrom(wire, body);
+    const out = wireJson(wire);
+    expect(JSON.parse(out)).toEqual(JSON.parse(JSON.stringify(wire)));
+    expect(out).toContain('"model":"gpt-4.1"');
+    expect(out).toContain("caf\\u00e9"); // the client's escape, not a re-serialized é
+    expect(out).toContain('"temperature":0.20');
+  });
+
+  test("a value replaced, added or removed after parsing is written fresh, never the stale text", () => {
+    const body = clientBody();
+    const wire = chatUpstreamCodec.passThroughRequest!(body, { model: "gpt-4o-mini", stream: true });
+    builtFrom(wire, body);
+    wire.max_tokens = 10;
+    delete wire.temperature;
+    // The client body itself changed at the top level after parsing: its text no longer holds for it.
+    body.tools = [];
+    wire.tools = body.tools;
+    const out = wireJson(wire);
+    expect(JSON.parse(out)).toEqual(JSON.parse(JSON.stringify(wire)));
+    expect(out).not.toContain("temperature");
+    expect(out).toContain('"tools":[]');
+    expect(out).toContain('"stream_options":{"include_usage":true}');
+  });
+
+  test("text it cannot map (an escaped key) and bodies not built from a client body are serialized as before", () => {
+    const odd = text.replace('"max_tokens"', '"max\\u005ftokens"');
+    expect(topLevelSpans(odd)).toBeNull();
+    const body = clientBody(odd);
+    const wire = { ...body, model: "m" };
+    builtFrom(wire, body);
+    expect(wireJson(wire)).toBe(JSON.stringify(wire));
+    const plain = { model: "m", messages: [] };
+    expect(wireJson(plain)).toBe(JSON.stringify(plain));
+  });
+
+  test("a duplicated key maps to its last value, as JSON.parse keeps it", () => {
+    const dup = text.replace('"stream": false', '"stream": false, "stream": true');
+    const body = clientBody(dup);
+    const wire = { ...body, model: "m" };
+    builtFrom(wire, body);
+    expect(JSON.parse(wireJson(wire)).stream).toBe(true);
+  });
+});
