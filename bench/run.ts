@@ -129,6 +129,7 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
   log(`gateway at ${gatewayUrl} (pid ${gateway.pid})`);
   const refs: Children["refs"] = {};
   const wanted = new Set(SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id)).flatMap((s) => s.references ?? []));
+  if (opts.baseRoot && opts.mode !== "soak") refs.base = await startSecondGateway(env, {}, resolve(opts.baseRoot), "base");
   let redisDelay: Children["redisDelay"];
   if (opts.mode !== "soak" && wanted.has("far")) {
     if (!storeEnv.REDIS_URL) log("Redis 1 ms away skipped: the run has no REDIS_URL (embedded stores)");
@@ -164,17 +165,23 @@ async function startFarGateway(gatewayEnv: Record<string, string>, redisUrl: str
   log(`Redis delay proxy at ${addr} (pid ${delayProc.pid}): PING round trip ${rttFarMs.toFixed(2)} ms through it, ${rttLocalMs.toFixed(2)} ms direct`);
   u.hostname = "127.0.0.1";
   u.port = String(farPort);
+  const gateway = await startSecondGateway(gatewayEnv, { REDIS_URL: u.toString() }, ROOT, "far");
+  return { gateway, delay: { proc: delayProc, rttLocalMs, rttFarMs } };
+}
+
+/** Another gateway process on core 0: the first one's settings with `overrides`, from the tree at `root`. */
+async function startSecondGateway(gatewayEnv: Record<string, string>, overrides: Record<string, string>, root: string, name: "far" | "base"): Promise<{ proc: Subprocess; base: string; logFd: number }> {
   const port = freePort();
   const base = `http://127.0.0.1:${port}`;
-  const logPath = join(RESULTS, `tmp-gateway-far-${opts.mode}.log`);
+  const logPath = join(RESULTS, `tmp-gateway-${name}-${opts.mode}.log`);
   writeFileSync(logPath, "");
   const fd = logFile(logPath);
-  const proc = Bun.spawn([...pinned(0), process.execPath, join(ROOT, "src", "main.ts")], {
-    cwd: ROOT, env: { ...gatewayEnv, PORT: String(port), BASE_URL: base, REDIS_URL: u.toString() }, stdout: fd, stderr: fd,
+  const proc = Bun.spawn([...pinned(0), process.execPath, join(root, "src", "main.ts")], {
+    cwd: root, env: { ...gatewayEnv, ...overrides, PORT: String(port), BASE_URL: base }, stdout: fd, stderr: fd,
   });
   await waitHealthy(`${base}/healthz`, proc, 60_000, () => readFileSync(logPath, "utf8").split("\n").slice(-30).join("\n"));
-  log(`gateway with Redis 1 ms away at ${base} (pid ${proc.pid})`);
-  return { gateway: { proc, base, logFd: fd }, delay: { proc: delayProc, rttLocalMs, rttFarMs } };
+  log(`${name === "far" ? "gateway with Redis 1 ms away" : `gateway of ${root}`} at ${base} (pid ${proc.pid})`);
+  return { proc, base, logFd: fd };
 }
 
 /** The bare Bun pass-through proxy on the gateway's core: the floor the ratio targets compare with. */
@@ -235,7 +242,9 @@ async function startPortkey(): Promise<{ proc: Subprocess; base: string; logFd: 
 
 /** The sides a scenario runs in this run: direct, its reference proxies that started, the gateway. */
 function sidesOf(sc: Scenario, children: Children): Side[] {
-  return ["direct", ...(sc.references ?? []).filter((r) => children.refs[r]), "gateway"];
+  // The base tree's gateway (--base-root) runs in every scenario that has the bare proxy beside it.
+  const refs: Reference[] = [...(sc.references ?? []), ...(sc.references?.includes("bare") ? ["base" as const] : [])];
+  return ["direct", ...refs.filter((r) => children.refs[r]), "gateway"];
 }
 
 function shotsFor(sc: Scenario, ep: Endpoints, sides: Side[]): Partial<Record<Side, () => Shot>> {
@@ -282,7 +291,7 @@ async function main(): Promise<number> {
     log(`provisioned account ${p.accountId} (activated by ${p.activatedBy}), routing key ${p.routingKey.slice(0, 10)}…`);
     const ep: Endpoints = {
       mockBase: children.mockBase, gatewayBase: children.gatewayUrl, routingKey: p.routingKey,
-      bareBase: children.refs.bare?.base, portkeyBase: children.refs.portkey?.base, farBase: children.refs.far?.base,
+      bareBase: children.refs.bare?.base, portkeyBase: children.refs.portkey?.base, farBase: children.refs.far?.base, baseBase: children.refs.base?.base,
     };
     const procOf = (side: Side): Subprocess | null => (side === "gateway" ? gw : side === "direct" ? null : children!.refs[side]?.proc ?? null);
     await Bun.sleep(1000);
@@ -350,7 +359,7 @@ async function main(): Promise<number> {
             seg.cpuUs = used[i];
             seg.sysUs = c1[i]!.sysUs - c0[i]!.sysUs;
           }
-          if (side === "gateway" && i >= 0) {
+          if ((side === "gateway" || side === "base") && i >= 0) {
             await Bun.sleep(GATEWAY_TAIL_MS);
             const c2 = cpuSplit(gw.pid);
             const tail = c2.userUs + c2.sysUs - c1[i]!.userUs - c1[i]!.sysUs - idleUsPerMs * GATEWAY_TAIL_MS;
@@ -385,7 +394,7 @@ async function main(): Promise<number> {
     // The bench's own generator against an independent one (wrk), side by side: CPU per request of
     // the gateway and of the bare proxy in `chat` and `chat-1`, alternating autocannon and wrk segments.
     const generatorCheck: GeneratorRow[] = [];
-    if (WRK && opts.mode !== "soak") {
+    if (WRK && opts.mode !== "soak" && opts.generatorCheck) {
       for (const id of ["chat", "chat-1"]) {
         const sc = runnable.find((s) => s.id === id);
         if (!sc) continue;
@@ -451,6 +460,7 @@ async function main(): Promise<number> {
       settings: { rounds: opts.rounds, segmentS: opts.segmentS, pattern: opts.pattern === "AB" ? "A B (C)" : "A B B A (A C D B B D C A with the bare proxy C and Portkey D)", warmupS: opts.warmupS },
       idleBootRssMb, idleRssMb, idleRssAfterMb, scenarios: figures, verdicts, errors, gatewayExit, admissionTrips, blitzJobs,
       generator: WRK && opts.generator === "wrk" ? "wrk" : "autocannon", generatorCheck,
+      ...(opts.baseRoot ? { baseRoot: opts.baseRoot } : {}),
     };
     if (children.redisDelay) report.redisRtt = { localMs: children.redisDelay.rttLocalMs, farMs: children.redisDelay.rttFarMs };
     if (soak) report.soak = soak;

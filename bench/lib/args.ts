@@ -17,6 +17,10 @@ export interface RunOptions {
   portkey: boolean;
   /** What drives the plain request/response scenarios: wrk where installed (default), or autocannon. */
   generator: "wrk" | "autocannon";
+  /** Another tree whose gateway runs beside this one in the ratio scenarios (an interleaved A/B). */
+  baseRoot: string | null;
+  /** Run the wrk / autocannon comparison (default; --no-generator-check leaves it out). */
+  generatorCheck: boolean;
 }
 
 const HELP = `npm run bench [-- options]
@@ -34,10 +38,13 @@ const HELP = `npm run bench [-- options]
   --profile         run the gateway under bun --cpu-prof (profile in bench/results/tmp-profile/)
   --no-portkey      leave Portkey out (it is installed into bench/portkey with npm ci on first use)
   --generator G     wrk (default where installed) or autocannon: what drives the plain
-                    request/response scenarios; the other one still runs in the generator check`;
+                    request/response scenarios; the other one still runs in the generator check
+  --base-root DIR   also run the gateway of the tree at DIR (its own src/, this tree's node_modules
+                    if it has none) in the same rounds, same stores and key: an A/B of two trees
+  --no-generator-check  leave out the wrk / autocannon comparison`;
 
 export function parseArgs(argv: string[]): RunOptions {
-  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false, portkey: true, generator: "wrk" };
+  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false, portkey: true, generator: "wrk", baseRoot: null, generatorCheck: true };
   const num = (i: number, name: string) => {
     const v = Number(argv[i + 1]);
     if (!Number.isFinite(v) || v < 0) throw new Error(`${name} needs a number`);
@@ -56,6 +63,8 @@ export function parseArgs(argv: string[]): RunOptions {
     else if (a === "--strict") o.strict = true;
     else if (a === "--profile") o.profile = true;
     else if (a === "--no-portkey") o.portkey = false;
+    else if (a === "--base-root") o.baseRoot = argv[++i] ?? null;
+    else if (a === "--no-generator-check") o.generatorCheck = false;
     else if (a === "--generator") {
       const g = argv[++i];
       if (g !== "wrk" && g !== "autocannon") throw new Error("--generator takes wrk or autocannon");

@@ -156,7 +156,7 @@ function roundSide(segs: Segment[], direct: SideFigures): RoundSide {
 
 export function figuresFor(id: string, title: string, note: string, segs: Segment[]): ScenarioFigures {
   const rounds = [...new Set(segs.map((s) => s.round))].sort((a, b) => a - b);
-  const refs = [...new Set(segs.map((s) => s.side))].filter((s): s is Reference => s === "bare" || s === "portkey" || s === "far");
+  const refs = [...new Set(segs.map((s) => s.side))].filter((s): s is Reference => s === "bare" || s === "portkey" || s === "far" || s === "base");
   const perRound = rounds.map((round) => {
     const a = segs.filter((s) => s.round === round && s.side === "direct");
     const direct = pooled(a);
@@ -300,6 +300,8 @@ export interface RunReport {
   admissionTrips?: TripsRow[] | null;
   /** A /blitz job of 1,000 prompts (smoke: fewer) beside the /blitz scenario (bench/blitz-jobs.ts). */
   blitzJobs?: BlitzJobRow[];
+  /** The tree the `base` gateway ran from (--base-root). */
+  baseRoot?: string;
   /** What drove the plain request/response scenarios. */
   generator?: "wrk" | "autocannon";
   /** The same processes under both generators, side by side. */
@@ -308,7 +310,7 @@ export interface RunReport {
   redisRtt?: { localMs: number; farMs: number };
 }
 
-export const REFERENCE_NAMES: Record<Reference, string> = { bare: "the bare Bun proxy", portkey: "Portkey 1.15.2", far: "the gateway with Redis 1 ms away" };
+export const REFERENCE_NAMES: Record<Reference, string> = { bare: "the bare Bun proxy", portkey: "Portkey 1.15.2", far: "the gateway with Redis 1 ms away", base: "the gateway of the base tree (--base-root)" };
 
 const n = (x: number | undefined, d = 2) => (x === undefined || !Number.isFinite(x) ? "–" : x.toFixed(d));
 const signed = (x: number | undefined, d = 2) => (x === undefined || !Number.isFinite(x) ? "–" : `${x >= 0 ? "+" : ""}${x.toFixed(d)}`);
@@ -359,6 +361,18 @@ export function markdown(r: RunReport): string {
     out.push(`Redis ${n(r.redisRtt.farMs)} ms away (PING round trip through the delay proxy; ${n(r.redisRtt.localMs, 3)} ms direct), one client, hot budgeted key: ` +
       `added p50 ${signed(x.addedP50Ms, 3)} ms against ${signed(far.addedP50Ms, 3)} ms with Redis local (${signed(-x.gatewayAddedP50OverMs, 3)} ms, median of per-round differences); ` +
       `CPU ${n(x.cpuUsPerReq, 0)} against ${n(far.gatewayCpuUsPerReq, 0)} µs per request.`);
+  }
+  const ab = r.scenarios.filter((s) => s.references?.base);
+  if (ab.length) {
+    out.push("");
+    out.push(`A/B of two trees in the same rounds: this tree's gateway against the base tree's${r.baseRoot ? ` (${r.baseRoot})` : ""}, medians of per-round figures.`);
+    out.push("");
+    out.push("| scenario | this tree µs/req | base µs/req | this ÷ base | this added p50 − base's, ms | this added TTFB − base's, ms |");
+    out.push("|---|---:|---:|---:|---:|---:|");
+    for (const s of ab) {
+      const x = s.references!.base!;
+      out.push(`| ${s.title} | ${n(s.gatewayCpuUsPerReq, 0)} | ${n(x.cpuUsPerReq, 0)} | ${n(x.gatewayCpuRatio, 3)}× | ${signed(x.gatewayAddedP50OverMs, 3)} | ${signed(x.gatewayAddedTtfbOverMs, 3)} |`);
+    }
   }
   if (r.generatorCheck?.length) {
     out.push("");

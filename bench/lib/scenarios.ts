@@ -7,12 +7,13 @@
 import type { Shot, JsonShot, StreamShot } from "./loop-client.ts";
 import { AGENT_TOOLS, agentMessages } from "./agent-body.ts";
 
-export type Side = "direct" | "gateway" | "bare" | "portkey" | "far";
+export type Side = "direct" | "gateway" | "bare" | "portkey" | "far" | "base";
 /**
  * The proxies measured beside the gateway, in the order they run within a round. `far` is a second
- * gateway process, same stores and key, whose Redis is reached through a delay proxy (Redis 1 ms away).
+ * gateway process, same stores and key, whose Redis is reached through a delay proxy (Redis 1 ms away);
+ * `base` the same gateway built from another tree (`--base-root`: an A/B of two trees in one run).
  */
-export type Reference = "bare" | "portkey" | "far";
+export type Reference = "bare" | "portkey" | "far" | "base";
 
 export interface Endpoints {
   /** Mock upstream base, including /v1. */
@@ -25,6 +26,8 @@ export interface Endpoints {
   portkeyBase?: string;
   /** The second gateway, its Redis behind bench/redis-delay-proxy.ts. */
   farBase?: string;
+  /** The gateway of the tree named by --base-root. */
+  baseBase?: string;
 }
 
 export interface Scenario {
@@ -46,7 +49,7 @@ const PROMPT = [{ role: "user", content: "Summarise the last deployment log in o
 
 function headers(side: Side, ep: Endpoints, mock: Record<string, unknown> = {}): Record<string, string> {
   // Other sides carry a provider-style key so every side sends the same bytes in the same headers.
-  const key = side === "gateway" || side === "far" ? ep.routingKey : "sk-bench-direct-0000000000000000";
+  const key = side === "gateway" || side === "far" || side === "base" ? ep.routingKey : "sk-bench-direct-0000000000000000";
   const h: Record<string, string> = { "content-type": "application/json", authorization: `Bearer ${key}` };
   if (side === "portkey") {
     h["x-portkey-provider"] = "openai";
@@ -60,7 +63,7 @@ function headers(side: Side, ep: Endpoints, mock: Record<string, unknown> = {}):
 /** Where a side sends `path` (an OpenAI path below /v1). */
 function urlOf(side: Side, ep: Endpoints, path: string): string {
   if (side === "direct") return `${ep.mockBase}${path}`;
-  const base = side === "gateway" ? ep.gatewayBase : side === "far" ? ep.farBase : side === "bare" ? ep.bareBase : ep.portkeyBase;
+  const base = side === "gateway" ? ep.gatewayBase : side === "far" ? ep.farBase : side === "base" ? ep.baseBase : side === "bare" ? ep.bareBase : ep.portkeyBase;
   if (!base) throw new Error(`no ${side} endpoint in this run`);
   return `${base}/v1${path}`;
 }
