@@ -147,7 +147,7 @@ describe(`CONTRACT §8: keep-alive before the upstream's first byte (${storesLab
 
   for (const [shape, req] of Object.entries(bodies)) {
     test(`a request refused after the comments started ends the ${shape} stream with the refusal's own error type and param, not a server error`, async () => {
-      A.setDefault({ latency_ms: 300, status: 400, error: { message: "Invalid value for 'temperature'.", type: "invalid_request_error", param: "temperature", code: "invalid_value" } });
+      A.setDefault({ latency_ms: 700, status: 400, error: { message: "Invalid value for 'temperature'.", type: "invalid_request_error", param: "temperature", code: "invalid_value" } });
       const res = await gw.req(req.path, { token: key.raw, body: req.body });
       expect(res.status).toBe(200);
       const { text, commentsBeforeData } = await readSse(res);

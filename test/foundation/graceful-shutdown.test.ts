@@ -11,6 +11,7 @@ import { eq } from "drizzle-orm";
 import { startGateway } from "../../src/gateway.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, REAL_STORES } from "../helpers/gateway.ts";
+import { seedPgliteDataDir } from "../helpers/template-db.ts";
 import { startMockOpenAI } from "../mocks/openai-upstream.ts";
 import { spawnGateway } from "../relay/child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
@@ -22,6 +23,7 @@ run(`graceful shutdown (${label})`, () => {
   test("CONTRACT §7 SIGTERM: /readyz answers 503 at once while a stream in flight finishes and its usage is written; then the listener closes and the process exits 0", async () => {
     const mock = await startMockOpenAI();
     const dataDir = mkdtempSync(join(tmpdir(), "gw-sigterm-"));
+    await seedPgliteDataDir(dataDir); // a migrated database, as the first start would leave it
     const env = { DATA_DIR: dataDir, GATEWAY_SECRET_KEY: randomBytes(32).toString("hex"), PROVIDER_OPENAI_BASE_URL: mock.url };
     const open = () => startGateway({ ...env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent" });
     try {
@@ -78,6 +80,7 @@ run(`graceful shutdown (${label})`, () => {
   test("Ctrl-C: SIGINT drains; a second SIGINT during the drain stops at once (exit 130) and says so", async () => {
     const mock = await startMockOpenAI();
     const dataDir = mkdtempSync(join(tmpdir(), "gw-sigint-"));
+    await seedPgliteDataDir(dataDir); // a migrated database, as the first start would leave it
     const env = { DATA_DIR: dataDir, GATEWAY_SECRET_KEY: randomBytes(32).toString("hex"), PROVIDER_OPENAI_BASE_URL: mock.url, SHUTDOWN_TIMEOUT_SECONDS: "120" };
     try {
       const seed = await startGateway({ ...env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent" });

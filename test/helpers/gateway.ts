@@ -1,7 +1,7 @@
 // Starts real gateways for tests: real HTTP on loopback, real Postgres/Redis when DATABASE_URL /
 // REDIS_URL are set (each gateway gets a fresh database,
 // copied from a migrated template: template-db.ts), embedded PGlite + in-process KV otherwise.
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -71,8 +71,9 @@ export async function startTestGateway(env: Record<string, string> = {}, opts: S
   if (!opts.shareWith && process.env.REDIS_URL) base.REDIS_URL = process.env.REDIS_URL;
   if (!base.GATEWAY_SECRET_KEY) base.GATEWAY_SECRET_KEY = randomBytes(32).toString("hex");
   const full = { ...base, ...env };
-  // A fresh embedded database starts as a copy of the migrated template (template-db.ts).
-  if (!opts.shareWith && !full.DATABASE_URL && full.DATA_DIR === dataDir) await seedPgliteDataDir(dataDir);
+  // A fresh embedded database starts as a copy of the migrated template (template-db.ts); a data
+  // directory that already holds one (a test reopening its own) is left as it is.
+  if (!opts.shareWith && !full.DATABASE_URL && full.DATA_DIR && !existsSync(join(full.DATA_DIR, "pg"))) await seedPgliteDataDir(full.DATA_DIR);
   const logs: string[] = [];
   const dest = new Writable({ write(chunk, _enc, cb) { logs.push(String(chunk)); cb(); } });
   const gw = await startGateway(full, { logDestination: dest as any });
