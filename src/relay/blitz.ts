@@ -26,6 +26,9 @@ import { BLITZ_MAX_PROMPTS, parseBlitzBody } from "./blitz/validate.ts";
 import { blitzEventStream } from "./blitz/events.ts";
 import type { KeyContext } from "./key-context.ts";
 import { runChat } from "./pipeline.ts";
+import { lookupBatch, type BatchCache } from "./blitz/cached-prompts.ts";
+import { cacheControlOf } from "./cache/control.ts";
+import type { CachedAnswer } from "./cache/answer.ts";
 import { noProviders } from "./relay-errors.ts";
 
 export type BlitzResult =
@@ -79,10 +82,15 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   // The prompt's whole body size, as /v1/chat/completions measures it, so shared tools count.
   const bytes = batch.requests.map((r) => JSON.stringify(r).length);
 
+  // The response cache first (docs/caching.md "/blitz"): a prompt answered from it is not admitted.
+  const cache = key.cache ? await lookupBatch(ctx.services.responseCache, key, batch.requests, cacheControlOf(request.headers.get("cache-control"))) : null;
+  const admit = batch.requests.map((_, i) => i).filter((i) => !cache?.entries[i]?.a);
   // Admission: one atomic reservation for the whole batch, or 402 before any upstream call.
-  const calls = await MoneyCall.openBatch(ctx, key, requestId, "blitz", batch.requests, bytes);
-  if (!Array.isArray(calls)) throw batchOverBudget(key, batch.requests.length, calls.refusedUsd);
-  const rate = calls[0]?.rate;
+  const admitted = admit.length === 0 ? [] : await MoneyCall.openBatch(ctx, key, requestId, "blitz", admit.map((i) => batch.requests[i]!), admit.map((i) => bytes[i]!), admit);
+  if (!Array.isArray(admitted)) throw batchOverBudget(key, admit.length, admitted.refusedUsd);
+  const calls: Array<MoneyCall | undefined> = [];
+  admit.forEach((i, j) => (calls[i] = admitted[j]));
+  const rate = admitted[0]?.rate;
   if (rate) rc.headers = rateHeaders(rate.limits, rate.verdict);
 
   // One controller for the batch: the client going away cancels every prompt still running or queued.
@@ -91,7 +99,7 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   if (request.signal.aborted) batchAbort.abort();
   else request.signal.addEventListener("abort", onGone, { once: true });
   const run = (onEntry?: (r: PromptOutcome) => void) =>
-    runBatch(ctx, key, batch.requests, { calls, bytes, requestId, signal: batchAbort.signal, onEntry })
+    runBatch(ctx, key, batch.requests, { calls, admitted, cache, bytes, requestId, signal: batchAbort.signal, onEntry })
       .finally(() => request.signal.removeEventListener("abort", onGone));
 
   const streamed = batch.stream || (request.headers.get("accept") ?? "").includes("text/event-stream");
@@ -125,7 +133,13 @@ function summaryOf(a: BlitzAnswer) {
  */
 async function runBatch(
   ctx: Ctx, key: KeyContext, requests: ChatRequest[],
-  o: { calls: MoneyCall[]; bytes: number[]; requestId: string; signal: AbortSignal; onEntry?: (r: PromptOutcome) => void },
+  o: {
+    /** Each prompt's money by index; none for a prompt answered from the cache. */
+    calls: Array<MoneyCall | undefined>;
+    admitted: MoneyCall[];
+    cache: BatchCache | null;
+    bytes: number[]; requestId: string; signal: AbortSignal; onEntry?: (r: PromptOutcome) => void;
+  },
 ): Promise<BlitzAnswer> {
   const { calls } = o;
   const report = (r: PromptOutcome) => {
@@ -136,23 +150,38 @@ async function runBatch(
     const results = await runBounded(
       requests,
       // A key with a concurrency cap runs at most the leases the batch took at a time.
-      { limit: batchParallelism(calls, BLITZ_PER_REQUEST), shared: ctx.services.blitzSlots, signal: o.signal },
+      { limit: batchParallelism(o.admitted, BLITZ_PER_REQUEST), shared: ctx.services.blitzSlots, signal: o.signal },
       async (body, index): Promise<PromptOutcome> => {
+        const started = performance.now();
+        const requestId = `${o.requestId}.${index}`;
+        const hit = (a: CachedAnswer) => report({ entry: { index, status: 200, completion: ctx.services.responseCache.promptHit(key, a, body, requestId, started) }, usage: null });
+        const e = o.cache?.entries[index] ?? null;
+        if (e?.a) return hit(e.a);
+        // A prompt the batch already sent upstream waits for that answer, and goes itself without one.
+        const lead = e ? await o.cache!.lead(e.k) : null;
         try {
+          if (lead?.answer) {
+            calls[index]!.settle(); // nothing was spent: its share of the reservation goes back
+            return hit(lead.answer);
+          }
           const r = await runChat(ctx, key, body, {
             shape: "chat", stream: false, signal: o.signal, endpoint: "blitz",
-            requestId: `${o.requestId}.${index}`, money: calls[index], bodyBytes: o.bytes[index],
+            requestId, money: calls[index], bodyBytes: o.bytes[index],
           });
-          if (r.ok) return report({ entry: { index, status: r.status, completion: r.body }, usage: r.usage });
+          if (r.ok) {
+            if (e) lead?.done(await ctx.services.responseCache.keepPrompt(key, e.k, body, r.body, { provider: r.provider, costUsd: r.costUsd, lowered: r.lowered, usage: r.usage }));
+            return report({ entry: { index, status: r.status, completion: r.body }, usage: r.usage });
+          }
           return report({ entry: errorEntry(index, r.error), usage: null });
-        } catch (e) {
-          return report({ entry: errorEntry(index, asGatewayError(e)), usage: null });
+        } catch (err) {
+          return report({ entry: errorEntry(index, asGatewayError(err)), usage: null });
         } finally {
-          calls[index]!.settle();
+          lead?.done(null);
+          calls[index]?.settle();
         }
       },
       (_body, index) => {
-        calls[index]!.settle();
+        calls[index]?.settle();
         return report({ entry: errorEntry(index, cancelled()), usage: null });
       },
     );
@@ -169,6 +198,6 @@ async function runBatch(
     };
   } finally {
     // Whatever path got here, no slice of the reservation stays held.
-    for (const c of calls) c.settle();
+    for (const c of o.admitted) c.settle();
   }
 }

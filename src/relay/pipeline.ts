@@ -213,7 +213,8 @@ function withinKeepAlive(pending: Promise<LaneResult>, ms: number): Promise<Lane
 }
 
 export type RunChatResult =
-  | { ok: true; status: number; body: Json; usage: Usage; provider: string; costUsd: number }
+  /** `lowered`: the gateway lowered the output limit near the budget's end (the answer may be cut short by it). */
+  | { ok: true; status: number; body: Json; usage: Usage; provider: string; costUsd: number; lowered: boolean }
   | { ok: false; error: GatewayError; costUsd: number };
 
 export interface RunChatOptions {
@@ -247,7 +248,7 @@ export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunCh
     const r = await runner.next();
     if (r.kind === "json") {
       done(rr, "ok", r.status, r.attempt.provider, r.attempt.ttfbMs);
-      return { ok: true, status: r.status, body: r.parsed, usage: r.usage, provider: r.attempt.provider, costUsd: money.countedUsd };
+      return { ok: true, status: r.status, body: r.parsed, usage: r.usage, provider: r.attempt.provider, costUsd: money.countedUsd, lowered: money.outputLimit !== null };
     }
     const err = r.kind === "client" ? r.error
       : r.kind === "failed" ? allLanesFailed(1, r.failure)

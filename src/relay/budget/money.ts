@@ -193,10 +193,12 @@ export class MoneyCall {
    * with limits N requests, their tokens and min(N, cap) leases at once (the batch runs at most
    * that many prompts at a time; its last prompt gives the leases back). Returns the refused
    * amount when the batch does not fit the budget (nothing was reserved); throws 429 over a limit.
+   * `indexes`: each request's index in its batch, when only some of the batch is admitted (the
+   * others answered from the response cache); request i's id is `<requestId>.<its index>`.
    */
-  static async openBatch(ctx: Ctx, key: KeyContext, requestId: string, endpoint: string, requests: Json[], bytes: number[]): Promise<MoneyCall[] | { refusedUsd: number }> {
+  static async openBatch(ctx: Ctx, key: KeyContext, requestId: string, endpoint: string, requests: Json[], bytes: number[], indexes?: number[]): Promise<MoneyCall[] | { refusedUsd: number }> {
     const model = (r: Json) => (typeof r.model === "string" ? r.model : null);
-    const ids = (i: number): OpenOptions => ({ requestId: `${requestId}.${i}`, endpoint, model: model(requests[i]!) });
+    const ids = (i: number): OpenOptions => ({ requestId: `${requestId}.${indexes?.[i] ?? i}`, endpoint, model: model(requests[i]!) });
     const est = key.monthlyBudgetUsd === null ? [] : requests.map((r, i) => estimateRequest(ctx, key, r, bytes[i]));
     const budgeted = est.some((e) => e !== null);
     const tokens = key.limits ? requests.map((r, i) => tokenAsk(key, r, bytes[i]!)) : [];

@@ -8,13 +8,13 @@
 // whose wait fails goes upstream itself. Nothing here can turn a request into an error: a store
 // that fails is a miss.
 import type { RequestContext } from "../../http/request-context.ts";
-import type { ClientShape, Json } from "../../protocols/types.ts";
+import type { ClientShape, Json, Usage } from "../../protocols/types.ts";
 import type { RelayObserver } from "../observer.ts";
 import type { KeyContext } from "../key-context.ts";
 import type { UsageRow } from "../usage-queue.ts";
 import { SSE_HEADERS } from "../stream/sse-headers.ts";
 import { captureJson, isComplete, replayJson, replaySse, StreamRecorder, type CachedAnswer, type Captured } from "./answer.ts";
-import { cacheableRequest, cacheControlOf } from "./control.ts";
+import { cacheableRequest, cacheControlOf, type CacheControl } from "./control.ts";
 import { canonicalJson, entryKey, IGNORED_FIELDS } from "./key.ts";
 import { ReplayTemplates } from "./replay-template.ts";
 import type { CacheStore } from "./store.ts";
@@ -58,6 +58,12 @@ interface Request {
   body: Json;
   stream: boolean;
   startedAt: number;
+}
+
+/** A /blitz prompt's place in the cache: its entry key, and its entry when one was fresh enough. */
+export interface PromptEntry {
+  k: string;
+  a: CachedAnswer | null;
 }
 
 let seq = 0;
@@ -206,17 +212,47 @@ export class ResponseCache {
 
   /** Stores a complete answer with what it cost; returns it, or null when it is not kept. */
   private async keep(req: Request, k: string, c: Captured, money: AdmittedMoney): Promise<CachedAnswer | null> {
-    if (!isComplete(c, req.body, money.outputLimit !== null)) return null;
     const access = req.rc.access;
     // A chat stream whose client did not ask for usage carries none: the attempts' counts stand in.
-    const usage = c.usage ?? (access.inputTokens || access.outputTokens
+    const counted = access.inputTokens || access.outputTokens
       ? { prompt_tokens: access.inputTokens, completion_tokens: access.outputTokens, cached_tokens: 0, cache_write_tokens: 0 }
-      : null);
-    const a: CachedAnswer = { at: Date.now(), provider: access.served, model: c.model, costUsd: access.costUsd, usage, chunks: c.chunks, json: c.json };
+      : null;
+    return this.store(req.key, k, req.body, c, { provider: access.served, costUsd: access.costUsd, lowered: money.outputLimit !== null, usage: counted });
+  }
+
+  private async store(key: KeyContext, k: string, body: Json, c: Captured, facts: { provider: string | null; costUsd: number; lowered: boolean; usage: Usage | null }): Promise<CachedAnswer | null> {
+    if (!isComplete(c, body, facts.lowered)) return null;
+    const a: CachedAnswer = { at: Date.now(), provider: facts.provider, model: c.model, costUsd: facts.costUsd, usage: c.usage ?? facts.usage, chunks: c.chunks, json: c.json };
     const text = JSON.stringify(a);
     if (text.length > this.deps.maxEntryBytes) return null;
-    await this.deps.store.set(k, text, req.key.cache!.ttlSeconds);
+    await this.deps.store.set(k, text, key.cache!.ttlSeconds);
     return a;
+  }
+
+  // ---- /blitz prompts: chat bodies answered as JSON outside an HTTP request of their own ----
+
+  /**
+   * A prompt's entry key and, when one is fresh enough, its entry. Null when the cache does not
+   * apply: the key has none, the request said `no-store`, or the prompt is not cacheable.
+   * Prompts share entries with POST /v1/chat/completions (the same body is the same answer).
+   */
+  async lookupPrompt(key: KeyContext, body: Json, cc: CacheControl): Promise<PromptEntry | null> {
+    if (!key.cache || cc.noStore || !cacheableRequest("chat", body)) return null;
+    const k = entryKey({ accountId: key.accountId, keyId: key.id, shared: key.cache.shared }, "chat", body);
+    return { k, a: cc.noCache ? null : await this.read(k, Math.min(key.cache.ttlSeconds, cc.maxAge ?? Infinity)) };
+  }
+
+  /** A prompt answered from its entry: the chat completion (fresh ids) and its $0 cache_hit record. */
+  promptHit(key: KeyContext, a: CachedAnswer, body: Json, requestId: string, startedAt: number): Json {
+    const completion = JSON.parse(replayJson("chat", body, a));
+    this.recordHit(key, a, requestId, "blitz", performance.now() - startedAt);
+    return completion;
+  }
+
+  /** Keeps a prompt's answer (a chat completion) when it is complete; returns the entry. */
+  keepPrompt(key: KeyContext, k: string, body: Json, completion: Json, facts: { provider: string; costUsd: number; lowered: boolean; usage: Usage | null }): Promise<CachedAnswer | null> {
+    const c = captureJson("chat", body, JSON.stringify(completion));
+    return c ? this.store(key, k, body, c, facts) : Promise.resolve(null);
   }
 
   /** Answers from an entry: the client's protocol and mode, fresh ids, $0, a cache_hit record. */
@@ -237,15 +273,20 @@ export class ResponseCache {
         ? new Response(new ReadableStream<Uint8Array>({ start(c) { c.enqueue(bytes); c.close(); } }), { status: 200, headers: { ...SSE_HEADERS, ...headers } })
         : new Response(bytes, { status: 200, headers: { "content-type": "application/json", ...headers } });
     }
-    const latencyMs = performance.now() - req.startedAt;
     rc.access.outcome = "cache_hit";
+    this.recordHit(key, a, rc.requestId, req.endpoint, performance.now() - req.startedAt);
+    return res;
+  }
+
+  /** A hit's usage record: $0, outcome cache_hit, the cost it saved; and its metrics. */
+  private recordHit(key: KeyContext, a: CachedAnswer, requestId: string, endpoint: string, latencyMs: number): void {
     this.deps.record({
-      requestId: rc.requestId,
+      requestId,
       attempt: 1,
       recordKey: `${this.deps.instanceId}.hit.${++seq}`,
       accountId: key.accountId,
       routingKeyId: key.id,
-      endpoint: req.endpoint,
+      endpoint,
       laneIndex: null,
       provider: a.provider ?? "cache",
       model: a.model,
@@ -264,8 +305,7 @@ export class ResponseCache {
       seat: false,
       createdAt: new Date(),
     });
-    this.deps.observer.requestDone({ endpoint: req.endpoint, provider: null, outcome: "cache_hit", status: 200, latencyMs, ttfbMs: null });
-    return res;
+    this.deps.observer.requestDone({ endpoint, provider: null, outcome: "cache_hit", status: 200, latencyMs, ttfbMs: null });
   }
 }
 

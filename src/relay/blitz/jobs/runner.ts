@@ -15,8 +15,12 @@ import type { Json } from "../../../protocols/types.ts";
 import { usageRecords } from "../../../store/db/schema/index.ts";
 import { fromNano, inflightKey } from "../../budget/counters.ts";
 import { runChat } from "../../pipeline.ts";
+import { cacheControlOf } from "../../cache/control.ts";
 import type { ItemHandler, ItemRef, ItemVerdict } from "./queue.ts";
 import { claimItem, finishItem, getJob, requeueItem, retakeItem, stopAdmitting, type ItemOutcome, type JobRow } from "./store.ts";
+
+/** A job's items have no request headers of their own: the key's cache settings alone apply. */
+const NO_CACHE_CONTROL = cacheControlOf(null);
 
 /** How a rate-limited item waits before its next try when the refusal named no time. */
 const RETRY_DEFAULT_MS = 1000;
@@ -131,10 +135,19 @@ export function itemRunner(ctx: Ctx, deps: RunnerDeps): ItemHandler {
       return finish(ref, { status: "failed", httpStatus: 401, result: errorResult("The job's routing key was revoked or its account removed; this prompt was not sent.", "invalid_api_key") });
     }
     const body = item.request as Json;
+    const requestId = itemRequestId(ref.jobId, ref.idx, item.attempts);
+    // The response cache, as for any request on a key with one: a hit is not admitted and costs $0.
+    const started = performance.now();
+    const cached = key.cache ? await ctx.services.responseCache.lookupPrompt(key, body, NO_CACHE_CONTROL) : null;
+    if (cached?.a) {
+      const completion = ctx.services.responseCache.promptHit(key, cached.a, body, requestId, started);
+      return finish(ref, { status: "succeeded", httpStatus: 200, result: { completion }, usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, costUsd: 0 });
+    }
     const r = await runChat(ctx, key, body, {
       shape: "chat", stream: false, endpoint: "blitz", signal: new AbortController().signal,
-      requestId: itemRequestId(ref.jobId, ref.idx, item.attempts), bodyBytes: JSON.stringify(body).length,
+      requestId, bodyBytes: JSON.stringify(body).length,
     });
+    if (r.ok && cached) await ctx.services.responseCache.keepPrompt(key, cached.k, body, r.body, { provider: r.provider, costUsd: r.costUsd, lowered: r.lowered, usage: r.usage });
     if (r.ok) {
       const u = r.usage;
       const usage = { prompt_tokens: u.prompt_tokens ?? 0, completion_tokens: u.completion_tokens ?? 0, total_tokens: (u.prompt_tokens ?? 0) + (u.completion_tokens ?? 0) };
