@@ -47,7 +47,7 @@ describe.if(REAL_STORES)(name, () => {
     await gw?.stop();
     await A?.stop();
     await redis?.stop();
-  });
+  }, 60_000);
 
   test("CONTRACT §7 durability: Redis restarted empty with requests in flight on 3 instances, one re-asserting late → no admission before every instance re-asserted, spend ≤ budget", async () => {
     const acct = await createAccount(gw);
