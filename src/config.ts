@@ -84,6 +84,12 @@ const schema = z.object({
    */
   UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: z.coerce.number().min(0).default(15),
   UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: z.coerce.number().min(0).default(75),
+  /**
+   * Budget leases (docs/accounting.md): with Redis, an instance admits a hot budgeted key's
+   * requests from a slice of its budget reserved ahead, without a round trip each. false: every
+   * budgeted request is admitted in Redis.
+   */
+  BUDGET_LEASES: bool.default(true),
   /** A gateway instance silent this long is dead: its requests in flight become `interrupted` records. */
   INSTANCE_DEAD_AFTER_SECONDS: z.coerce.number().positive().default(15),
   /** Raw usage records older than this many months are dropped (whole month partitions); the daily rollup is kept. Unset: keep all. */

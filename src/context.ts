@@ -11,6 +11,7 @@ import type { KeyCache } from "./relay/key-cache.ts";
 import type { UsageQueue } from "./relay/usage-queue.ts";
 import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
 import type { Ledger } from "./relay/budget/ledger/index.ts";
+import type { BudgetLeases } from "./relay/budget/leases.ts";
 import type { RateLimits } from "./relay/limits/rate-limits.ts";
 import type { RelayObserver } from "./relay/observer.ts";
 import type { ResponseCache } from "./relay/cache/response-cache.ts";
@@ -44,6 +45,8 @@ export interface Services {
   requestTracker: RequestTracker;
   /** In-flight ledger and usage stream in Redis mode; null with the in-process KV (relay/budget/ledger/). */
   ledger: Ledger | null;
+  /** Budget leases of hot keys (Redis mode, BUDGET_LEASES); null otherwise (relay/budget/leases.ts). */
+  leases: BudgetLeases | null;
   /** Rate limits and concurrency caps: refunds, lease renewal, the Redis-down fallback (relay/limits). */
   rateLimits: RateLimits;
   /** Prometheus registry (metrics/). */

@@ -17,6 +17,7 @@ import { startUsageQueue } from "./relay/usage-queue.ts";
 import { startSettleBatcher } from "./relay/budget/settle-batch.ts";
 import { usagePartitionsJob } from "./jobs/usage-partitions.ts";
 import { startLedger } from "./relay/budget/ledger/index.ts";
+import { startBudgetLeases } from "./relay/budget/leases.ts";
 import { RateLimits } from "./relay/limits/rate-limits.ts";
 import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
 import { blitzJobsJobs } from "./relay/blitz/jobs/background.ts";
@@ -39,6 +40,7 @@ export async function buildServices(base: Base): Promise<Services> {
   // Last of the three so its shutdown runs first: the ledger's last writes and the usage stream's
   // last entries reach the queue before the queue's own drain.
   const ledger = await startLedger(base, usageQueue);
+  const leases = startBudgetLeases(base, ledger);
   const rateLimits = new RateLimits(base, () => ledger?.liveInstances ?? 1);
   rateLimits.onRefused = (key) => usageQueue.refusal(key.accountId, key.id, "rate_limit");
   base.onShutdown(() => rateLimits.stop());
@@ -68,6 +70,7 @@ export async function buildServices(base: Base): Promise<Services> {
     usageQueue,
     settleBatcher,
     ledger,
+    leases,
     rateLimits,
     responseCache,
     lifecycle: { draining: false },

@@ -13,6 +13,8 @@ export interface Reservation {
   keyId: string;
   month: string;
   nano: number;
+  /** The month counter after this reservation (nano; budgeted reservations only). */
+  total?: number;
   /** The rate limits' verdict when the admission carried them; when it refused, nothing was reserved. */
   limits?: LimitVerdict;
 }
@@ -44,7 +46,7 @@ export async function reserve(ctx: Base, key: BudgetedKey, usd: number | null, m
     r = await ctx.kv.reserve(k, nano, min, limit, ttl(), entry, limits);
   }
   if (!r.ok && !r.limits?.refused) return null;
-  return { keyId: key.id, month, nano: r.granted, limits: r.limits };
+  return { keyId: key.id, month, nano: r.granted, total: r.total, limits: r.limits };
 }
 
 /** Replaces a reservation with the real cost (0 releases it). Safe to call once per reservation. */

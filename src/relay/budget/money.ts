@@ -10,7 +10,9 @@
 //   - the settlement replaces the reservation with the real cost exactly once (settle-batch.ts);
 //   - the key's rate limits are admitted in the same store call as the budget (after it: 402
 //     outranks 429), and the settlement gives back unused tokens and the concurrency lease
-//     (relay/limits/rate-limits.ts).
+//     (relay/limits/rate-limits.ts);
+//   - a hot budgeted key's requests are admitted from this instance's budget lease when their
+//     worst case fits it, without a round trip (leases.ts).
 import type { Ctx } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
 import { monthKey } from "../../lib/time.ts";
@@ -24,6 +26,7 @@ import { fromNano, reserve, toNano, type Reservation } from "./counters.ts";
 import { estimateRequest, fallbackPrices, outputLimitFor, type Estimate } from "./estimate.ts";
 import type { FactsJson, Ledger } from "./ledger/index.ts";
 import { RECOVERY_BARRIER_MS } from "./ledger/epoch.ts";
+import type { BudgetLeases, LeaseHold } from "./leases.ts";
 import { tokenAsk, type RateHold } from "../limits/rate-limits.ts";
 import type { LimitCall } from "../../store/kv/types.ts";
 
@@ -107,6 +110,8 @@ export class MoneyCall {
   private tokensUsed: number | null = 0;
   /** The ledger entry's id and the prefix of every record key of this call. */
   readonly uid: string;
+  /** The budget lease this call was admitted from (it has no in-flight entry of its own). */
+  private lease: LeaseHold | null = null;
 
   /** `inLedger`: the request has an in-flight ledger entry that the settlement removes. */
   constructor(readonly ctx: Ctx, readonly key: KeyContext, readonly opts: OpenOptions, private reservation: Reservation | null, private inLedger = false, uid?: string) {
@@ -160,6 +165,11 @@ export class MoneyCall {
       }
       slice = limits.widen(key, lc);
     }
+    const leases = ctx.services.leases;
+    if (budgeted && !lc && leases && ledger) {
+      const leased = await MoneyCall.fromLease(ctx, key, opts, est, leases, ledger);
+      if (leased) return leased;
+    }
     const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), opts.requestId) : ("" as FactsJson);
     let r = await admitOr503(ctx, key, budgeted ? est.usd : null, budgeted ? est.minUsd : null, ledger, uid, facts, lc);
     if (lc && plain && lc.ask !== plain && (r === "unreachable" || r?.limits?.refused)) {
@@ -180,10 +190,47 @@ export class MoneyCall {
       ctx.services.usageQueue.refusal(key.accountId, key.id, "budget");
       throw await budgetRefusal(ctx, key, budgeted ? est.minUsd : null);
     }
+    if (budgeted && r.total !== undefined) leases?.seen(key, r.total);
     const rate = lc ? limits.admitted(key, lc, r.limits!, false, slice) : null;
     const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger), uid);
     call.rate = rate;
     if (budgeted && est.prices) call.outputLimit = outputLimitFor(est as Estimate, fromNano(r.nano));
+    return call;
+  }
+
+  /**
+   * Admits a request of a hot budgeted key from this instance's lease, taking one (a slice of the
+   * budget reserved with this request's admission) when the key is hot and has room; null when
+   * the request is to be admitted on its own.
+   */
+  private static async fromLease(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd">, leases: BudgetLeases, ledger: Ledger): Promise<MoneyCall | null> {
+    const nano = toNano(est.usd);
+    let held: LeaseHold | null = null;
+    // A burst: requests wait for the lease another one is taking, and take the next one when it
+    // is used up, a few times at most before each goes to Redis on its own.
+    for (let tries = 0; !held && tries < 4; tries++) {
+      held = leases.admit(key, nano);
+      if (held) break;
+      const taking = leases.pending(key.id);
+      if (taking) {
+        await taking;
+        continue;
+      }
+      const size = leases.size(key, nano);
+      if (!size) return null;
+      const uid = newUid(ctx);
+      const facts = ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), null);
+      // All or nothing: a slice that no longer fits leaves the request to its own admission.
+      const take = admitOr503(ctx, key, fromNano(size), fromNano(size), ledger, uid, facts);
+      leases.takes(key.id, take);
+      const r = await take;
+      if (!r || r === "unreachable") return null;
+      if (r.total !== undefined) leases.seen(key, r.total);
+      held = leases.opened(key, uid, r.month, r.nano, nano);
+    }
+    if (!held) return null;
+    const call = new MoneyCall(ctx, key, opts, { keyId: key.id, month: held.lease.month, nano }, false);
+    call.lease = held;
     return call;
   }
 
@@ -279,7 +326,7 @@ export class MoneyCall {
     };
     // Redis mode: into the usage stream with this turn's ledger writes; embedded: the usage queue.
     const ledger = this.ctx.services.ledger;
-    if (ledger) ledger.record(row);
+    if (ledger) ledger.record(row, this.lease !== null);
     else this.ctx.services.usageQueue.push(row);
     return price.usd;
   }
@@ -293,6 +340,12 @@ export class MoneyCall {
     this.settled = true;
     const { ctx, key } = this;
     if (this.rate) ctx.services.rateLimits.release(this.rate, this.tokensUsed);
+    if (this.lease) {
+      ctx.services.leases!.settle(this.lease, this.uid, toNano(this.countedUsd));
+      this.lease = null;
+      this.reservation = null;
+      return;
+    }
     if (this.inLedger && this.reservation) {
       ctx.services.ledger!.settle(key, this.uid, this.reservation.month, this.reservation.nano, toNano(this.countedUsd));
       this.reservation = null;

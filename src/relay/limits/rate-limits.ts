@@ -7,10 +7,10 @@
 //   - keys with limits and no budget admit against an in-process window whose limits are the
 //     key's divided by the live instances (floor, at least 1), never the full limit on each.
 // Two ways a busy key costs less than a round trip per request:
-//   - slices: an instance seeing a hot key (a second admission within SLICE_MS) with headroom
-//     takes, in its next admission, a slice of requests and tokens (a tenth of the limit shared
-//     among the live instances, at most a quarter of what remains) and serves the next requests
-//     from it locally for SLICE_MS. The slice's window entry counts from its admission until
+//   - slices (relay/slices.ts, the mechanism budget leases share): an instance seeing a hot key (a
+//     second admission within SLICE_MS) with headroom takes, in its next admission, a slice of
+//     requests and tokens (a tenth of the limit shared among the live instances, at most a quarter
+//     of what remains) and serves the next requests from it locally for SLICE_MS. The slice's window entry counts from its admission until
 //     SLICE_MS + 60 s, so every request served from it is counted at least 60 s after it was sent:
 //     the shared limit still holds in every window. What the slice did not use goes back at its
 //     end. Keys with a budget (the budget needs its own reservation) or a concurrency cap (each
@@ -25,12 +25,12 @@ import type { KeyContext } from "../key-context.ts";
 import { candidateModels } from "../routing/model.ts";
 import { choicesOf, clientOutputLimit, worstOutputTokens } from "../budget/output-limits.ts";
 import { rateLimited } from "./headers.ts";
+import { HotKeys, sliceSize, SLICE_MS } from "../slices.ts";
 
 /** A lease of an instance that died stops counting this long after its last renewal (≤ 90 s). */
 export const LEASE_TTL_MS = 60_000;
 const RENEW_EVERY_MS = 20_000;
-/** How long a slice serves requests locally (and how long a key stays "hot" after an admission). */
-export const SLICE_MS = 1000;
+export { SLICE_MS };
 
 export const limitKeys = (keyId: string): LimitKeys => ({
   log: `gw:{k:${keyId}}:rl:w`,
@@ -84,13 +84,6 @@ interface Slice {
   until: number;
 }
 
-/** What the last admission on this instance told about a key. */
-interface Seen {
-  at: number;
-  remainingRequests: number;
-  remainingTokens: number;
-}
-
 interface Pending {
   keys: LimitKeys;
   deltas: string;
@@ -108,7 +101,7 @@ export class RateLimits {
   private over = new Map<string, number>();
   private renewTimer: ReturnType<typeof setInterval> | null = null;
   private slices = new Map<string, Slice>();
-  private seen = new Map<string, Seen>();
+  private seen = new HotKeys<{ remainingRequests: number; remainingTokens: number }>();
 
   /** Told of every 429 this class answers (the usage rollup counts refusals). */
   onRefused: (key: KeyContext) => void = () => {};
@@ -154,12 +147,11 @@ export class RateLimits {
     const none = { requests: 0, tokens: 0 };
     const l = c.limits;
     if (this.ctx.kv.kind !== "redis" || l.concurrency !== null || c.ask.requests !== 1) return none;
-    const now = Date.now();
-    const seen = this.seen.get(key.id);
-    if (!seen || now - seen.at > SLICE_MS) return none;
-    const n = 10 * Math.max(1, this.liveInstances());
-    const requests = l.rpm === null ? Infinity : Math.min(Math.floor(l.rpm / n), Math.floor(seen.remainingRequests / 4));
-    const tokens = l.tpm === null ? Infinity : Math.min(Math.floor(l.tpm / n), Math.floor(seen.remainingTokens / 4));
+    const seen = this.seen.hot(key.id);
+    if (!seen) return none;
+    const n = this.liveInstances();
+    const requests = l.rpm === null ? Infinity : sliceSize(l.rpm, seen.remainingRequests, n);
+    const tokens = l.tpm === null ? Infinity : sliceSize(l.tpm, seen.remainingTokens, n);
     // Worth it only when the slice serves at least one more request like this one.
     if (requests < 1 || tokens < Math.max(1, c.ask.tokens)) return none;
     const take = { requests: Number.isFinite(requests) ? requests : 0, tokens: Number.isFinite(tokens) ? tokens : 0 };
@@ -186,8 +178,7 @@ export class RateLimits {
    * `slice`: what widen() added to the ask, opened as this instance's slice once admitted.
    */
   admitted(key: KeyContext, c: LimitCall, v: LimitVerdict, local = false, slice?: { requests: number; tokens: number }): RateHold {
-    if (this.seen.size > 10_000) this.seen.clear();
-    if (!local) this.seen.set(key.id, { at: Date.now(), remainingRequests: v.remainingRequests, remainingTokens: v.remainingTokens });
+    if (!local) this.seen.admitted(key.id, { remainingRequests: v.remainingRequests, remainingTokens: v.remainingTokens });
     if (v.refused) {
       // Not even one more request fits until the oldest entry leaves the window.
       if (v.refused === "requests" && v.remainingRequests === 0 && v.resetRequestsMs > 0 && this.over.size < 100_000) {
@@ -297,7 +288,7 @@ export class RateLimits {
     const now = Date.now();
     for (const [id, w] of this.local) if (w.idle(now)) this.local.delete(id);
     for (const [id, until] of this.over) if (until <= now) this.over.delete(id);
-    for (const [id, seen] of this.seen) if (now - seen.at > SLICE_MS) this.seen.delete(id);
+    this.seen.prune(now);
   }
 
   async stop(): Promise<void> {

@@ -161,11 +161,16 @@ return 0`;
 // of keys without a budget and every settlement of that turn, each list packed in one argument
 // (one string to encode instead of hundreds of arguments).
 //   KEYS[1] counter  KEYS[2] in-flight ledger  KEYS[3] settled markers (this minute)  KEYS[4] (last minute)
-//   ARGV[1] counter ttl  ARGV[2] entries "id\tentry|grant\n…"  ARGV[3] settlements "id\tactual\treserved\n…"
+//   ARGV[1] counter ttl  ARGV[2] entries "id\tentry|grant\n…"
+//   ARGV[3] settlements "id\tactual\treserved\tlease\n…"
 // A settlement removes its ledger entry and applies actual − reserved; one whose entry is gone
 // (Redis restarted, or a reconciler wrote it off) adds its full cost; a settled marker (kept two
-// minutes) makes a resent settlement a no-op. → the sum to add to a counter that had to be seeded
-// (-1 when the counter exists).
+// minutes) makes a resent settlement a no-op. A request admitted from a budget lease (lease = the
+// lease's id) takes its cost out of the lease's entry, which the counter already holds, and adds
+// to the counter only what passes it; after a reconciler wrote the lease off (its `interrupted`
+// record holds the rest) it adds nothing. A lease's end (lease `*`) takes what the lease did not
+// use out of the counter. → the sum to add to a counter that had to be seeded (-1 when the
+// counter exists).
 const LEDGER = `
 for id, v in string.gmatch(ARGV[2], '([^\\t\\n]+)\\t([^\\n]*)\\n') do
   if redis.call('HEXISTS', KEYS[3], id) == 0 and redis.call('HEXISTS', KEYS[4], id) == 0 then
@@ -173,9 +178,33 @@ for id, v in string.gmatch(ARGV[2], '([^\\t\\n]+)\\t([^\\n]*)\\n') do
   end
 end
 local delta, full, marked = 0, 0, false
-for id, a, r in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\n]+)\\n') do
+local function settled(id) return redis.call('HEXISTS', KEYS[3], id) == 1 or redis.call('HEXISTS', KEYS[4], id) == 1 end
+for id, a, r, l in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\n]*)\\n') do
   local actual, reserved = tonumber(a), tonumber(r)
-  if redis.call('HDEL', KEYS[2], id) == 1 then
+  if l == '*' then
+    local v = redis.call('HGET', KEYS[2], id)
+    if v then
+      delta = delta - tonumber(string.match(v, '([^|]*)$'))
+      redis.call('HDEL', KEYS[2], id)
+      redis.call('HSET', KEYS[3], id, '1')
+      marked = true
+    end
+  elseif l ~= '' then
+    if not settled(id) then
+      local v = redis.call('HGET', KEYS[2], l)
+      if v then
+        local head, n = string.match(v, '^(.*)|([^|]*)$')
+        local take = math.min(actual, tonumber(n))
+        redis.call('HSET', KEYS[2], l, head .. '|' .. (tonumber(n) - take))
+        delta = delta + actual - take
+      elseif not settled(l) then
+        delta = delta + actual
+      end
+      full = full + actual
+      redis.call('HSET', KEYS[3], id, '1')
+      marked = true
+    end
+  elseif redis.call('HDEL', KEYS[2], id) == 1 then
     delta = delta + actual - reserved
     full = full + actual
     redis.call('HSET', KEYS[3], id, '1')

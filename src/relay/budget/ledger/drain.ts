@@ -61,8 +61,8 @@ export class StreamDrain {
       await q.flushQueued();
       const ids = got.map(([id]) => id);
       try {
-        await this.r.xack(this.k.stream, GROUP, ...ids);
-        await this.r.xdel(this.k.stream, ...ids);
+        // Sent together (one round trip): XDEL only drops what XACK just acknowledged.
+        await Promise.all([this.r.xack(this.k.stream, GROUP, ...ids), this.r.xdel(this.k.stream, ...ids)]);
       } catch (e) {
         // The rows are in Postgres; unacknowledged, the entries come back later as no-ops.
         if (this.away(e)) return total + ids.length;

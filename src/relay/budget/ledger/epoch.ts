@@ -110,10 +110,14 @@ export class Epoch {
     }
   }
 
+  /** Told when Redis lost its state (budget leases stop admitting: leases.ts). */
+  onLost: () => void = () => {};
+
   private async recover(): Promise<void> {
     for (;;) {
       // Taken before anything awaits: no prune may judge these copies by the new stream's watermark.
       this.keepLost(this.writes.unacked.take());
+      this.onLost();
       this.ctx.log.warn({}, "Redis lost its state: re-asserting this instance's requests in flight");
       await this.reassert();
       if (await this.barrier()) return;
@@ -169,7 +173,9 @@ export class Epoch {
     const missing = lost.records.filter((r) => !r.recordKey || !have.has(r.recordKey));
     if (!missing.length) return;
     const calls = new Set(missing.map((r) => callOfRecord(r.recordKey ?? "")));
-    for (const s of lost.settles) this.writes.resettle(s.key, s.month, settlesOf(s.settles, calls));
+    // A lease-admitted request's cost went to the lease's entry Redis lost (a re-asserted lease no
+    // longer holds it): settled again as a request whose entry is gone, at its full cost.
+    for (const s of lost.settles) this.writes.resettle(s.key, s.month, settlesOf(s.settles, calls).map((x) => (x.lease ? { id: x.id, actual: x.actual, reserved: 0 } : x)));
     await this.writes.flush();
     for (const r of missing) this.queue.push(r);
     await this.queue.flushQueued();

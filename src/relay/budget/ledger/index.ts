@@ -106,8 +106,22 @@ export class Ledger {
     this.writes.settle(key, requestId, month, reservedNano, actualNano);
   }
 
-  record(row: UsageRow): void {
-    this.writes.record(row);
+  /** `later`: a request admitted from a budget lease (written with the lease's batch). */
+  record(row: UsageRow, later = false): void {
+    this.writes.record(row, later);
+  }
+
+  settleLeased(key: BudgetedKey, month: string, lease: string, requestId: string, reservedNano: number, actualNano: number): void {
+    this.writes.settleLeased(key, month, lease, requestId, reservedNano, actualNano);
+  }
+
+  closeLease(key: BudgetedKey, month: string, lease: string): void {
+    this.writes.closeLease(key, month, lease);
+  }
+
+  /** Called when Redis lost its state, before this instance re-asserts its entries. */
+  set onLost(fn: () => void) {
+    this.epoch.onLost = fn;
   }
 
   flush(): Promise<void> {
@@ -148,8 +162,9 @@ export class Ledger {
     if (this.epoch.hasLost) await this.epoch.rewriteLost();
     if (this.ticks++ % 2 === 0) await this.reconcile();
     // Pruning only frees memory: a failing XINFO must never cost a reconcile, and the copies
-    // simply wait for the next beat.
-    await this.epoch.pruneUnacked().catch(() => {});
+    // simply wait for the next time. Every fifth beat: its three commands are most of what a busy
+    // instance's ledger sends besides its batches.
+    if (this.ticks % 5 === 0) await this.epoch.pruneUnacked().catch(() => {});
   }
 
   /** Turns the in-flight entries of dead instances into `interrupted` records; one reconciler at a time. */

@@ -36,12 +36,19 @@ export interface LocalEntry extends InflightEntry {
   month: string;
 }
 
-/** A request's end: its real cost replaces what it reserved. */
+/**
+ * A request's end: its real cost replaces what it reserved. A request served from a budget lease
+ * (leases.ts) names it in `lease`: its cost moves from the lease's entry to the records. A lease's
+ * own end (`closes`) gives what the lease did not use back to the counter.
+ */
 export interface Settlement {
-  /** The money call's uid (its in-flight entry). */
+  /** The money call's uid (its in-flight entry), or the lease's when it `closes`. */
   id: string;
   actual: number;
   reserved: number;
+  /** The lease the request was admitted from. */
+  lease?: string;
+  closes?: true;
 }
 
 /** A key's month's writes of one batch. */

@@ -23,10 +23,13 @@ export function packEntries(enters: readonly InflightEntry[]): string {
   return out;
 }
 
-/** LEDGER's settlements argument: "id\tactual\treserved\n" lines. */
+/**
+ * LEDGER's settlements argument: "id\tactual\treserved\tlease\n" lines; lease is empty for a
+ * request with its own entry, the lease's id for one admitted from a lease, `*` for a lease's end.
+ */
 export function packSettles(settles: readonly Settlement[]): string {
   let out = "";
-  for (const s of settles) out += `${s.id}\t${s.actual}\t${s.reserved}\n`;
+  for (const s of settles) out += `${s.id}\t${s.actual}\t${s.reserved}\t${s.closes ? "*" : (s.lease ?? "")}\n`;
   return out;
 }
 

@@ -7,7 +7,11 @@
 //               request id (markers kept two minutes); a settlement whose entry is gone adds its
 //               full cost;
 //   records     go to the usage stream; this instance keeps a copy of each batch until a drain has
-//               committed it (unacked.ts), so a Redis restart without persistence loses no record.
+//               committed it (unacked.ts), so a Redis restart without persistence loses no record;
+//   leases      the settlements and records of requests admitted from a budget lease (leases.ts)
+//               wait up to LATER_MS for a batch: their cost is held by the lease's entry meanwhile,
+//               so a crash loses none of it (the lease is written off as `interrupted` at what its
+//               settled requests did not take out of it).
 import type { Base } from "../../../context.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
 import type { LedgerEntry } from "../../../store/kv/types.ts";
@@ -18,6 +22,8 @@ import type { FactsJson, LedgerKeys, LocalEntry, SentSettles, Settlement, WriteG
 import { packEntries, packSettles } from "./wire.ts";
 
 const RETRY_MS = 1000;
+/** The longest the writes of lease-admitted requests wait for a batch. */
+export const LATER_MS = 1000;
 
 export class LedgerWrites {
   /** This instance's requests in flight (re-asserted after Redis loses its state). */
@@ -27,6 +33,7 @@ export class LedgerWrites {
   private records: UsageRow[] = [];
   private scheduled = false;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private laterTimer: ReturnType<typeof setTimeout> | null = null;
   /** Copies of the records this instance streamed that no drain has committed yet. */
   readonly unacked = new UnackedRecords((rows) => this.ctx.log.error({ rows }, "usage stream not drained for long: dropped this instance's oldest copies of streamed records"));
 
@@ -74,14 +81,35 @@ export class LedgerWrites {
     this.schedule();
   }
 
+  /**
+   * A request admitted from a lease: its cost moves from the lease's entry to its record, in the
+   * next batch (at most LATER_MS away).
+   */
+  settleLeased(key: BudgetedKey, month: string, lease: string, requestId: string, reservedNano: number, actualNano: number): void {
+    this.group(key, month).settles.push({ id: requestId, actual: actualNano, reserved: reservedNano, lease });
+    this.scheduleLater();
+  }
+
+  /**
+   * A lease's end: what it did not use goes back to the counter at once (the month's spend reads
+   * the counter), with its requests' settlements still waiting for their batch, ahead of it.
+   */
+  closeLease(key: BudgetedKey, month: string, lease: string): void {
+    this.local.delete(lease);
+    this.group(key, month).settles.push({ id: lease, actual: 0, reserved: 0, closes: true });
+    this.schedule();
+  }
+
   /** Settlements sent again (after Redis lost them with its state), with the next flush. */
   resettle(key: BudgetedKey, month: string, settles: readonly Settlement[]): void {
     if (settles.length) this.group(key, month).settles.push(...settles);
   }
 
-  record(row: UsageRow): void {
+  /** `later`: a request admitted from a lease (its record waits for the lease's batch). */
+  record(row: UsageRow, later = false): void {
     this.records.push(row);
-    this.schedule();
+    if (later) this.scheduleLater();
+    else this.schedule();
   }
 
   /** This instance's entries in flight, by key and month. */
@@ -109,6 +137,23 @@ export class LedgerWrites {
     setImmediate(() => void this.flush());
   }
 
+  private scheduleLater(): void {
+    if (this.scheduled || this.laterTimer) return;
+    this.laterTimer = setTimeout(() => void this.flush(), LATER_MS);
+  }
+
+  /**
+   * Mirrors what Redis now holds for each lease of this instance (what its settled requests did
+   * not take out of it), which a recovery re-asserts if Redis loses its state.
+   */
+  private applied(g: WriteGroup): void {
+    for (const s of g.settles) {
+      if (!s.lease) continue;
+      const l = this.local.get(s.lease);
+      if (l) l.nano -= Math.min(s.actual, l.nano);
+    }
+  }
+
   private requeue(g: WriteGroup): void {
     const into = this.group(g.key, g.month);
     into.enters = g.enters.concat(into.enters);
@@ -122,6 +167,8 @@ export class LedgerWrites {
   /** Sends this turn's writes: one XADD of the usage records, one LEDGER call per key and month. */
   async flush(): Promise<void> {
     this.scheduled = false;
+    if (this.laterTimer) clearTimeout(this.laterTimer);
+    this.laterTimer = null;
     const groups = this.groups;
     const records = this.records;
     this.groups = new Map();
@@ -145,6 +192,7 @@ export class LedgerWrites {
       const id = g.key.id;
       jobs.push(this.r.gwLedger(counterKey(id, g.month), inflightKey(id), settledKey(id, minute), settledKey(id, minute - 1), ttl(), packEntries(g.enters), packSettles(g.settles))
         .then(async (full) => {
+          this.applied(g);
           if (full <= 0) return;
           // The counter was missing (first use this month, or Redis lost it): rebuild, then add.
           // The rebuild leaves out this group's own records, which the usage stream may have

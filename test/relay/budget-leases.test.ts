@@ -1,0 +1,174 @@
+// Budget leases (CONTRACT §7): an instance admits a hot budgeted key's requests from a slice of the
+// budget reserved ahead in Redis, without a round trip each; the budget stays a ceiling across
+// instances, and a SIGKILLed instance's unreturned slice is charged as `interrupted` at its cost
+// less what its records already settled (counter = Σ records). Real child gateways over the
+// test's own redis-server (so every admission it sees is theirs) and the shared Postgres.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { inArray } from "drizzle-orm";
+import Redis from "ioredis";
+import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
+import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { resolveRoutingKey } from "../../src/relay/auth.ts";
+import { inflightKey, monthSpendUsd } from "../../src/relay/budget/counters.ts";
+import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
+import type { UsageQueue } from "../../src/relay/usage-queue.ts";
+import { usageRecords } from "../../src/store/db/schema/index.ts";
+import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
+import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+
+const name = REAL_STORES
+  ? "budget leases (child gateways, own redis-server)"
+  : "budget leases: skipped in embedded mode (leases are a Redis-mode mechanism; the in-process KV makes no round trip)";
+
+const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
+
+async function until<T>(what: string, fn: () => Promise<T | null>, ms = 30_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v !== null) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(100);
+  }
+}
+
+describe.if(REAL_STORES)(name, () => {
+  let redis: PrivateRedis;
+  let A: MockUpstream;
+  let gw: TestGateway;
+  let acct: { id: string };
+  let cred: { id: string };
+  let watch: Redis;
+  let monitor: Redis;
+  /** Budget admissions (the 5-key ADMIT script) Redis ran, by routing key id. */
+  const admissions = new Map<string, number>();
+  const children: ChildGateway[] = [];
+
+  beforeAll(async () => {
+    redis = await startPrivateRedis();
+    A = await startMockOpenAI();
+    // The in-process instance provisions, reads the database, and is the surviving reconciler.
+    gw = await startTestGateway({ REDIS_URL: redis.url, PROVIDER_OPENAI_BASE_URL: A.url, INSTANCE_DEAD_AFTER_SECONDS: "3" });
+    acct = await createAccount(gw);
+    cred = await addCredential(gw, acct.id, "openai");
+    watch = new Redis(redis.url);
+    monitor = await watch.monitor();
+    monitor.on("monitor", (_t: string, args: string[]) => {
+      if (String(args[0]).toLowerCase() !== "evalsha" || args[2] !== "5") return;
+      const m = /^gw:\{k:([^}]+)\}:budget:/.exec(String(args[3]));
+      if (m) admissions.set(m[1]!, (admissions.get(m[1]!) ?? 0) + 1);
+    });
+  }, 30_000);
+  afterAll(async () => {
+    for (const c of children) await c.kill().catch(() => {});
+    monitor?.disconnect();
+    watch?.disconnect();
+    await gw?.stop();
+    await A?.stop();
+    await redis?.stop();
+  });
+
+  const child = async () => {
+    const c = await spawnGateway({
+      DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: redis.url, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!,
+      DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url, INSTANCE_DEAD_AFTER_SECONDS: "3",
+    });
+    children.push(c);
+    return c;
+  };
+  const post = (url: string, raw: string, body: unknown) =>
+    fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(body) }).catch(() => null);
+  const recordsOf = async (keyId: string) => {
+    await (gw.ctx.services.usageQueue as UsageQueue).flush();
+    return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [keyId]));
+  };
+  const keyCtx = (raw: string) => resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${raw}` } }));
+  const estimateOf = async (body: ReturnType<typeof chatBody>) => {
+    const probe = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 1 });
+    return estimateCostUsd(gw.ctx, await keyCtx(probe.raw), body, bytesOf(body))!;
+  };
+
+  test("CONTRACT §7 leases: a hot budgeted key is admitted from a lease, not a Redis admission per request; given back whole, counter = Σ records", async () => {
+    const body = chatBody({ max_tokens: 50 });
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
+    const c = await child();
+    for (let i = 0; i < 100; i++) expect((await post(c.url, k.raw, body))!.status).toBe(200);
+    // A lease per few seconds of traffic, not an admission per request.
+    expect(admissions.get(k.id) ?? 0).toBeLessThanOrEqual(10);
+    // Idle: the lease ends, what it did not use goes back; the counter holds exactly the records.
+    await until("the lease given back", async () => (Object.keys(await watch.hgetall(inflightKey(k.id))).length === 0 ? true : null));
+    const rows = await until("100 records", async () => {
+      const r = await recordsOf(k.id);
+      return r.length >= 100 ? r : null;
+    });
+    expect(rows.length).toBe(100);
+    expect(rows.every((r) => r.outcome === "ok")).toBe(true);
+    const spent = rows.reduce((a, r) => a + r.costUsd, 0);
+    expect((await monthSpendUsd(gw.ctx, await keyCtx(k.raw))).usd).toBeCloseTo(spent, 9);
+    expect(await c.terminate()).toBe(0);
+  }, 60_000);
+
+  test("CONTRACT §7 leases: 200 concurrent requests over 3 instances holding leases never pass the budget", async () => {
+    // Answers as long as the model allows: each real cost is close to the reserved worst case.
+    const body = chatBody({ mock: { completion_tokens: 16_384, latency_ms: 50 } });
+    const est = await estimateOf(body);
+    // Large enough for leases (a slice is a tenth of the budget shared by 3 instances, and holds
+    // at least 4 requests), small enough that 200 requests run it out.
+    const budget = est * 150;
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: budget });
+    const kids = [await child(), await child()];
+    const urls = [gw.url, ...kids.map((c) => c.url)];
+    // Two requests each make the key hot on every instance.
+    for (const url of urls) for (let i = 0; i < 2; i++) expect((await post(url, k.raw, body))!.status).toBe(200);
+    const before = admissions.get(k.id) ?? 0;
+    const res = await Promise.all(Array.from({ length: 200 }, (_, i) => post(urls[i % 3]!, k.raw, body)));
+    const statuses = res.map((r) => r?.status ?? 0);
+    expect(statuses.filter((s) => s !== 200 && s !== 402)).toEqual([]);
+    const ok = statuses.filter((s) => s === 200).length + 6;
+    expect(ok).toBeGreaterThanOrEqual(100);
+    // Served from leases: fewer Redis admissions than requests (one admission per request without
+    // leases, refusals included; with them, refusals near the end are still one each).
+    expect((admissions.get(k.id) ?? 0) - before).toBeLessThan(200);
+    for (const c of kids) expect(await c.terminate()).toBe(0);
+    await until("every lease given back", async () => (Object.keys(await watch.hgetall(inflightKey(k.id))).length === 0 ? true : null));
+    const rows = await until("a record per served request", async () => {
+      const r = await recordsOf(k.id);
+      return r.length >= ok ? r : null;
+    });
+    expect(rows.length).toBe(ok);
+    // The prompt estimate (a token per byte) is an upper bound here, so no estimate error to allow.
+    const spent = rows.reduce((a, r) => a + r.costUsd, 0);
+    expect(spent).toBeLessThanOrEqual(budget + 1e-12);
+    expect((await monthSpendUsd(gw.ctx, await keyCtx(k.raw))).usd).toBeCloseTo(spent, 9);
+  }, 90_000);
+
+  test("CONTRACT §7 leases: a SIGKILLed instance's lease is charged as interrupted at its slice less what its records settled; counter = Σ records", async () => {
+    const fast = chatBody({ max_tokens: 50 });
+    const slow = chatBody({ max_tokens: 50, mock: { latency_ms: 30_000 } });
+    const est = await estimateOf(slow);
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
+    const c = await child();
+    const start = A.received.length;
+    for (let i = 0; i < 5; i++) expect((await post(c.url, k.raw, fast))!.status).toBe(200);
+    const held = Array.from({ length: 10 }, () => post(c.url, k.raw, slow));
+    await until("10 requests at the upstream", async () => (A.received.length - start >= 15 ? true : null));
+    // The lease's settled requests reach Redis in their batch (at most a second later).
+    await Bun.sleep(1500);
+    await c.kill();
+    await Promise.all(held);
+    const rows = await until("the lease written off", async () => {
+      const r = await recordsOf(k.id);
+      return r.some((x) => x.outcome === "interrupted") ? r : null;
+    });
+    const done = rows.filter((r) => r.outcome === "ok");
+    const lost = rows.filter((r) => r.outcome === "interrupted");
+    expect(done.length).toBe(5);
+    // One record for the lease, holding at least the ten running requests' worst cases.
+    expect(lost.length).toBe(1);
+    expect(lost[0]!.costUsd).toBeGreaterThanOrEqual(10 * est - 1e-9);
+    const spent = rows.reduce((a, r) => a + r.costUsd, 0);
+    expect((await monthSpendUsd(gw.ctx, await keyCtx(k.raw))).usd).toBeCloseTo(spent, 9);
+    expect(Object.keys(await watch.hgetall(inflightKey(k.id)))).toEqual([]);
+  }, 60_000);
+});
