@@ -19,7 +19,15 @@ import { TranslateTap } from "./stream/translate.ts";
 import { scrubSecrets, secretsOfCall } from "./secret-scrub.ts";
 import { builtFrom } from "../protocols/wire-json.ts";
 
-export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "classifier";
+export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "classifier" | "transcriptions";
+
+/** A file sent upstream as the client sent it (POST /v1/audio/transcriptions), to lanes whose adapter takes uploads. */
+export interface Upload {
+  contentType: string;
+  accept: string;
+  /** The whole multipart body, kept so that each lane (and the adapter's retry) can send it again. */
+  bytes: Uint8Array;
+}
 
 /** One inference request as the relay carries it from lane to lane. */
 export interface RelayRequest {
@@ -43,10 +51,13 @@ export interface RelayRequest {
   pivot?: ChatRequest;
   /** The client's protocol headers (ClientCodec.forwardHeaders), for a lane that passes its request through. */
   clientHeaders?: Record<string, string>;
+  /** The operation: absent, inference (`body` planned per lane); set, this upload sent as it came. */
+  upload?: Upload;
 }
 
 export type LaneResult =
   | { kind: "json"; attempt: Attempt; status: number; text: string; parsed: Json; usage: Usage }
+  | { kind: "body"; attempt: Attempt; status: number; text: string; contentType: string }
   | { kind: "stream"; attempt: Attempt; res: Response; tap: Tap; ac: AbortController; done(): void }
   | { kind: "failed"; failure: LaneFailure }
   | { kind: "client"; error: GatewayError }
@@ -84,13 +95,9 @@ export class Attempt {
   /** The model recorded and priced: what the upstream was asked for (after any alias the adapter resolved). */
   constructor(readonly rr: RelayRequest, readonly lane: ResolvedLane, readonly adapter: ProviderAdapter, public model: string) {}
 
-  get provider(): string {
-    return this.lane.provider;
-  }
+  get provider(): string { return this.lane.provider; }
 
-  markFirstByte(): void {
-    if (this.ttfbMs === null) this.ttfbMs = Math.round(performance.now() - this.startedAt);
-  }
+  markFirstByte(): void { if (this.ttfbMs === null) this.ttfbMs = Math.round(performance.now() - this.startedAt); }
 
   finish(status: number, outcome: "ok" | "error" | "aborted" | "broken", errorCode: string | null, usage: Usage | null): void {
     if (this.finished) return;
@@ -102,7 +109,7 @@ export class Attempt {
       provider: this.lane.provider,
       // The classifier's lane is not one of the key's (index -1): its records carry no lane.
       laneIndex: this.lane.index < 0 ? null : this.lane.index,
-      model: this.model,
+      model: this.model || null,
       status,
       outcome,
       errorCode,
@@ -134,9 +141,7 @@ export class Attempt {
   }
 }
 
-class TimeoutError extends Error {
-  override name = "TimeoutError";
-}
+class TimeoutError extends Error { override name = "TimeoutError"; }
 
 const failed = (lane: ResolvedLane, status: number, code: string, message: string): LaneResult => ({
   kind: "failed",
@@ -154,7 +159,8 @@ export async function tryLane(rr: RelayRequest, lane: ResolvedLane): Promise<Lan
     if (rr.stream) return { kind: "client", error: noCredential(lane.provider, lane.index) };
     return failed(lane, 0, "no_credential", `The ${lane.provider} lane's saved API key was deleted.`);
   }
-  let model = laneModel(rr.model, lane);
+  // An upload names its model inside the multipart body, which is sent as it came: none recorded.
+  let model = rr.upload ? "" : laneModel(rr.model, lane);
   for (;;) {
     const r = await attemptOnce(rr, lane, adapter, model);
     if (r.kind !== "model") return r;
@@ -172,6 +178,8 @@ export async function tryLane(rr: RelayRequest, lane: ResolvedLane): Promise<Lan
 type OnceResult = LaneResult | { kind: "model"; failure: LaneFailure };
 
 interface Plan {
+  /** The operation: a body for the lane's protocol, or the client's upload as it came. */
+  kind: "inference" | "upload";
   protocol: WireProtocol;
   codec: Pick<UpstreamCodec, "errorOf"> & Partial<UpstreamCodec>;
   /** Set on the translation path (the client's shape is not a protocol the lane speaks). */
@@ -189,18 +197,23 @@ export function servesShape(adapter: ProviderAdapter, shape: ClientShape): boole
 
 /** Pass-through when the lane speaks the client's shape natively, else client → pivot → lane protocol. */
 function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Plan | string {
+  if (rr.upload) {
+    if (!adapter.transcribe) return `${adapter.id} lanes cannot transcribe audio.`;
+    // Upload answers are OpenAI-shaped errors whatever the vendor: the chat protocol's reader.
+    return { kind: "upload", protocol: "chat", codec: { errorOf: upstreamCodecs.chat!.errorOf }, client: null, direct: null, body: {} };
+  }
   const directs = directCodecs[rr.shape];
   if (directs) {
     const protocol = adapter.protocols.find((p) => directs[p]);
     if (!protocol) return `${adapter.id} lanes cannot serve ${rr.shape} requests.`;
     const direct = directs[protocol]!;
-    return { protocol, codec: { errorOf: direct.errorOf }, client: null, direct, body: direct.encodeRequest(rr.body, { model }) };
+    return { kind: "inference", protocol, codec: { errorOf: direct.errorOf }, client: null, direct, body: direct.encodeRequest(rr.body, { model }) };
   }
   const native = adapter.protocols.includes(rr.shape) ? upstreamCodecs[rr.shape] : undefined;
   if (native?.passThroughRequest) {
     const body = native.passThroughRequest(rr.body, { model, stream: rr.stream });
     builtFrom(body, rr.body);
-    return { protocol: rr.shape as WireProtocol, codec: native, client: null, direct: null, body };
+    return { kind: "inference", protocol: rr.shape as WireProtocol, codec: native, client: null, direct: null, body };
   }
   const protocol = adapter.protocols[0]!;
   const codec = upstreamCodecs[protocol];
@@ -209,7 +222,7 @@ function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Pl
     return `Requests in the ${rr.shape} shape are not supported yet on ${adapter.id} lanes (no ${rr.shape} → ${protocol} translation is installed).`;
   }
   rr.pivot ??= client.toPivot(rr.body);
-  return { protocol, codec, client, direct: null, body: codec.encodeRequest(rr.pivot, { model, stream: rr.stream }) };
+  return { kind: "inference", protocol, codec, client, direct: null, body: codec.encodeRequest(rr.pivot, { model, stream: rr.stream }) };
 }
 
 async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: ProviderAdapter, model: string): Promise<OnceResult> {
@@ -229,12 +242,15 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   }
   if (typeof plan === "string") return failed(lane, 0, "unsupported_shape", plan);
   const { codec, protocol, client, direct, body } = plan;
-  if (client) adapter.fitTranslated?.(body, protocol, model);
-  adapter.applySettings(body, lane, protocol);
-  // What this lane receives, after translation and the lane's settings, stays within what the
-  // request was admitted for (CONTRACT §7): its output limit times its choices.
-  const cap = clientOutputLimit(rr.body);
-  if (cap !== null && !direct) fitWireLimit(body, protocol, cap, choicesOf(rr.body));
+  const upload = plan.kind === "upload" ? rr.upload! : null;
+  if (!upload) {
+    if (client) adapter.fitTranslated?.(body, protocol, model);
+    adapter.applySettings(body, lane, protocol);
+    // What this lane receives, after translation and the lane's settings, stays within what the
+    // request was admitted for (CONTRACT §7): its output limit times its choices.
+    const cap = clientOutputLimit(rr.body);
+    if (cap !== null && !direct) fitWireLimit(body, protocol, cap, choicesOf(rr.body));
+  }
   const attempt = new Attempt(rr, lane, adapter, model);
 
   const ac = new AbortController();
@@ -255,16 +271,23 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   // From the moment the body is on its way, an abandoned or timed-out attempt pays its prompt.
   let sending = false;
   try {
+    if (upload) {
+      sending = !ac.signal.aborted;
+      const { contentType, accept, bytes } = upload;
+      res = await adapter.transcribe!(ctx, lane, { contentType, accept, body: () => new Blob([bytes]).stream(), signal: ac.signal });
+    } else res = await sendInference();
+  } catch (e) {
+    release();
+    return sendFailure(rr, attempt, ac, e, secrets, sending);
+  }
+  async function sendInference(): Promise<Response> {
     const clientHeaders = client === null ? rr.clientHeaders : undefined;
     const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: rr.stream, clientHeaders });
     secrets = secretsOfCall(call);
     const sent = call.model ?? body.model;
     if (typeof sent === "string" && sent) attempt.model = sent;
     sending = !ac.signal.aborted;
-    res = await adapter.send(ctx, lane, call, ac.signal);
-  } catch (e) {
-    release();
-    return sendFailure(rr, attempt, ac, e, secrets, sending);
+    return adapter.send(ctx, lane, call, ac.signal);
   }
   // Time to first byte: the answer's headers for a plain request; streams mark their first event.
   if (!rr.stream) attempt.markFirstByte();
@@ -298,6 +321,11 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
       return sendFailure(rr, attempt, ac, e, secrets, true);
     }
     release();
+    if (upload) {
+      // Priced by the catalog in tokens, which an upload's answer does not report: recorded at 0.
+      attempt.finish(res.status, "ok", null, null);
+      return { kind: "body", attempt, status: res.status, text, contentType: res.headers.get("content-type") ?? "application/json" };
+    }
     let parsed: Json;
     try {
       parsed = JSON.parse(text);

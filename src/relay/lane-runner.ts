@@ -25,7 +25,7 @@ export class LaneRunner {
       const lane = this.lanes[this.i++]!;
       const tried = this.rr.access?.laneStarted(lane.provider, lane.index);
       const r = await tryLane(this.rr, lane);
-      if (tried) tried.status = r.kind === "json" ? r.status : r.kind === "stream" ? r.res.status : r.kind === "failed" ? r.failure.status : 0;
+      if (tried) tried.status = r.kind === "json" || r.kind === "body" ? r.status : r.kind === "stream" ? r.res.status : r.kind === "failed" ? r.failure.status : 0;
       if (r.kind !== "failed") return r;
       this.failed(r.failure);
       if (this.rr.signal.aborted) return { kind: "aborted" };

@@ -152,8 +152,9 @@ async function relay(ctx: Ctx, rc: RequestContext, key: KeyContext, shape: Clien
   }
   switch (first.kind) {
     case "json":
+    case "body":
       done(rr, "ok", first.status, first.attempt.provider, first.attempt.ttfbMs);
-      return new Response(first.text, { status: first.status, headers: { "content-type": "application/json" } });
+      return new Response(first.text, { status: first.status, headers: { "content-type": first.kind === "body" ? first.contentType : "application/json" } });
     case "stream":
       rc.access.holdForStream();
       return streamResponse(rr, first, streamHooks(rr, rc, runner));

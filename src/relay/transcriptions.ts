@@ -1,26 +1,25 @@
 // POST /v1/audio/transcriptions (CONTRACT §4): speech-to-text through the key's connected
-// subscription sign-in. The multipart body is streamed, not parsed, to the lane adapter's
-// transcribe() (the sub provider's `/audio/transcriptions` with the sign-in's auth headers), and
-// the answer is relayed. A key without a connected `sub` lane answers 400 unsupported_feature.
+// subscription sign-in. The multipart body is read whole (at most 25 MB), not parsed, and sent by
+// the relay's one upstream executor (attempt.ts: upstream timeout, a record per attempt, lanes in
+// order) to each lane adapter that transcribes; the answer is relayed. A key without a connected
+// transcribing lane answers 400 unsupported_feature.
 //
-// Order of checks as on every inference path: 405 → key 401 → validation 400 (multipart body,
-// a connected sub lane) → budget 402. The call is seat traffic (one usage record, endpoint
-// "transcriptions"); the pricing catalog prices tokens, not audio, so its cost is recorded as 0.
+// Order of checks as on every inference path: 405 → key 401 → validation 400/413 (multipart
+// body, a connected lane, size) → budget 402. The call is seat traffic (a usage record per
+// attempt, endpoint "transcriptions"); the catalog prices tokens, not audio, so its cost is 0.
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
 import { GatewayError, unsupportedFeature } from "../errors.ts";
 import { INFERENCE, mount, type Handler } from "../http/route.ts";
 import { cappedStream, checkDeclaredLength } from "../http/body.ts";
-import { chatErrorOf } from "../protocols/chat/errors.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import { MIN_ESTIMATE_USD } from "./budget/estimate.ts";
 import { RATE_LIMITED_DOC, rateHeaders } from "./limits/headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { resolveRoutingKey, type KeyContext } from "./auth.ts";
-
-/** The transcription's cost: the catalog prices tokens, not audio, so it is recorded as 0 (seat traffic). */
-const SEAT = { id: "sub", seat: true } as const;
+import type { LaneResult, RelayRequest } from "./attempt.ts";
+import { LaneRunner } from "./lane-runner.ts";
 
 /** The transcription upload limit (the subscription's own limit for one audio file). */
 export const MAX_AUDIO_BYTES = 25 * 1024 * 1024;
@@ -36,10 +35,23 @@ export function connectedSubLane(key: KeyContext): { lane: ResolvedLane; adapter
   return null;
 }
 
+/** Reads the whole upload (at most `maxBytes`: 413 past it), so every lane can be sent it again. */
+async function readUpload(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  const reader = cappedStream(body, maxBytes).getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return Buffer.concat(parts);
+    parts.push(value);
+  }
+}
+
 function transcriptionsHandler(ctx: Ctx): Handler {
   return async (rc) => {
     const { request, requestId } = rc;
+    const startedAt = performance.now();
     const key = await resolveRoutingKey(ctx, request);
+    rc.access.keyPrefix = key.keyPrefix;
     const contentType = request.headers.get("content-type") ?? "";
     if (!/^multipart\/form-data;\s*boundary=/i.test(contentType) || !request.body) {
       throw invalid("Send the audio as multipart/form-data with a `file` part (and optionally `model`, `language`, `prompt`, `response_format`).");
@@ -47,77 +59,45 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     // MAX_REQUEST_BYTES holds here as on every route (and never more than the upstream takes).
     const maxBytes = Math.min(MAX_AUDIO_BYTES, ctx.config.MAX_REQUEST_BYTES);
     checkDeclaredLength(request, maxBytes);
-    const found = connectedSubLane(key);
-    if (!found) {
+    if (!connectedSubLane(key)) {
       const why = key.lanes.some((l) => l.provider === "sub")
         ? "this key's sub lane has no connected subscription sign-in"
         : "this key has no sub lane";
       throw unsupportedFeature(`Audio transcription is served through a connected subscription sign-in, and ${why}. Connect one with POST /v1/organizations/sub-session and add a sub lane to the key.`);
     }
+    const bytes = await readUpload(request.body, maxBytes);
     // Seat traffic counts toward the budget only when the key says so; then an exhausted budget refuses.
     // A transcription is one request toward rpm_limit and holds a concurrency lease; its tokens are unknown up front.
     const money = await MoneyCall.reserveFor(ctx, key, { requestId, endpoint: "transcriptions" },
       key.budgetExcludesSeats ? null : { usd: MIN_ESTIMATE_USD, minUsd: MIN_ESTIMATE_USD }, key.limits ? { requests: 1, tokens: 0 } : null);
     if (money.rate) rc.headers = rateHeaders(money.rate.limits, money.rate.verdict);
-    const { lane, adapter } = found;
 
-    // The body is streamed once; a copy is kept only for the single retry after a token refresh.
-    const body = cappedStream(request.body, maxBytes);
-    let spare: ReadableStream<Uint8Array> | null = null;
-    let sends = 0;
-    const nextBody = () => {
-      if (sends++ === 0) {
-        const [a, b] = body.tee();
-        spare = b;
-        return a;
-      }
-      const s = spare!;
-      spare = null;
-      return s;
+    // The same executor as every upstream call (attempt.ts): the upstream timeout, a record per
+    // attempt, and the key's transcribing lanes in order, a failed one moving on to the next.
+    const rr: RelayRequest = {
+      ctx, key, endpoint: "transcriptions", shape: "chat", body: {},
+      // No prompt estimate from audio bytes: the catalog prices tokens, so an abandoned upload records 0.
+      bytes: 0, stream: false, model: "", requestId, signal: request.signal, startedAt, money, access: rc.access,
+      upload: { contentType, accept: request.headers.get("accept") ?? "application/json", bytes },
     };
-
-    const started = Date.now();
-    const record = (status: number, outcome: "ok" | "error" | "aborted", errorCode: string | null) => {
-      const latencyMs = Date.now() - started;
-      money.record({ adapter: SEAT, provider: "sub", laneIndex: lane.index, model: null, status, outcome, errorCode, usage: null, latencyMs, ttfbMs: latencyMs });
+    const runner = new LaneRunner(rr, key.lanes.filter((l) => getAdapter(l.provider)?.transcribe));
+    let r: LaneResult | null = null;
+    try {
+      r = await runner.next();
+    } finally {
       money.settle();
       ctx.services.usageQueue.touchKey(key.id);
-      ctx.services.relayObserver.requestDone({ endpoint: "transcriptions", provider: "sub", outcome, status, latencyMs, ttfbMs: latencyMs });
-    };
-
-    let res: Response;
-    try {
-      res = await adapter.transcribe(ctx, lane, {
-        contentType,
-        accept: request.headers.get("accept") ?? "application/json",
-        body: nextBody,
-        signal: request.signal,
-      });
-    } catch (e) {
-      const s = spare as ReadableStream<Uint8Array> | null;
-      await s?.cancel().catch(() => {});
-      if (e instanceof GatewayError && e.status === 413) { record(413, "error", "request_too_large"); throw e; }
-      if (request.signal.aborted) { record(0, "aborted", "client_closed"); throw e; }
-      record(0, "error", e instanceof GatewayError ? e.code ?? "upstream_error" : "connection_error");
-      if (e instanceof GatewayError) throw new GatewayError(502, e.message, { code: "upstream_error" });
-      throw new GatewayError(502, "The subscription backend could not be reached for the transcription. Retry in a moment.", { code: "upstream_error" });
+      const status = r?.kind === "body" ? r.status : r?.kind === "aborted" ? 499 : r?.kind === "client" ? r.error.status : 500;
+      const outcome = r?.kind === "body" ? "ok" : r?.kind === "aborted" ? "aborted" : "error";
+      const provider = r?.kind === "body" ? r.attempt.provider : runner.lastProvider;
+      const ttfbMs = r?.kind === "body" ? r.attempt.ttfbMs : null;
+      rc.access.outcome = outcome;
+      ctx.services.relayObserver.requestDone({ endpoint: "transcriptions", provider, outcome, status, latencyMs: performance.now() - startedAt, ttfbMs });
     }
-    const s = spare as ReadableStream<Uint8Array> | null;
-    await s?.cancel().catch(() => {});
-
-    if (res.ok) {
-      record(res.status, "ok", null);
-      const headers: Record<string, string> = { "content-type": res.headers.get("content-type") ?? "application/json" };
-      return new Response(res.body, { status: res.status, headers });
-    }
-    const text = await res.text().catch(() => "");
-    const info = chatErrorOf(res.status, text);
-    record(res.status, "error", info.code ?? "upstream_error");
-    if (res.status >= 400 && res.status < 500 && res.status !== 401 && res.status !== 403 && res.status !== 429) {
-      // The upstream says the request itself is wrong (bad file, unknown model): the client can fix it.
-      throw new GatewayError(res.status, `The subscription backend refused the transcription: ${info.message}`, { code: info.code ?? "upstream_error", type: "invalid_request_error" });
-    }
-    throw new GatewayError(502, `The subscription backend answered ${res.status} to the transcription: ${info.message}`, { code: "upstream_error" });
+    if (r.kind === "body") return new Response(r.text, { status: r.status, headers: { "content-type": r.contentType } });
+    if (r.kind === "aborted") return new Response(null, { status: 499 });
+    if (r.kind === "client") throw r.error;
+    throw new GatewayError(502, "The transcription got an answer the gateway cannot relay; retry the request.", { code: "upstream_error" });
   };
 }
 

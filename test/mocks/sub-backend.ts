@@ -40,6 +40,10 @@ export interface MockSubBackend {
   setReply(text: string | null): void;
   /** Delay before answering /responses (lets tests overlap requests). */
   setLatency(ms: number): void;
+  /** Delay before answering /audio/transcriptions (longer than the gateway's upstream timeout: a hung backend). */
+  setAudioLatency(ms: number): void;
+  /** The next `n` /audio/transcriptions calls answer `status`, then normal service again. */
+  failAudio(n: number, status: number): void;
   stop(): Promise<void>;
 }
 
@@ -90,6 +94,8 @@ export async function startMockSubBackend(opts: MockSubBackendOptions = {}): Pro
   let fail: number | null = null;
   let reply: string | null = null;
   let latency = 0;
+  let audioLatency = 0;
+  let audioFailures: { n: number; status: number } = { n: 0, status: 0 };
   const tokens = new Map<string, string>(); // access token → account id
   const revoked = new Set<string>();
   const received: SubReceived[] = [];
@@ -211,6 +217,11 @@ export async function startMockSubBackend(opts: MockSubBackendOptions = {}): Pro
       if (req.method === "POST" && path === "/audio/transcriptions") {
         const denied = checkAuth(req);
         if (denied) return denied;
+        if (audioLatency) await sleep(audioLatency);
+        if (audioFailures.n > 0) {
+          audioFailures.n--;
+          return errorJson(audioFailures.status, `Mock transcription failing with ${audioFailures.status}.`, null, "server_error");
+        }
         let form: Awaited<ReturnType<Request["formData"]>>;
         try { form = await req.formData(); } catch { return errorJson(400, "Send multipart/form-data with a `file` part.", null); }
         const fields: Record<string, unknown> = {};
@@ -237,6 +248,8 @@ export async function startMockSubBackend(opts: MockSubBackendOptions = {}): Pro
     revoke(accessToken) { tokens.delete(accessToken); revoked.add(accessToken); },
     setReply(text) { reply = text; },
     setLatency(ms) { latency = ms; },
+    setAudioLatency(ms) { audioLatency = ms; },
+    failAudio(n, status) { audioFailures = { n, status }; },
     stop: server.stop,
   };
 }
