@@ -1,5 +1,5 @@
 // The payment block and relay-ready sentence shown while an account is unpaid (plan `free`).
-import type { Ctx } from "../context.ts";
+import type { Base } from "../base.ts";
 import type { accounts } from "../store/db/schema/index.ts";
 import { iso } from "../lib/time.ts";
 
@@ -12,16 +12,16 @@ type Account = typeof accounts.$inferSelect;
  */
 export const STRIPE_SESSION_FRESH_MS = 23 * 3600_000;
 
-export function localCheckoutUrl(ctx: Ctx, accountId: string): string {
+export function localCheckoutUrl(ctx: Base, accountId: string): string {
   return `${ctx.config.siteUrl}/checkout?account=${encodeURIComponent(accountId)}`;
 }
 
-export function checkoutUrl(ctx: Ctx, account: Account, now = Date.now()): string {
+export function checkoutUrl(ctx: Base, account: Account, now = Date.now()): string {
   if (account.stripeCheckoutUrl && now - account.createdAt.getTime() < STRIPE_SESSION_FRESH_MS) return account.stripeCheckoutUrl;
   return localCheckoutUrl(ctx, account.id);
 }
 
-export function relayMessage(ctx: Ctx, account: Account): string {
+export function relayMessage(ctx: Base, account: Account): string {
   const url = checkoutUrl(ctx, account);
   const price = ctx.config.MEMBERSHIP_PRICE_USD;
   const deadline = account.accountExpiresAt
@@ -30,7 +30,7 @@ export function relayMessage(ctx: Ctx, account: Account): string {
   return `An AI agent created a Model Gateway account for ${account.email}. A human needs to activate the membership ($${price}/month) at ${url} before routing keys can be managed.${deadline}`;
 }
 
-export function paymentBlock(ctx: Ctx, account: Account) {
+export function paymentBlock(ctx: Base, account: Account) {
   return {
     checkout_url: checkoutUrl(ctx, account),
     price_usd: ctx.config.MEMBERSHIP_PRICE_USD,

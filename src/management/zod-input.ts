@@ -6,7 +6,7 @@ import { badRequest } from "../errors.ts";
 import { queryOf } from "../http/request.ts";
 import { readJsonObject } from "../http/body.ts";
 import { formatCharIn } from "../lib/format-chars.ts";
-import type { Ctx } from "../context.ts";
+import type { Base } from "../base.ts";
 
 type Issue = z.core.$ZodIssue;
 
@@ -130,7 +130,7 @@ export function parseWith<S extends z.ZodType>(schema: S, data: unknown, where: 
  * Reads the JSON body (size-capped) and validates it. Call only after authenticate().
  * `allowEmpty`: a request without a body counts as `{}` (endpoints whose fields are all optional).
  */
-export async function readBody<S extends z.ZodType>(ctx: Ctx, request: Request, schema: S, opts: { allowEmpty?: boolean } = {}): Promise<z.output<S>> {
+export async function readBody<S extends z.ZodType>(ctx: Base, request: Request, schema: S, opts: { allowEmpty?: boolean } = {}): Promise<z.output<S>> {
   if (opts.allowEmpty && (request.body === null || request.headers.get("content-length") === "0")) return parseWith(schema, {}, "body");
   const raw = await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES, (m) => badRequest(m));
   return parseWith(schema, raw.value, "body");

@@ -2,7 +2,7 @@
 // SIGNUP_IP_LIMIT_PER_HOUR agent-signup requests per client IP (an IPv6 client per /64), and 3
 // codes per email per hour.
 // Fixed one-hour windows that start at the first request.
-import type { Ctx } from "../context.ts";
+import type { Base } from "../base.ts";
 import { sha256Hex } from "../lib/crypto.ts";
 import { ipLimitGroup } from "../http/ip-group.ts";
 import { signupError } from "./model.ts";
@@ -15,7 +15,7 @@ const ipKey = (ip: string) => `gw:signup:ip:${ipLimitGroup(ip)}`;
 const emailKey = (email: string) => `gw:signup:email:${sha256Hex(email)}`;
 
 /** Counts this request against the caller's IP (IPv6: its /64); 429 once the hour's allowance is used. */
-export async function countSignupFromIp(ctx: Ctx, ip: string): Promise<void> {
+export async function countSignupFromIp(ctx: Base, ip: string): Promise<void> {
   const n = await ctx.kv.incrWindow(ipKey(ip), HOUR);
   if (n > ctx.config.SIGNUP_IP_LIMIT_PER_HOUR) {
     throw signupError(429, "Too many signup requests from this network address. Wait an hour, then try again.");
@@ -23,7 +23,7 @@ export async function countSignupFromIp(ctx: Ctx, ip: string): Promise<void> {
 }
 
 /** Counts one code for the email; 429 past 3 in the hour. */
-export async function countCodeForEmail(ctx: Ctx, email: string): Promise<void> {
+export async function countCodeForEmail(ctx: Base, email: string): Promise<void> {
   const n = await ctx.kv.incrWindow(emailKey(email), HOUR);
   if (n > CODES_PER_EMAIL_PER_HOUR) {
     throw signupError(429, `At most ${CODES_PER_EMAIL_PER_HOUR} codes are sent per email per hour. Use the newest code already sent, or wait an hour.`);
@@ -31,6 +31,6 @@ export async function countCodeForEmail(ctx: Ctx, email: string): Promise<void> 
 }
 
 /** Gives the code back when its mail could not be sent: a failed delivery is not a code the human got. */
-export async function refundCodeForEmail(ctx: Ctx, email: string): Promise<void> {
+export async function refundCodeForEmail(ctx: Base, email: string): Promise<void> {
   await ctx.kv.adjust(emailKey(email), -1, HOUR);
 }

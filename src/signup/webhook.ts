@@ -4,7 +4,7 @@
 // deliveries racing, change the account once and answer the same outcome.
 import type Stripe from "stripe";
 import { eq } from "drizzle-orm";
-import type { Ctx } from "../context.ts";
+import type { Base } from "../base.ts";
 import { badRequest, envMissing } from "../errors.ts";
 import type { Db } from "../store/db/client.ts";
 import { billingEvents } from "../store/db/schema/index.ts";
@@ -25,7 +25,7 @@ interface CheckoutSessionLike {
 /** Event types that mean "the human paid"; the async one follows a delayed payment method. */
 const ACTIVATING = new Set(["checkout.session.completed", "checkout.session.async_payment_succeeded"]);
 
-export async function handleBillingWebhook(ctx: Ctx, request: Request, requestId: string) {
+export async function handleBillingWebhook(ctx: Base, request: Request, requestId: string) {
   const secret = ctx.config.BILLING_WEBHOOK_SECRET;
   if (!secret) throw envMissing("BILLING_WEBHOOK_SECRET");
   // The raw text is what the signature covers; its nesting is checked before stripe parses it.
