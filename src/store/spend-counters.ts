@@ -91,9 +91,51 @@ function sharedSpendUsd(ctx: SpendStores, key: BudgetedKey, month: string): Prom
   return p;
 }
 
+/**
+ * Rebuilds in this process that add settlements a missing counter could not take (rebuildAndAdd),
+ * by key and month. A plain rebuild of the same counter waits for one instead of racing it: read
+ * first, it would count the records of those settlements, which are then added again.
+ */
+const adding = new Map<string, Promise<void>>();
+/** The calls those rebuilds will add, by key and month (a count per call: a call may be resent). */
+const addingCalls = new Map<string, Map<string, number>>();
+
 export async function seed(ctx: SpendStores, key: BudgetedKey, month: string, exceptCalls?: string[]): Promise<void> {
+  const running = adding.get(`${key.id}|${month}`);
+  if (running && !exceptCalls?.length) return await running.catch(() => {});
   const usd = exceptCalls?.length ? await recordedSpendUsd(ctx, key, month, exceptCalls) : await sharedSpendUsd(ctx, key, month);
   await ctx.kv.seed(counterKey(key.id, month), toNano(usd), ttl());
+}
+
+/**
+ * Settlements found the counter missing (Redis lost it): rebuild it leaving their calls' records
+ * out, then add them. `before` runs first (writing what this instance still holds for Postgres, whose
+ * settlements went to the lost counter); `add` adds the settlements. Registered before its first
+ * await, so a reader in this process that finds the counter missing waits for it.
+ */
+export function rebuildAndAdd(ctx: SpendStores, key: BudgetedKey, month: string, calls: string[], before: () => Promise<void>, add: () => Promise<unknown>): Promise<void> {
+  const k = `${key.id}|${month}`;
+  // Every call still to be added leaves the rebuild, this one's and those queued behind it: a
+  // later one finds the counter rebuilt and adds its settlements on top.
+  let waiting = addingCalls.get(k);
+  if (!waiting) addingCalls.set(k, (waiting = new Map()));
+  for (const c of calls) waiting.set(c, (waiting.get(c) ?? 0) + 1);
+  const prev = adding.get(k) ?? Promise.resolve();
+  const p = prev.catch(() => {}).then(async () => {
+    await before();
+    await seed(ctx, key, month, [...waiting.keys()]);
+    await add();
+  }).finally(() => {
+    for (const c of calls) {
+      const n = (waiting.get(c) ?? 1) - 1;
+      if (n > 0) waiting.set(c, n);
+      else waiting.delete(c);
+    }
+    if (waiting.size === 0 && addingCalls.get(k) === waiting) addingCalls.delete(k);
+  });
+  adding.set(k, p);
+  void p.catch(() => {}).finally(() => { if (adding.get(k) === p) adding.delete(k); });
+  return p;
 }
 
 /**

@@ -16,7 +16,7 @@ import type { Base } from "../../../context.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
 import type { LedgerEntry } from "../../../store/kv/types.ts";
 import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
-import { counterKey, inflightKey, seed, settledKey, ttl, type BudgetedKey } from "../counters.ts";
+import { counterKey, inflightKey, rebuildAndAdd, settledKey, ttl, type BudgetedKey } from "../counters.ts";
 import { UnackedRecords } from "./unacked.ts";
 import type { FactsJson, LedgerKeys, LocalEntry, SentSettles, Settlement, WriteGroup } from "./types.ts";
 import { packEntries, packSettles } from "./wire.ts";
@@ -200,9 +200,7 @@ export class LedgerWrites {
           // still holds for Postgres (queued straight there while Redis was away) are written
           // first: their settlements went to the counter Redis lost, so a rebuild that ran
           // before they land would leave them out for good.
-          await this.queue.flushQueued();
-          await seed(this.ctx, g.key, g.month, g.settles.map((s) => s.id));
-          await this.r.incrby(counterKey(id, g.month), full);
+          await rebuildAndAdd(this.ctx, g.key, g.month, g.settles.map((s) => s.id), () => this.queue.flushQueued(), () => this.r.incrby(counterKey(id, g.month), full));
         })
         .catch((e) => {
           // The script itself is broken: the same call would fail again, so it is not retried.
