@@ -4,14 +4,8 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { circles, importGraph, layerOf, parseLayers, unlayered, upwardImports, type Edge, type Layer } from "../helpers/import-graph.ts";
 
-/**
- * Imports not yet fixed, each named with why: the budget modules still take the instance's stores
- * (`Base`) from context.ts, which closes a circle through the Services it lists; they move to
- * base.ts with the ledger's split. A rule here that matches no import any more fails the test.
- */
-const PENDING: Array<{ from: RegExp; to: string; why: string }> = [
-  { from: /^src\/relay\/budget\//, to: "src/context.ts", why: "budget modules take Base from context.ts instead of base.ts" },
-];
+/** Imports not yet fixed, each named with why (none today). A rule here that matches no import any more fails the test. */
+const PENDING: Array<{ from: RegExp; to: string; why: string }> = [];
 const pending = (e: Edge) => PENDING.some((p) => p.from.test(e.from) && e.to === p.to);
 
 describe("import graph", () => {

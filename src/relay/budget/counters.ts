@@ -1,7 +1,7 @@
 // Budget admission and settlement on the month counters (used through money.ts): reserve before
 // forwarding, settle the real cost after. The counters themselves (keys, rebuild from Postgres,
 // the month's spend) live in store/spend-counters.ts, which management reads too.
-import type { Base } from "../../context.ts";
+import type { Base } from "../../base.ts";
 import { monthKey } from "../../lib/time.ts";
 import type { LimitVerdict } from "../../store/kv/limit-window.ts";
 import { counterKey, seed, toNano, ttl, type BudgetedKey } from "../../store/spend-counters.ts";

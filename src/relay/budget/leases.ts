@@ -16,7 +16,7 @@
 // A crash: the reconciler finds the lease's entry and writes it off as one `interrupted` record at
 // what its settled requests did not take out of it: its slice's cost less what its records
 // already settled, never lost and never counted twice (counter = Σ records).
-import type { Base } from "../../context.ts";
+import type { Base } from "../../base.ts";
 import { monthKey } from "../../lib/time.ts";
 import { HotKeys, sliceSize } from "../slices.ts";
 import { toNano, type BudgetedKey } from "./counters.ts";

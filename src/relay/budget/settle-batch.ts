@@ -5,7 +5,7 @@
 // cost passed the estimate) goes out at once, so admission sees the overshoot immediately.
 // A settlement the KV refuses (Redis down or frozen) is kept, summed with later ones, and retried
 // every RETRY_MS until it goes through: spend is never dropped because Redis was away.
-import type { Base } from "../../context.ts";
+import type { Base } from "../../base.ts";
 import { settle, settleMany, toNano, type BudgetedKey, type Reservation } from "./counters.ts";
 
 const WINDOW_MS = 10;

@@ -1,7 +1,7 @@
 // Draining the usage stream into Postgres: any instance reads `gw:usage` with XREADGROUP, inserts
 // the rows (a unique index on record key makes a redelivery a no-op), then acknowledges. An entry
 // delivered to an instance that never acknowledged it is taken over after CLAIM_IDLE_MS.
-import type { Base } from "../../../context.ts";
+import type { Base } from "../../../base.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
 import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
 import { GROUP, type LedgerKeys } from "./types.ts";

@@ -8,7 +8,7 @@
 // the epoch at least once per EPOCH_CHECK_MS, so by then each has re-asserted, and no instance
 // admitted on a counter missing another instance's requests in flight (CONTRACT §7).
 import { inArray } from "drizzle-orm";
-import type { Base } from "../../../context.ts";
+import type { Base } from "../../../base.ts";
 import { randomToken } from "../../../lib/crypto.ts";
 import { usageRecords } from "../../../store/db/schema/index.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";

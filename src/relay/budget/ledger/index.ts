@@ -13,7 +13,7 @@
 //   epoch       Redis lost its state: admissions wait while this instance re-asserts, then until
 //               every live instance has (the recovery barrier, on Redis's clock: epoch.ts).
 import { resolve } from "node:path";
-import type { Base } from "../../../context.ts";
+import type { Base } from "../../../base.ts";
 import { intervalJob, type Job } from "../../../jobs/job.ts";
 import { sha256Hex } from "../../../lib/crypto.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";

@@ -2,7 +2,7 @@
 // instance at a time (a lock) turns the in-flight entries of an instance silent for
 // INSTANCE_DEAD_AFTER_SECONDS into `interrupted` records at their reserved cost (which stays in
 // the counter) and removes them (CONTRACT §7).
-import type { Base } from "../../../context.ts";
+import type { Base } from "../../../base.ts";
 import { randomToken } from "../../../lib/crypto.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
 import { inflightKey, settledKey } from "../counters.ts";

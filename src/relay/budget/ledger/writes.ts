@@ -12,7 +12,7 @@
 //               wait up to LATER_MS for a batch: their cost is held by the lease's entry meanwhile,
 //               so a crash loses none of it (the lease is written off as `interrupted` at what its
 //               settled requests did not take out of it).
-import type { Base } from "../../../context.ts";
+import type { Base } from "../../../base.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
 import type { LedgerEntry } from "../../../store/kv/types.ts";
 import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
