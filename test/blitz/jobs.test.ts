@@ -2,8 +2,8 @@
 // in-process queue on the embedded defaults): submission, progress, paging, cancellation, the
 // budget stopping admission, ownership, validation and the results' TTL (CONTRACT §8).
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { eq, like } from "drizzle-orm";
-import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { eq, like, sql } from "drizzle-orm";
+import { REAL_STORES, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { addRoutingKey, lane, startOpenAIGroqWorld } from "../relay/fixtures.ts";
 import { parseBlitzBody } from "../../src/relay/blitz/validate.ts";
@@ -91,6 +91,40 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     expect(rows.every((x) => x.endpoint === "blitz" && x.outcome === "ok")).toBe(true);
     expect(done.cost_usd).toBeCloseTo(rows.reduce((a, x) => a + x.costUsd, 0), 9);
   }, 60_000);
+
+  // Needs a second connection to hold the lock: the embedded database has one.
+  test.skipIf(!REAL_STORES)("CONTRACT §8: items finish and progress counts them while the job row is locked; only the job's end waits for it", async () => {
+    const key = await oneLane();
+    const n = 6;
+    const prompts = Array.from({ length: n }, (_, i) => ({ ...user(`JL p${i}`), mock: { content: `a${i}`, prompt_tokens: 3, completion_tokens: 2, latency_ms: i === n - 1 ? 4000 : 1000 } }));
+    const r = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 5, prompts } });
+    expect(r.status).toBe(202);
+    const id = String(r.body.id);
+    // Once the job runs (its queued → running update needs the row), hold its row lock while every item but the slow last one finishes.
+    for (let until = Date.now() + 30_000; (await gw.call(`/blitz/jobs/${id}?limit=1`, { token: key.raw })).body.status !== "running";) {
+      if (Date.now() > until) throw new Error("job never started");
+      await sleep(20);
+    }
+    let held: any;
+    await gw.ctx.db.transaction(async (tx) => {
+      await tx.execute(sql`select id from blitz_jobs where id = ${id} for update`);
+      for (let until = Date.now() + 30_000; ;) {
+        held = (await gw.call(`/blitz/jobs/${id}?limit=1`, { token: key.raw })).body;
+        if (held.progress.done === n - 1 || Date.now() > until) break;
+        await sleep(50);
+      }
+    });
+    expect(held.status).toBe("running");
+    expect(held.progress).toEqual({ done: n - 1, remaining: 1, succeeded: n - 1, failed: 0, not_run: 0, interrupted: 0 });
+    expect(held.cost_usd).toBeGreaterThan(0);
+    const done = await waitEnded(key.raw, id);
+    expect(done.status).toBe("completed");
+    expect(done.progress).toEqual({ done: n, remaining: 0, succeeded: n, failed: 0, not_run: 0, interrupted: 0 });
+    expect(done.cost_usd).toBeCloseTo((held.cost_usd * n) / (n - 1), 12);
+    // The ending write stored the final counts in the row.
+    const [row] = await gw.ctx.db.select().from(blitzJobs).where(eq(blitzJobs.id, id));
+    expect([row!.remaining, row!.succeeded, row!.costUsd]).toEqual([0, n, done.cost_usd]);
+  }, 90_000);
 
   test("CONTRACT §8: DELETE cancels the prompts not started (never sent); running ones finish and are charged", async () => {
     const key = await oneLane();

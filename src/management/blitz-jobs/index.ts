@@ -11,6 +11,7 @@ import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.t
 import type { RouteDocs } from "../../http/openapi.ts";
 import { blitzJobs, routingKeys } from "../../store/db/schema/index.ts";
 import { presentJob } from "../../relay/blitz/jobs/routes.ts";
+import { withProgress } from "../../relay/blitz/jobs/store.ts";
 import { authenticate } from "../guard.ts";
 import { readQuery } from "../zod-input.ts";
 
@@ -34,7 +35,8 @@ export async function listJobs(ctx: Ctx, accountId: string, q: z.output<typeof j
     .where(and(inArray(blitzJobs.routingKeyId, keys.map((k) => k.id)), eq(blitzJobs.accountId, accountId),
       or(isNull(blitzJobs.expiresAt), gt(blitzJobs.expiresAt, new Date()))))
     .orderBy(desc(blitzJobs.createdAt), desc(blitzJobs.id)).limit(q.limit ?? JOBS_LIMIT_DEFAULT);
-  return { jobs: rows.map((j) => ({ ...presentJob(j), routing_key_id: j.routingKeyId, routing_key_label: label.get(j.routingKeyId) ?? null })) };
+  // A job still running counts its progress from its items (its row holds the counts once it ends).
+  return { jobs: (await withProgress(ctx, rows)).map((j) => ({ ...presentJob(j), routing_key_id: j.routingKeyId, routing_key_label: label.get(j.routingKeyId) ?? null })) };
 }
 
 export function blitzJobsHandlers(ctx: Ctx): Partial<Record<Method, Handler>> {

@@ -1,12 +1,12 @@
 // The background jobs of /blitz: the item runner once the server listens, the pick-up of
 // unfinished work at start (in process: nothing else would run it), and the sweep that deletes
-// results past BLITZ_JOB_RESULT_TTL_HOURS.
+// results past BLITZ_JOB_RESULT_TTL_HOURS (it also ends a job whose ending instance died).
 import type { Ctx } from "../../../context.ts";
 import { intervalJob, type Job } from "../../../jobs/job.ts";
 import { BullJobQueue } from "./bullmq-queue.ts";
 import { MemoryJobQueue, type JobQueue } from "./queue.ts";
 import { itemRunner } from "./runner.ts";
-import { activeJobs, deleteExpired, itemsInState } from "./store.ts";
+import { activeJobs, deleteExpired, endIfLast, itemsInState } from "./store.ts";
 
 const SWEEP_MS = 10 * 60_000;
 
@@ -36,6 +36,11 @@ export function blitzJobsJobs(ctx: Ctx): Job[] {
     async runOnce() {},
   };
   const sweep = intervalJob(ctx, "blitz-jobs-expiry", SWEEP_MS, async () => {
+    // A job whose last item's instance died between the item's write and the job's end.
+    for (const job of await activeJobs(ctx)) {
+      const ended = await endIfLast(ctx, job.id);
+      if (ended) for (const f of onEnded) f(ended);
+    }
     const n = await deleteExpired(ctx);
     if (n) ctx.log.info({ jobs: n }, "blitz job results expired");
   });

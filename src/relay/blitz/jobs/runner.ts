@@ -17,7 +17,7 @@ import { fromNano, inflightKey } from "../../budget/counters.ts";
 import { runChat } from "../../pipeline.ts";
 import { cacheControlOf } from "../../cache/control.ts";
 import type { ItemHandler, ItemRef, ItemVerdict } from "./queue.ts";
-import { claimItem, finishItem, getJob, requeueItem, retakeItem, stopAdmitting, type ItemOutcome, type JobRow } from "./store.ts";
+import { claimItem, finishItem, getJobRow, requeueItem, retakeItem, stopAdmitting, type ItemOutcome, type JobRow } from "./store.ts";
 
 /** A job's items have no request headers of their own: the key's cache settings alone apply. */
 const NO_CACHE_CONTROL = cacheControlOf(null);
@@ -101,7 +101,7 @@ export function itemRunner(ctx: Ctx, deps: RunnerDeps): ItemHandler {
   };
 
   async function run(ref: ItemRef): Promise<ItemVerdict> {
-    const job = await getJob(ctx, ref.jobId);
+    const job = await getJobRow(ctx, ref.jobId);
     if (!job) return; // expired and deleted
     const got = await claimItem(ctx, ref.jobId, ref.idx, ctx.instanceId);
     if (!got) return;

@@ -1,6 +1,9 @@
 // Postgres rows of /blitz jobs (CONTRACT §8). Every item moves to a final state at most once
-// (the update is conditional on the item still being queued or running) and the job's counters
-// move in the same transaction, so progress is one row and exactly one caller sees the job end.
+// (the update is conditional on the item still being queued or running). Progress and cost are
+// counted from the items (index on job_id, status) while a job runs, never kept in the job row:
+// one row every item updated made concurrent items queue on its lock. The job row is touched once
+// at the end, by a conditional UPDATE that only the last item's write can satisfy, so exactly one
+// caller sees the job end; it stores the final counts, so an ended job is read from its row alone.
 import { and, asc, eq, gt, inArray, lt, sql } from "drizzle-orm";
 import type { Base } from "../../../base.ts";
 import type { Json } from "../../../protocols/types.ts";
@@ -25,10 +28,55 @@ export async function createJob(ctx: Base, job: { id: string; accountId: string;
   });
 }
 
-export async function getJob(ctx: Base, id: string): Promise<JobRow | null> {
+/** The job row as stored: while it runs its counters are those of its creation (see withProgress). */
+export async function getJobRow(ctx: Base, id: string): Promise<JobRow | null> {
   const [row] = await ctx.db.select().from(blitzJobs).where(eq(blitzJobs.id, id)).limit(1);
   return row ?? null;
 }
+
+/** The job with its progress and cost as of now. */
+export async function getJob(ctx: Base, id: string): Promise<JobRow | null> {
+  const row = await getJobRow(ctx, id);
+  return row ? (await withProgress(ctx, [row]))[0]! : null;
+}
+
+/** Counts of a job's items by state and their cost: the job's progress (a SQL fragment over one job id). */
+const countsOf = (jobId: unknown) => sql`select
+    count(*) filter (where status in ('queued', 'running'))::int as remaining,
+    count(*) filter (where status = 'succeeded')::int as succeeded,
+    count(*) filter (where status = 'failed')::int as failed,
+    count(*) filter (where status in ('not_run', 'cancelled'))::int as not_run,
+    count(*) filter (where status = 'interrupted')::int as interrupted,
+    coalesce(sum(cost_usd), 0)::float8 as cost_usd
+  from blitz_job_items where job_id = ${jobId}`;
+
+/** Rows of a raw statement: an array from postgres.js, `{rows}` from PGlite. */
+const rowsOf = <T>(r: unknown): T[] => (Array.isArray(r) ? r : (r as { rows: T[] }).rows) as T[];
+
+interface Counts { remaining: number; succeeded: number; failed: number; not_run: number; interrupted: number; cost_usd: number }
+
+/**
+ * Jobs whose items may still change (running, queued, or cancelled with prompts still finishing)
+ * get their counters from their items; a completed or failed job's row holds its final counts.
+ */
+export async function withProgress(ctx: Base, rows: JobRow[]): Promise<JobRow[]> {
+  return Promise.all(rows.map(async (j) => {
+    if (j.status === "completed" || j.status === "failed") return j;
+    const [c] = rowsOf<Counts>(await ctx.db.execute(countsOf(j.id)));
+    if (!c) return j;
+    // Every item is final but the job has not ended: its ending write is on its way, or the
+    // instance that would have made it died in between. Either way ending it here is exact (only
+    // one write can end it), so a reader never sees nothing remaining on a running job.
+    if (c.remaining === 0 && ACTIVE_JOB.includes(j.status)) {
+      const now = (await endIfLast(ctx, j.id)) ?? (await getJobRow(ctx, j.id));
+      if (now && !ACTIVE_JOB.includes(now.status)) return now.status === "cancelled" ? { ...now, ...countsRow(c) } : now;
+    }
+    return { ...j, ...countsRow(c) };
+  }));
+}
+
+const countsRow = (c: Counts) =>
+  ({ remaining: c.remaining, succeeded: c.succeeded, failed: c.failed, notRun: c.not_run, interrupted: c.interrupted, costUsd: Number(c.cost_usd) });
 
 /** Results after `after` (an index), in index order. */
 export async function pageItems(ctx: Base, jobId: string, after: number, limit: number): Promise<ItemRow[]> {
@@ -80,34 +128,42 @@ export interface ItemOutcome {
 
 /**
  * Writes an item's final state if it has none yet. Returns the job row when this write ended the
- * job (its last item), so the caller announces it once; `ended: false` otherwise.
+ * job (its last item), so the caller announces it once; `ended: null` otherwise.
  */
 export async function finishItem(ctx: Base, jobId: string, idx: number, o: ItemOutcome): Promise<{ changed: boolean; ended: JobRow | null }> {
+  const [item] = await ctx.db.update(blitzJobItems)
+    .set({ status: o.status, httpStatus: o.httpStatus, result: o.result, usage: o.usage ?? null, costUsd: o.costUsd ?? 0 })
+    .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.idx, idx), inArray(blitzJobItems.status, ["queued", "running"])))
+    .returning({ idx: blitzJobItems.idx });
+  if (!item) return { changed: false, ended: null };
+  return { changed: true, ended: await endIfLast(ctx, jobId) };
+}
+
+/**
+ * Ends the job when none of its items is left unfinished. Runs after the item's own write has
+ * committed, so of items finishing together at least the last one sees all of them final; the row
+ * lock and the status condition let exactly one of those end it (the others re-check the updated
+ * row and match nothing). A cancelled job is not ended again.
+ */
+export async function endIfLast(ctx: Base, jobId: string): Promise<JobRow | null> {
   return ctx.db.transaction(async (tx) => {
-    const [item] = await tx.update(blitzJobItems)
-      .set({ status: o.status, httpStatus: o.httpStatus, result: o.result, usage: o.usage ?? null, costUsd: o.costUsd ?? 0 })
-      .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.idx, idx), inArray(blitzJobItems.status, ["queued", "running"])))
-      .returning({ idx: blitzJobItems.idx });
-    if (!item) return { changed: false, ended: null };
-    const ok = o.status === "succeeded" ? 1 : 0;
-    const [job] = await tx.update(blitzJobs).set({
-      remaining: sql`${blitzJobs.remaining} - 1`,
-      succeeded: sql`${blitzJobs.succeeded} + ${ok}`,
-      failed: sql`${blitzJobs.failed} + ${o.status === "failed" ? 1 : 0}`,
-      notRun: sql`${blitzJobs.notRun} + ${o.status === "not_run" || o.status === "cancelled" ? 1 : 0}`,
-      interrupted: sql`${blitzJobs.interrupted} + ${o.status === "interrupted" ? 1 : 0}`,
-      costUsd: sql`${blitzJobs.costUsd} + ${o.costUsd ?? 0}`,
-      status: sql`case when ${blitzJobs.remaining} = 1 and ${blitzJobs.status} in ('queued', 'running')
-        then (case when ${blitzJobs.succeeded} + ${ok} > 0 then 'completed' else 'failed' end) else ${blitzJobs.status} end`,
-      finishedAt: sql`case when ${blitzJobs.remaining} = 1 and ${blitzJobs.finishedAt} is null then now() else ${blitzJobs.finishedAt} end`,
-      expiresAt: sql`case when ${blitzJobs.remaining} = 1 and ${blitzJobs.expiresAt} is null then now() + make_interval(hours => ${ctx.config.BLITZ_JOB_RESULT_TTL_HOURS}) else ${blitzJobs.expiresAt} end`,
-    }).where(eq(blitzJobs.id, jobId)).returning();
-    const ended = job && job.remaining === 0 && job.status !== "cancelled" ? job : null;
+    const [ended] = rowsOf<{ id: string }>(await tx.execute(sql`with c as (${countsOf(jobId)})
+      update blitz_jobs j set
+        status = case when c.succeeded > 0 then 'completed' else 'failed' end,
+        remaining = 0, succeeded = c.succeeded, failed = c.failed, not_run = c.not_run,
+        interrupted = c.interrupted, cost_usd = c.cost_usd,
+        finished_at = now(), expires_at = now() + make_interval(hours => ${ctx.config.BLITZ_JOB_RESULT_TTL_HOURS})
+      from c
+      where j.id = ${jobId} and j.status in ('queued', 'running')
+        and not exists (select 1 from blitz_job_items where job_id = ${jobId} and status in ('queued', 'running'))
+      returning j.id`));
+    if (!ended) return null;
+    const [job] = await tx.select().from(blitzJobs).where(eq(blitzJobs.id, jobId)).limit(1);
     // The job's webhook is queued with its end, in this transaction: neither happens without the other.
-    if (ended?.webhookUrl) {
-      await enqueueEvent(tx, ended.accountId, { type: `job.${ended.status}`, data: { job: presentJob(ended) } }, [{ channel: "webhook", target: ended.webhookUrl }]);
+    if (job?.webhookUrl) {
+      await enqueueEvent(tx, job.accountId, { type: `job.${job.status}`, data: { job: presentJob(job) } }, [{ channel: "webhook", target: job.webhookUrl }]);
     }
-    return { changed: true, ended };
+    return job ?? null;
   });
 }
 
@@ -127,15 +183,11 @@ export async function cancelJob(ctx: Base, jobId: string): Promise<JobRow | null
       .where(and(eq(blitzJobs.id, jobId), inArray(blitzJobs.status, ACTIVE_JOB)))
       .returning();
     if (!job) return null;
-    const dropped = await tx.update(blitzJobItems)
+    await tx.update(blitzJobItems)
       .set({ status: "cancelled", httpStatus: 499, result: { error: { message: "The job was cancelled before this prompt started; it was never sent.", code: "cancelled" } } })
-      .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.status, "queued")))
-      .returning({ idx: blitzJobItems.idx });
-    const [after] = await tx.update(blitzJobs)
-      .set({ remaining: sql`${blitzJobs.remaining} - ${dropped.length}`, notRun: sql`${blitzJobs.notRun} + ${dropped.length}` })
-      .where(eq(blitzJobs.id, jobId)).returning();
-    return after ?? job;
-  });
+      .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.status, "queued")));
+    return job;
+  }).then(async (job) => (job ? (await withProgress(ctx, [job]))[0]! : null));
 }
 
 /** Jobs with work left (the in-process queue picks them up again at start). */

@@ -15,7 +15,7 @@ export const blitzJobs = pgTable("blitz_jobs", {
   /** queued | running | completed | cancelled | failed */
   status: text("status").notNull().default("queued"),
   total: integer("total").notNull(),
-  /** Items not yet in a final state. */
+  /** Items not yet in a final state. Counters are written when the job ends; until then they are counted from the items. */
   remaining: integer("remaining").notNull(),
   succeeded: integer("succeeded").notNull().default(0),
   failed: integer("failed").notNull().default(0),
@@ -47,4 +47,4 @@ export const blitzJobItems = pgTable("blitz_job_items", {
   attempts: integer("attempts").notNull().default(0),
   /** Instance running it (crash recovery reads it). */
   owner: text("owner"),
-}, (t) => [primaryKey({ columns: [t.jobId, t.idx] })]);
+}, (t) => [primaryKey({ columns: [t.jobId, t.idx] }), index("blitz_job_items_state").on(t.jobId, t.status)]);

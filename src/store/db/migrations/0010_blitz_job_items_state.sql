@@ -1,0 +1,1 @@
+CREATE INDEX "blitz_job_items_state" ON "blitz_job_items" USING btree ("job_id","status");
