@@ -29,8 +29,8 @@ export { estimateCostUsd } from "./budget/estimate.ts";
  * Admits the request with its money (reserve, or 402) and lowers its output limit when the
  * remaining budget pays for less than its worst case.
  */
-async function admit(ctx: Ctx, key: KeyContext, endpoint: Endpoint, shape: ClientShape, requestId: string, body: Json, bytes: number): Promise<{ money: MoneyCall; body: Json }> {
-  const money = await MoneyCall.open(ctx, key, { requestId, endpoint }, body, bytes);
+async function admit(ctx: Ctx, key: KeyContext, endpoint: Endpoint, shape: ClientShape, requestId: string, body: Json, bytes: number, ownEntry = false): Promise<{ money: MoneyCall; body: Json }> {
+  const money = await MoneyCall.open(ctx, key, { requestId, endpoint, ownEntry }, body, bytes);
   return { money, body: money.outputLimit === null ? body : withOutputLimit(body, shape, money.outputLimit) };
 }
 
@@ -228,6 +228,8 @@ export interface RunChatOptions {
   money?: MoneyCall;
   /** Size of the request in bytes when known (sharpens the estimate). */
   bodyBytes?: number;
+  /** Admitted with its own in-flight entry, never from a budget lease (see OpenOptions.ownEntry). */
+  ownEntry?: boolean;
 }
 
 /**
@@ -242,7 +244,7 @@ export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunCh
   try {
     if (key.lanes.length === 0) throw noProviders();
     let sent: Json = { ...body, stream: false };
-    if (!money) ({ money, body: sent } = await admit(ctx, key, endpoint, shape, opts.requestId, sent, bytes));
+    if (!money) ({ money, body: sent } = await admit(ctx, key, endpoint, shape, opts.requestId, sent, bytes, opts.ownEntry));
     const rr = newRelayRequest(ctx, key, { endpoint, shape, body: sent, bytes, stream: false, requestId: opts.requestId, signal: opts.signal, money });
     const lanes = key.mode === "classifier" ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
     const runner = new LaneRunner(rr, lanes);

@@ -89,6 +89,12 @@ export interface OpenOptions {
   endpoint: string;
   /** The model asked for (written on the record of a request its instance could not finish). */
   model?: string | null;
+  /**
+   * Admitted with its own in-flight entry, never from a budget lease: a /blitz job item, whose
+   * rerun after a crash asks the ledger about that item (a lease-admitted request that dies before
+   * its batch has no entry or record of its own: its lease's interrupted record holds its cost).
+   */
+  ownEntry?: boolean;
 }
 
 
@@ -166,7 +172,7 @@ export class MoneyCall {
       slice = limits.widen(key, lc);
     }
     const leases = ctx.services.leases;
-    if (budgeted && !lc && leases && ledger) {
+    if (budgeted && !lc && leases && ledger && !opts.ownEntry) {
       const leased = await MoneyCall.fromLease(ctx, key, opts, est, leases, ledger);
       if (leased) return leased;
     }

@@ -145,7 +145,7 @@ export function itemRunner(ctx: Ctx, deps: RunnerDeps): ItemHandler {
     }
     const r = await runChat(ctx, key, body, {
       shape: "chat", stream: false, endpoint: "blitz", signal: new AbortController().signal,
-      requestId, bodyBytes: JSON.stringify(body).length,
+      requestId, bodyBytes: JSON.stringify(body).length, ownEntry: true,
     });
     if (r.ok && cached) await ctx.services.responseCache.keepPrompt(key, cached.k, body, r.body, { provider: r.provider, costUsd: r.costUsd, lowered: r.lowered, usage: r.usage });
     if (r.ok) {
