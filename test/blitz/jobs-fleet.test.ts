@@ -11,20 +11,13 @@ import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { blitzJobItems, usageRecords } from "../../src/store/db/schema/index.ts";
 import { spawnGateway, type ChildGateway } from "../relay/child-gateway.ts";
 import { addCredential, addRoutingKey, lane } from "../relay/fixtures.ts";
+import { until as waitUntil } from "../helpers/until.ts";
 
 const name = REAL_STORES
   ? "/blitz jobs on three instances (child gateways, shared Redis queue)"
   : "/blitz jobs on three instances: skipped in embedded mode (needs Postgres and Redis shared by several processes; the embedded queue is one process's)";
 
-async function until<T>(what: string, fn: () => Promise<T | null>, ms = 90_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== null) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(100);
-  }
-}
+const until = <T>(what: string, fn: () => Promise<T | null>, ms = 90_000) => waitUntil(what, fn, ms);
 
 describe.if(REAL_STORES)(name, () => {
   let A: MockUpstream;

@@ -18,6 +18,7 @@ import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { until as waitUntil } from "../helpers/until.ts";
 
 const name = REAL_STORES
   ? "money durability (child gateways, own redis-server)"
@@ -25,15 +26,7 @@ const name = REAL_STORES
 
 const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
 
-async function until<T>(what: string, fn: () => Promise<T | null>, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== null) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(100);
-  }
-}
+const until = <T>(what: string, fn: () => Promise<T | null>, ms = 20_000) => waitUntil(what, fn, ms);
 
 describe.if(REAL_STORES)(name, () => {
   let redis: PrivateRedis;

@@ -15,20 +15,13 @@ import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { until as waitUntil } from "../helpers/until.ts";
 
 const name = REAL_STORES
   ? "recovery barrier after an empty Redis restart (3 gateway processes, own redis-server)"
   : "recovery barrier: skipped in embedded mode (needs real Redis and several processes; embedded mode is one process)";
 
-async function until<T>(what: string, fn: () => Promise<T | null>, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== null) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(50);
-  }
-}
+const until = <T>(what: string, fn: () => Promise<T | null>, ms = 30_000) => waitUntil(what, fn, ms, 50);
 
 describe.if(REAL_STORES)(name, () => {
   let redis: PrivateRedis;
