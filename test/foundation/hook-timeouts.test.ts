@@ -12,30 +12,32 @@ function testFiles(dir: string): string[] {
     e.isDirectory() ? testFiles(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : []);
 }
 
-/** Hooks called with one argument (no timeout), as "file:line". */
+/**
+ * Hooks called without a timeout, as "file:line". Read by lines, not parsed (a regex literal's
+ * braces would fool a bracket count): a hook that fits on its line ends with `, <timeout>);`; one
+ * that spans lines is closed by the first later line at its own indentation, `}, <timeout>);`.
+ */
 export function hooksWithoutTimeout(file: string, src: string): string[] {
   const out: string[] = [];
-  const re = /\b(beforeAll|afterAll|beforeEach|afterEach)\(/g;
-  for (let m = re.exec(src); m; m = re.exec(src)) {
-    let depth = 1;
-    let quote: string | null = null;
-    let args = 1;
-    let j = m.index + m[0].length;
-    for (; j < src.length && depth > 0; j++) {
-      const c = src[j]!;
-      if (quote) {
-        if (c === "\\") j++;
-        else if (c === quote) quote = null;
-        continue;
-      }
-      if (c === '"' || c === "'" || c === "`") quote = c;
-      else if (c === "/" && src[j + 1] === "/") j = src.indexOf("\n", j);
-      else if ("([{".includes(c)) depth++;
-      else if (")]}".includes(c)) depth--;
-      else if (c === "," && depth === 1) args++;
+  const lines = src.split("\n");
+  const timed = /,\s*[\w.]+\s*\);?\s*(\/\/.*)?$/;
+  lines.forEach((line, i) => {
+    const m = /^(\s*)(beforeAll|afterAll|beforeEach|afterEach)\(/.exec(line);
+    if (!m) return;
+    if (/\);?\s*(\/\/.*)?$/.test(line)) {
+      if (!timed.test(line)) out.push(`${file}:${i + 1}`);
+      return;
     }
-    if (args < 2) out.push(`${file}:${src.slice(0, m.index).split("\n").length}`);
-  }
+    const indent = m[1]!;
+    for (let j = i + 1; j < lines.length; j++) {
+      const l = lines[j]!;
+      if (l.startsWith(indent) && /^[})\]]/.test(l.slice(indent.length))) {
+        if (!timed.test(l)) out.push(`${file}:${i + 1}`);
+        return;
+      }
+    }
+    out.push(`${file}:${i + 1}`);
+  });
   return out;
 }
 
@@ -43,6 +45,8 @@ describe("test hygiene", () => {
   test("the scanner finds a hook without a timeout and accepts one with it (the check can fail)", () => {
     expect(hooksWithoutTimeout("x", "afterAll(async () => { await gw.stop(); });")).toEqual(["x:1"]);
     expect(hooksWithoutTimeout("x", "afterAll(async () => { await f(a, b); }, 60_000);")).toEqual([]);
+    expect(hooksWithoutTimeout("x", "  beforeAll(async () => {\n    on(/^\\{k:([^}]+)\\}/, (a, b) => {});\n  });")).toEqual(["x:1"]);
+    expect(hooksWithoutTimeout("x", "  beforeAll(async () => {\n    on(/^\\{k:([^}]+)\\}/, (a, b) => {});\n  }, 30_000);")).toEqual([]);
   });
 
   test("every lifecycle hook in test/ names its timeout (bun's hook default is 5 s)", () => {

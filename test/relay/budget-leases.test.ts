@@ -60,7 +60,7 @@ describe.if(REAL_STORES)(name, () => {
     await gw?.stop();
     await A?.stop();
     await redis?.stop();
-  });
+  }, 60_000);
 
   const child = async () => {
     const c = await spawnGateway({

@@ -164,6 +164,14 @@ export class LedgerWrites {
     }, RETRY_MS);
   }
 
+  /**
+   * What this instance holds for Postgres, written before a counter rebuild reads Postgres. A
+   * paused queue (shutdown ordering, tests) writes later by design, and is left paused.
+   */
+  private writeQueued(): Promise<void> {
+    return this.queue.isPaused() ? Promise.resolve() : this.queue.flushQueued();
+  }
+
   /** Sends this turn's writes: one XADD of the usage records, one LEDGER call per key and month. */
   async flush(): Promise<void> {
     this.scheduled = false;
@@ -200,7 +208,7 @@ export class LedgerWrites {
           // still holds for Postgres (queued straight there while Redis was away) are written
           // first: their settlements went to the counter Redis lost, so a rebuild that ran
           // before they land would leave them out for good.
-          await rebuildAndAdd(this.ctx, g.key, g.month, g.settles.map((s) => s.id), () => this.queue.flushQueued(), () => this.r.incrby(counterKey(id, g.month), full));
+          await rebuildAndAdd(this.ctx, g.key, g.month, g.settles.map((s) => s.id), () => this.writeQueued(), () => this.r.incrby(counterKey(id, g.month), full));
         })
         .catch((e) => {
           // The script itself is broken: the same call would fail again, so it is not retried.
