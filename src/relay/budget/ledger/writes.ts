@@ -172,6 +172,20 @@ export class LedgerWrites {
     return this.queue.isPaused() ? Promise.resolve() : this.queue.flushQueued();
   }
 
+  /**
+   * Rebuilds a missing counter and adds `full`, what the group's settlements came to. The script
+   * has already marked them settled, so a failure here (Postgres or Redis away) retries this step
+   * alone: sending the group again would find them marked and add nothing.
+   */
+  private addToRebuilt(g: WriteGroup, full: number): Promise<void> {
+    const id = g.key.id;
+    return rebuildAndAdd(this.ctx, g.key, g.month, g.settles.map((s) => s.id), () => this.writeQueued(), () => this.r.incrby(counterKey(id, g.month), full))
+      .catch((e) => {
+        this.ctx.log.warn({ keyId: id, err: e instanceof Error ? e.message : String(e) }, "counter rebuild failed; retrying");
+        setTimeout(() => void this.addToRebuilt(g, full), RETRY_MS).unref?.();
+      });
+  }
+
   /** Sends this turn's writes: one XADD of the usage records, one LEDGER call per key and month. */
   async flush(): Promise<void> {
     this.scheduled = false;
@@ -208,7 +222,7 @@ export class LedgerWrites {
           // still holds for Postgres (queued straight there while Redis was away) are written
           // first: their settlements went to the counter Redis lost, so a rebuild that ran
           // before they land would leave them out for good.
-          await rebuildAndAdd(this.ctx, g.key, g.month, g.settles.map((s) => s.id), () => this.writeQueued(), () => this.r.incrby(counterKey(id, g.month), full));
+          await this.addToRebuilt(g, full);
         })
         .catch((e) => {
           // The script itself is broken: the same call would fail again, so it is not retried.
