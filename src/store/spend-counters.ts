@@ -109,11 +109,11 @@ export async function seed(ctx: SpendStores, key: BudgetedKey, month: string, ex
 
 /**
  * Settlements found the counter missing (Redis lost it): rebuild it leaving their calls' records
- * out, then add them. `before` runs first (writing what this instance still holds for Postgres, whose
+ * out (and those of `pending`), then add them. `before` runs first (writing what this instance still holds for Postgres, whose
  * settlements went to the lost counter); `add` adds the settlements. Registered before its first
  * await, so a reader in this process that finds the counter missing waits for it.
  */
-export function rebuildAndAdd(ctx: SpendStores, key: BudgetedKey, month: string, calls: string[], before: () => Promise<void>, add: () => Promise<unknown>): Promise<void> {
+export function rebuildAndAdd(ctx: SpendStores, key: BudgetedKey, month: string, calls: string[], before: () => Promise<void>, add: () => Promise<unknown>, pending: () => Iterable<string> = () => []): Promise<void> {
   const k = `${key.id}|${month}`;
   // Every call still to be added leaves the rebuild, this one's and those queued behind it: a
   // later one finds the counter rebuilt and adds its settlements on top.
@@ -123,7 +123,9 @@ export function rebuildAndAdd(ctx: SpendStores, key: BudgetedKey, month: string,
   const prev = adding.get(k) ?? Promise.resolve();
   const p = prev.catch(() => {}).then(async () => {
     await before();
-    await seed(ctx, key, month, [...waiting.keys()]);
+    // Also left out: settlements the caller still holds for this counter (`pending`), which will be
+    // added on top of the rebuilt counter when they go out.
+    await seed(ctx, key, month, [...new Set([...waiting.keys(), ...pending()])]);
     await add();
   }).finally(() => {
     for (const c of calls) {

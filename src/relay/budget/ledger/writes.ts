@@ -30,6 +30,8 @@ export class LedgerWrites {
   readonly local = new Map<string, LocalEntry>();
   private knownKeys = new Set<string>();
   private groups = new Map<string, WriteGroup>();
+  /** Groups whose ledger call is under way (their settlements are pending until it returns). */
+  private sending = new Set<WriteGroup>();
   private records: UsageRow[] = [];
   private scheduled = false;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
@@ -165,6 +167,16 @@ export class LedgerWrites {
   }
 
   /**
+   * Settlements this instance still holds for a key and month, waiting or being sent: a rebuild of
+   * that counter leaves their records out, since they add their cost when they go out.
+   */
+  private *pendingCalls(keyId: string, month: string): Iterable<string> {
+    const waiting = this.groups.get(`${keyId}|${month}`);
+    if (waiting) for (const s of waiting.settles) yield s.id;
+    for (const g of this.sending) if (g.key.id === keyId && g.month === month) for (const s of g.settles) yield s.id;
+  }
+
+  /**
    * What this instance holds for Postgres, written before a counter rebuild reads Postgres. A
    * paused queue (shutdown ordering, tests) writes later by design, and is left paused.
    */
@@ -179,7 +191,7 @@ export class LedgerWrites {
    */
   private addToRebuilt(g: WriteGroup, full: number): Promise<void> {
     const id = g.key.id;
-    return rebuildAndAdd(this.ctx, g.key, g.month, g.settles.map((s) => s.id), () => this.writeQueued(), () => this.r.incrby(counterKey(id, g.month), full))
+    return rebuildAndAdd(this.ctx, g.key, g.month, g.settles.map((s) => s.id), () => this.writeQueued(), () => this.r.incrby(counterKey(id, g.month), full), () => this.pendingCalls(id, g.month))
       .catch((e) => {
         this.ctx.log.warn({ keyId: id, err: e instanceof Error ? e.message : String(e) }, "counter rebuild failed; retrying");
         setTimeout(() => void this.addToRebuilt(g, full), RETRY_MS).unref?.();
@@ -212,6 +224,7 @@ export class LedgerWrites {
     const minute = Math.floor(Date.now() / 60_000);
     for (const g of groups.values()) {
       const id = g.key.id;
+      this.sending.add(g);
       jobs.push(this.r.gwLedger(counterKey(id, g.month), inflightKey(id), settledKey(id, minute), settledKey(id, minute - 1), ttl(), packEntries(g.enters), packSettles(g.settles))
         .then(async (full) => {
           this.applied(g);
@@ -233,7 +246,8 @@ export class LedgerWrites {
           }
           log("ledger write failed; retrying")(e);
           this.requeue(g);
-        }));
+        })
+        .finally(() => this.sending.delete(g)));
     }
     await Promise.all(jobs);
   }
