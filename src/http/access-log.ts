@@ -5,6 +5,7 @@
 // Cost on the hot path: one small object per request and one hand-built line at its end.
 import pino, { type DestinationStream, type Logger } from "pino";
 import type { Config } from "../config.ts";
+import { lineBatcher } from "./line-batch.ts";
 
 /** One lane the request tried, in order. `code` is set when the lane failed over. */
 export interface LaneTry {
@@ -103,22 +104,30 @@ export class AccessEntry {
 
 const round = (ms: number) => Math.round(ms * 100) / 100;
 const q = JSON.stringify;
+/** A number as JSON writes it (a non-finite one as null). */
+const num = (n: number) => (Number.isFinite(n) ? String(n) : "null");
 
 /**
  * The access log line of a finished request, as pino writes an info line of the `access` child
  * logger (level, time, the binding, the fields in snake_case like the API, msg), built by hand:
- * every field is known, so there is nothing to walk, redact or look up per request.
+ * every field is known, so there is nothing to walk, redact or look up per request. Values only
+ * the gateway makes (key prefixes, provider ids, outcomes) hold no character JSON escapes and are
+ * written as they are; the rest is escaped.
  */
 export function accessJson(e: AccessEntry, time: number): string {
-  let s = `{"level":30,"time":${time},"log":"access","request_id":${q(e.requestId)},"method":${q(e.method)},"route":${q(e.route)},"status":${e.status},"duration_ms":${q(round(e.endedAt - e.startedAt))}`;
-  if (e.ttfbMs !== null) s += `,"ttfb_ms":${q(e.ttfbMs)}`;
-  if (e.keyPrefix !== null) s += `,"key_prefix":${q(e.keyPrefix)}`;
+  let s = `{"level":30,"time":${time},"log":"access","request_id":${q(e.requestId)},"method":${q(e.method)},"route":${q(e.route)},"status":${e.status},"duration_ms":${num(round(e.endedAt - e.startedAt))}`;
+  if (e.ttfbMs !== null) s += `,"ttfb_ms":${num(e.ttfbMs)}`;
+  if (e.keyPrefix !== null) s += `,"key_prefix":"${e.keyPrefix}"`;
   if (e.model !== null) s += `,"model":${q(e.model)}`;
   if (e.lanes !== null) {
-    s += `,"lanes":${q(e.lanes.map((l) => (l.code ? { provider: l.provider, lane: l.lane, status: l.status, code: l.code } : { provider: l.provider, lane: l.lane, status: l.status })))}`;
-    s += `,"served_by":${q(e.served)},"input_tokens":${q(e.inputTokens)},"output_tokens":${q(e.outputTokens)},"cost_usd":${q(e.costUsd)}`;
+    s += `,"lanes":[`;
+    for (let i = 0; i < e.lanes.length; i++) {
+      const l = e.lanes[i]!;
+      s += `${i ? "," : ""}{"provider":"${l.provider}","lane":${l.lane},"status":${l.status}${l.code ? `,"code":${q(l.code)}` : ""}}`;
+    }
+    s += `],"served_by":${e.served === null ? "null" : `"${e.served}"`},"input_tokens":${num(e.inputTokens)},"output_tokens":${num(e.outputTokens)},"cost_usd":${num(e.costUsd)}`;
   }
-  if (e.outcome !== null) s += `,"outcome":${q(e.outcome)}`;
+  if (e.outcome !== null) s += `,"outcome":"${e.outcome}"`;
   return s + `,"msg":"request"}\n`;
 }
 
@@ -130,5 +139,6 @@ export function installAccessLog(config: Pick<Config, "ACCESS_LOG">, log: Logger
   // serialisation nor the root logger's redaction, which re-walks its wildcard paths on every
   // call.
   const stream = (log as Logger & Record<symbol, DestinationStream>)[pino.symbols.streamSym]!;
-  tracker.addSink((e) => stream.write(accessJson(e, Date.now())));
+  const write = lineBatcher(stream);
+  tracker.addSink((e) => write(accessJson(e, Date.now())));
 }

@@ -9,6 +9,9 @@
 //     could freeze the event loop or overflow the stack.
 // Each caller says how its refusal reads (the route's error shape), through `invalid`.
 import { GatewayError } from "../errors.ts";
+import { nestsDeeperThan, NESTS_TOO_DEEP, scanJson, type Spans } from "../lib/json-scan.ts";
+
+export { nestsDeeperThan };
 
 const utf8 = new TextDecoder();
 
@@ -60,50 +63,20 @@ export async function readText(request: Request, maxBytes: number): Promise<{ te
   return { text: utf8.decode(parts.length === 1 ? parts[0]! : Buffer.concat(parts, total)), bytes: total };
 }
 
-/**
- * True when `text`, read as JSON, opens more than `max` objects/arrays inside one another.
- * One pass, no recursion, no allocation: brackets outside strings are counted, strings are skipped.
- * Malformed text is not judged here; JSON.parse refuses it afterwards.
- */
-export function nestsDeeperThan(text: string, max: number): boolean {
-  // Most bodies hold fewer brackets in all than the limit, which no nesting of them can pass:
-  // counted with native indexOf, that settles them without the character loop.
-  if (bracketsAtMost(text, max)) return false;
-  let depth = 0;
-  const n = text.length;
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 34 /* " */) {
-      // Each string is skipped with indexOf to its closing quote; one after an odd backslash run is escaped.
-      let j = i;
-      for (;;) {
-        j = text.indexOf('"', j + 1);
-        if (j < 0) return false;
-        let k = j - 1;
-        while (text.charCodeAt(k) === 92 /* \ */) k--;
-        if (((j - 1 - k) & 1) === 0) break;
-      }
-      i = j;
-    } else if (c === 123 /* { */ || c === 91 /* [ */) {
-      if (++depth > max) return true;
-    } else if (c === 125 /* } */ || c === 93 /* ] */) {
-      depth--;
-    }
-  }
-  return false;
-}
-
-/** True when `text` holds at most `limit` `{` and `[` characters, strings included. */
-function bracketsAtMost(text: string, limit: number): boolean {
-  let count = 0;
-  for (let i = text.indexOf("{"); i >= 0; i = text.indexOf("{", i + 1)) if (++count > limit) return false;
-  for (let i = text.indexOf("["); i >= 0; i = text.indexOf("[", i + 1)) if (++count > limit) return false;
-  return true;
-}
-
 /** Parses checked JSON text: nesting first (linear), then JSON.parse. */
 export function parseJsonText(text: string, invalid: InvalidBody): unknown {
   if (nestsDeeperThan(text, MAX_JSON_DEPTH)) throw invalid(TOO_DEEP);
+  return parse(text, invalid);
+}
+
+/** The same, and where each top-level value of the object sits in the text, from the same walk (lib/json-scan.ts). */
+export function parseJsonTextWithSpans(text: string, invalid: InvalidBody): { value: unknown; spans: Spans | null } {
+  const spans = scanJson(text, MAX_JSON_DEPTH, true);
+  if (spans === NESTS_TOO_DEEP) throw invalid(TOO_DEEP);
+  return { value: parse(text, invalid), spans };
+}
+
+function parse(text: string, invalid: InvalidBody): unknown {
   try {
     return JSON.parse(text);
   } catch {

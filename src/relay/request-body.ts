@@ -3,10 +3,10 @@
 // `model` and the client protocol's own required fields (protocols/required-fields.ts) answer 400
 // in the nested shape with type invalid_request_error and no code (CONTRACT §6). Every other
 // property rides along untouched.
-import { NOT_OBJECT, parseJsonText, readText } from "../http/body.ts";
+import { NOT_OBJECT, parseJsonText, parseJsonTextWithSpans, readText } from "../http/body.ts";
 import type { ClientShape, Json } from "../protocols/types.ts";
 import { invalidRequest as invalid, requiredFields } from "../protocols/required-fields.ts";
-import { rememberSource } from "../protocols/wire-json.ts";
+import { MIN_REUSE_CHARS, rememberSource } from "../protocols/wire-json.ts";
 
 export interface InferenceBody {
   body: Json;
@@ -17,7 +17,8 @@ export interface InferenceBody {
 
 export async function readInferenceBody(request: Request, shape: ClientShape, maxBytes: number): Promise<InferenceBody> {
   const raw = await readText(request, maxBytes);
-  const body = parseJsonText(raw.text, (m) => invalid(m));
+  // A long body's walk for the nesting limit also maps its top-level values, for a pass-through lane.
+  const { value: body, spans } = raw.text.length >= MIN_REUSE_CHARS ? parseJsonTextWithSpans(raw.text, invalid) : { value: parseJsonText(raw.text, invalid), spans: null };
   if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalid(NOT_OBJECT);
   const b = body as Json;
   if (typeof b.model !== "string" || b.model === "") throw invalid("Missing required parameter: `model` (a string naming the model).", "model");
@@ -26,6 +27,6 @@ export async function readInferenceBody(request: Request, shape: ClientShape, ma
   if (!rule.streams) return { body: b, bytes: raw.bytes, stream: false, model: b.model };
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") throw invalid("`stream` must be a boolean.", "stream");
   // A pass-through lane's body reuses this text for the values it leaves as they are (wire-json.ts).
-  rememberSource(b, raw.text);
+  rememberSource(b, raw.text, spans);
   return { body: b, bytes: raw.bytes, stream: b.stream === true, model: b.model };
 }

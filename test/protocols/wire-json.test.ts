@@ -3,6 +3,8 @@
 import { describe, expect, test } from "bun:test";
 import { builtFrom, rememberSource, topLevelSpans, wireJson } from "../../src/protocols/wire-json.ts";
 import { chatUpstreamCodec } from "../../src/protocols/chat/index.ts";
+import { NESTS_TOO_DEEP, scanJson } from "../../src/lib/json-scan.ts";
+import fc from "fast-check";
 
 // Text JSON.stringify would write differently: an escaped é, a 1.0, spacing, a nested "model".
 const history = Array.from({ length: 30 }, (_, i) => `{"role": "user", "content": "caf\\u00e9 step ${i}: {\\"model\\": \\"x\\"} \\\\ done", "n": 1.0}`).join(", ");
@@ -10,7 +12,7 @@ const text = `{ "model" : "gpt-4o-mini", "messages": [${history}], "max_tokens":
 
 function clientBody(t = text) {
   const body = JSON.parse(t);
-  rememberSource(body, t);
+  rememberSource(body, t, topLevelSpans(t));
   return body;
 }
 
@@ -65,5 +67,27 @@ describe("pass-through body: the client's bytes for what the gateway did not cha
     const wire = { ...body, model: "m" };
     builtFrom(wire, body);
     expect(JSON.parse(wireJson(wire)).stream).toBe(true);
+  });
+});
+
+describe("the body reader's one walk (src/lib/json-scan.ts): nesting and top-level spans together", () => {
+  test("for any JSON object, every span parses to the value JSON.parse gives that key", () => {
+    fc.assert(fc.property(fc.dictionary(fc.string(), fc.jsonValue()), fc.constantFrom(0, 2), (obj, indent) => {
+      const t = JSON.stringify(obj, null, indent);
+      const spans = scanJson(t, Infinity, true);
+      if (spans === NESTS_TOO_DEEP || spans === null) return Object.keys(obj).some((k) => JSON.stringify(k).includes("\\"));
+      const parsed = JSON.parse(t);
+      expect([...spans.keys()].sort()).toEqual(Object.keys(parsed).sort());
+      for (const [k, [s, e]] of spans) expect(JSON.parse(t.slice(s, e))).toEqual(parsed[k]);
+      return true;
+    }), { numRuns: 300 });
+  });
+
+  test("the nesting limit holds with or without spans (MAX_JSON_DEPTH, CONTRACT §6's 400)", () => {
+    const deep = `{"a":${"[".repeat(65)}${"]".repeat(65)}}`;
+    expect(scanJson(deep, 64, true)).toBe(NESTS_TOO_DEEP);
+    expect(scanJson(deep, 64, false)).toBe(NESTS_TOO_DEEP);
+    expect(scanJson(deep, 66, true)).not.toBe(NESTS_TOO_DEEP);
+    expect(scanJson(`{"a":"${"[".repeat(100)}"}`, 64, true)).toEqual(new Map([["a", [5, 107]]]));
   });
 });
