@@ -1,59 +1,24 @@
 // One lane, one upstream call (README "Architecture in one screen"): pick pass-through or translation, build the
 // body, send with an AbortController tied to the client and the upstream timeout, classify
 // the answer. Knows protocols only through the codec tables and vendors only through adapters.
-import type { Ctx } from "../context.ts";
 import { GatewayError } from "../errors.ts";
-import { clientCodecs, directCodecs, upstreamCodecs } from "../protocols/index.ts";
-import type { ChatRequest, ClientCodec, ClientShape, DirectCodec, Json, UpstreamCodec, Usage, WireProtocol } from "../protocols/types.ts";
+import { clientCodecs } from "../protocols/index.ts";
+import type { Json, UpstreamCodec, Usage } from "../protocols/types.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
-import type { MoneyCall } from "./budget/money.ts";
 import { choicesOf, clientOutputLimit, fitWireLimit } from "./budget/output-limits.ts";
 import type { AccessEntry } from "../http/access-log.ts";
-import type { KeyContext } from "./key-context.ts";
+import { planBody, type Plan } from "./plan.ts";
+import type { RelayRequest } from "./relay-request.ts";
 import { credentialRefusedHint, modelNotFound, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import type { Tap } from "./stream/tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
 import { scrubSecrets, secretsOfCall } from "./secret-scrub.ts";
-import { builtFrom } from "../protocols/wire-json.ts";
 
-export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "classifier" | "transcriptions";
-
-/** A file sent upstream as the client sent it (POST /v1/audio/transcriptions), to lanes whose adapter takes uploads. */
-export interface Upload {
-  contentType: string;
-  accept: string;
-  /** The whole multipart body, kept so that each lane (and the adapter's retry) can send it again. */
-  bytes: Uint8Array;
-}
-
-/** One inference request as the relay carries it from lane to lane. */
-export interface RelayRequest {
-  ctx: Ctx;
-  key: KeyContext;
-  endpoint: Endpoint;
-  shape: ClientShape;
-  /** The client's body, parsed once; never mutated (each attempt shallow-copies). */
-  body: Json;
-  bytes: number;
-  stream: boolean;
-  model: string;
-  requestId: string;
-  /** Aborts when the client goes away. */
-  signal: AbortSignal;
-  startedAt: number;
-  /** The request's money: its reservation, the record of every attempt, the settlement. */
-  money: MoneyCall;
-  /** The request's access record (absent for /blitz prompts, which share their batch's). */
-  access?: AccessEntry;
-  pivot?: ChatRequest;
-  /** The client's protocol headers (ClientCodec.forwardHeaders), for a lane that passes its request through. */
-  clientHeaders?: Record<string, string>;
-  /** The operation: absent, inference (`body` planned per lane); set, this upload sent as it came. */
-  upload?: Upload;
-}
+export type { Endpoint, RelayRequest, Upload } from "./relay-request.ts";
+export { servesShape } from "./plan.ts";
 
 export type LaneResult =
   | { kind: "json"; attempt: Attempt; status: number; text: string; parsed: Json; usage: Usage }
@@ -61,7 +26,9 @@ export type LaneResult =
   | { kind: "stream"; attempt: Attempt; res: Response; tap: Tap; ac: AbortController; done(): void }
   | { kind: "failed"; failure: LaneFailure }
   | { kind: "client"; error: GatewayError }
-  | { kind: "aborted" };
+  | { kind: "aborted" }
+  /** A count (RelayRequest.count) on a lane that serves but whose vendor cannot count: the caller answers its estimate. */
+  | { kind: "uncounted" };
 
 /** Usage when the upstream reported none: a quarter token per byte in, `completion` out. */
 export function estimatedUsage(rr: RelayRequest, completion: number): Usage {
@@ -104,7 +71,8 @@ export class Attempt {
     this.finished = true;
     const rr = this.rr;
     const latencyMs = performance.now() - this.startedAt;
-    const cost = rr.money.record({
+    // Counting tokens is free at the vendor: it leaves no usage record (docs/api.md).
+    const cost = rr.count ? 0 : rr.money.record({
       adapter: this.adapter,
       provider: this.lane.provider,
       // The classifier's lane is not one of the key's (index -1): its records carry no lane.
@@ -177,57 +145,9 @@ export async function tryLane(rr: RelayRequest, lane: ResolvedLane): Promise<Lan
 
 type OnceResult = LaneResult | { kind: "model"; failure: LaneFailure };
 
-interface Plan {
-  /** The operation: a body for the lane's protocol, or the client's upload as it came. */
-  kind: "inference" | "upload";
-  protocol: WireProtocol;
-  codec: Pick<UpstreamCodec, "errorOf"> & Partial<UpstreamCodec>;
-  /** Set on the translation path (the client's shape is not a protocol the lane speaks). */
-  client: ClientCodec | null;
-  /** Set for shapes served without the pivot (embeddings). */
-  direct: DirectCodec | null;
-  body: Json;
-}
-
-/** Whether a lane of this adapter can serve the shape at all (shapes served without the pivot need a protocol that has them). */
-export function servesShape(adapter: ProviderAdapter, shape: ClientShape): boolean {
-  const direct = directCodecs[shape];
-  return !direct || adapter.protocols.some((p) => direct[p]);
-}
-
-/** Pass-through when the lane speaks the client's shape natively, else client → pivot → lane protocol. */
-function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Plan | string {
-  if (rr.upload) {
-    if (!adapter.transcribe) return `${adapter.id} lanes cannot transcribe audio.`;
-    // Upload answers are OpenAI-shaped errors whatever the vendor: the chat protocol's reader.
-    return { kind: "upload", protocol: "chat", codec: { errorOf: upstreamCodecs.chat!.errorOf }, client: null, direct: null, body: {} };
-  }
-  const directs = directCodecs[rr.shape];
-  if (directs) {
-    const protocol = adapter.protocols.find((p) => directs[p]);
-    if (!protocol) return `${adapter.id} lanes cannot serve ${rr.shape} requests.`;
-    const direct = directs[protocol]!;
-    return { kind: "inference", protocol, codec: { errorOf: direct.errorOf }, client: null, direct, body: direct.encodeRequest(rr.body, { model }) };
-  }
-  const native = adapter.protocols.includes(rr.shape) ? upstreamCodecs[rr.shape] : undefined;
-  if (native?.passThroughRequest) {
-    const body = native.passThroughRequest(rr.body, { model, stream: rr.stream });
-    builtFrom(body, rr.body);
-    return { kind: "inference", protocol: rr.shape as WireProtocol, codec: native, client: null, direct: null, body };
-  }
-  const protocol = adapter.protocols[0]!;
-  const codec = upstreamCodecs[protocol];
-  const client = clientCodecs[rr.shape];
-  if (!codec || !client) {
-    return `Requests in the ${rr.shape} shape are not supported yet on ${adapter.id} lanes (no ${rr.shape} → ${protocol} translation is installed).`;
-  }
-  rr.pivot ??= client.toPivot(rr.body);
-  return { kind: "inference", protocol, codec, client, direct: null, body: codec.encodeRequest(rr.pivot, { model, stream: rr.stream }) };
-}
-
 async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: ProviderAdapter, model: string): Promise<OnceResult> {
   const { ctx } = rr;
-  let plan: Plan | string;
+  let plan: Plan | string | null;
   try {
     plan = planBody(rr, adapter, model);
   } catch (e) {
@@ -240,10 +160,12 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     }
     return { kind: "client", error: e }; // the request itself is malformed: no lane can help
   }
+  if (plan === null) return { kind: "uncounted" };
   if (typeof plan === "string") return failed(lane, 0, "unsupported_shape", plan);
   const { codec, protocol, client, direct, body } = plan;
   const upload = plan.kind === "upload" ? rr.upload! : null;
-  if (!upload) {
+  const count = plan.kind === "count";
+  if (plan.kind === "inference") {
     if (client) adapter.fitTranslated?.(body, protocol, model);
     adapter.applySettings(body, lane, protocol);
     // What this lane receives, after translation and the lane's settings, stays within what the
@@ -282,7 +204,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   }
   async function sendInference(): Promise<Response> {
     const clientHeaders = client === null ? rr.clientHeaders : undefined;
-    const call = await adapter.prepare({ ctx, lane, protocol, body, model, stream: rr.stream, clientHeaders });
+    const call = count ? adapter.countTokens!({ ctx, lane, body, clientHeaders }) : await adapter.prepare({ ctx, lane, protocol, body, model, stream: rr.stream, clientHeaders });
     secrets = secretsOfCall(call);
     const sent = call.model ?? body.model;
     if (typeof sent === "string" && sent) attempt.model = sent;
@@ -321,8 +243,9 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
       return sendFailure(rr, attempt, ac, e, secrets, true);
     }
     release();
-    if (upload) {
-      // Priced by the catalog in tokens, which an upload's answer does not report: recorded at 0.
+    if (upload || count) {
+      // An upload is priced by the catalog in tokens, which its answer does not report: recorded at 0.
+      // A count is answered as the vendor sent it, and recorded nowhere.
       attempt.finish(res.status, "ok", null, null);
       return { kind: "body", attempt, status: res.status, text, contentType: res.headers.get("content-type") ?? "application/json" };
     }

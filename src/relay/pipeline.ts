@@ -162,7 +162,8 @@ async function relay(ctx: Ctx, rc: RequestContext, key: KeyContext, shape: Clien
       done(rr, "aborted", 499, null, null);
       return new Response(null, { status: 499 });
     case "client":
-    case "failed": {
+    case "failed":
+    case "uncounted": {
       const err = laneError(first);
       // Counted under the provider last tried (gateway_requests_total's help text), null if none was.
       done(rr, "error", err.status, runner.lastProvider, null);

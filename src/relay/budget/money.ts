@@ -124,6 +124,14 @@ export class MoneyCall {
     this.uid = uid ?? newUid(ctx);
   }
 
+  /**
+   * A call that costs nothing and is recorded nowhere (a token count on a key without limits): no
+   * reservation, no in-flight entry; its settlement does nothing.
+   */
+  static free(ctx: Ctx, key: KeyContext, opts: OpenOptions): MoneyCall {
+    return new MoneyCall(ctx, key, opts, null);
+  }
+
   /** A call on a key without a budget: no reservation, but an in-flight entry (batched per turn) in Redis mode. */
   private static unbudgeted(ctx: Ctx, key: KeyContext, opts: OpenOptions, nano = 0): MoneyCall {
     const ledger = ctx.services.ledger;

@@ -1,0 +1,66 @@
+// What one lane is asked to do (attempt.ts): the operation, the protocol spoken, the codecs that
+// read the answer, and the body sent. Pass-through, translation through the pivot, a direct codec
+// (embeddings), an upload as it came, or a token count.
+import { clientCodecs, directCodecs, upstreamCodecs } from "../protocols/index.ts";
+import type { ClientCodec, ClientShape, DirectCodec, Json, UpstreamCodec, WireProtocol } from "../protocols/types.ts";
+import { builtFrom } from "../protocols/wire-json.ts";
+import type { ProviderAdapter } from "../providers/types.ts";
+import type { RelayRequest } from "./relay-request.ts";
+
+export interface Plan {
+  /** The operation: a body for the lane's protocol, the client's upload as it came, or a token count of the body. */
+  kind: "inference" | "upload" | "count";
+  protocol: WireProtocol;
+  codec: Pick<UpstreamCodec, "errorOf"> & Partial<UpstreamCodec>;
+  /** Set on the translation path (the client's shape is not a protocol the lane speaks). */
+  client: ClientCodec | null;
+  /** Set for shapes served without the pivot (embeddings). */
+  direct: DirectCodec | null;
+  body: Json;
+}
+
+/** Whether a lane of this adapter can serve the shape at all (shapes served without the pivot need a protocol that has them). */
+export function servesShape(adapter: ProviderAdapter, shape: ClientShape): boolean {
+  const direct = directCodecs[shape];
+  return !direct || adapter.protocols.some((p) => direct[p]);
+}
+
+/**
+ * Pass-through when the lane speaks the client's shape natively, else client → pivot → lane protocol.
+ * A string: why this lane cannot serve the request (it fails over). null: a count on a lane whose
+ * vendor cannot count (the caller answers its estimate).
+ */
+export function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Plan | string | null {
+  if (rr.count) {
+    if (!adapter.countTokens) return null;
+    // The client's Messages body, as it came, with the lane's model; answers and errors in Anthropic's shape.
+    const body = model === rr.body.model ? rr.body : { ...rr.body, model };
+    return { kind: "count", protocol: "anthropic", codec: { errorOf: upstreamCodecs.anthropic!.errorOf }, client: null, direct: null, body };
+  }
+  if (rr.upload) {
+    if (!adapter.transcribe) return `${adapter.id} lanes cannot transcribe audio.`;
+    // Upload answers are OpenAI-shaped errors whatever the vendor: the chat protocol's reader.
+    return { kind: "upload", protocol: "chat", codec: { errorOf: upstreamCodecs.chat!.errorOf }, client: null, direct: null, body: {} };
+  }
+  const directs = directCodecs[rr.shape];
+  if (directs) {
+    const protocol = adapter.protocols.find((p) => directs[p]);
+    if (!protocol) return `${adapter.id} lanes cannot serve ${rr.shape} requests.`;
+    const direct = directs[protocol]!;
+    return { kind: "inference", protocol, codec: { errorOf: direct.errorOf }, client: null, direct, body: direct.encodeRequest(rr.body, { model }) };
+  }
+  const native = adapter.protocols.includes(rr.shape) ? upstreamCodecs[rr.shape] : undefined;
+  if (native?.passThroughRequest) {
+    const body = native.passThroughRequest(rr.body, { model, stream: rr.stream });
+    builtFrom(body, rr.body);
+    return { kind: "inference", protocol: rr.shape as WireProtocol, codec: native, client: null, direct: null, body };
+  }
+  const protocol = adapter.protocols[0]!;
+  const codec = upstreamCodecs[protocol];
+  const client = clientCodecs[rr.shape];
+  if (!codec || !client) {
+    return `Requests in the ${rr.shape} shape are not supported yet on ${adapter.id} lanes (no ${rr.shape} → ${protocol} translation is installed).`;
+  }
+  rr.pivot ??= client.toPivot(rr.body);
+  return { kind: "inference", protocol, codec, client, direct: null, body: codec.encodeRequest(rr.pivot, { model, stream: rr.stream }) };
+}
