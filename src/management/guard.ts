@@ -1,7 +1,8 @@
 // Account-token authentication for management paths, in the order of CONTRACT §8:
 // 401 (no token / unknown token) → 410 (removed account) → 403 (rk_ on a write) → 402 (unpaid).
 import { and, eq, isNull } from "drizzle-orm";
-import type { Ctx } from "../context.ts";
+import type { Base } from "../base.ts";
+import type { Services } from "../context.ts";
 import { GatewayError } from "../errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
 import { bearer } from "../http/request.ts";
@@ -16,6 +17,9 @@ export interface Caller {
   account: Account;
   token: AccountToken;
 }
+
+/** What the guard uses: the stores and settings, and this gateway's record of token touches. */
+export type GuardDeps = Base & { services: Pick<Services, "accountTokenTouches"> };
 
 export interface GuardOptions {
   /** POST, PATCH, DELETE: an `rk_` token gets 403 read_only_token. */
@@ -53,7 +57,7 @@ export const TOKEN_TOUCH_MS = 60_000;
  * gateway wrote it, or the row read in the same call shows it (another instance wrote it), within
  * TOKEN_TOUCH_MS.
  */
-export function touchAccountToken(ctx: Ctx, token: AccountToken, now = Date.now()): void {
+export function touchAccountToken(ctx: GuardDeps, token: AccountToken, now = Date.now()): void {
   const touches = ctx.services.accountTokenTouches;
   const last = Math.max(touches.get(token.id) ?? 0, token.lastUsedAt?.getTime() ?? 0);
   if (now - last < TOKEN_TOUCH_MS) return;
@@ -62,7 +66,7 @@ export function touchAccountToken(ctx: Ctx, token: AccountToken, now = Date.now(
     .catch((e: unknown) => ctx.log.warn({ tokenId: token.id, err: e instanceof Error ? e.message : String(e) }, "account token last_used_at update failed"));
 }
 
-export async function authenticate(ctx: Ctx, request: Request, opts: GuardOptions): Promise<Caller> {
+export async function authenticate(ctx: GuardDeps, request: Request, opts: GuardOptions): Promise<Caller> {
   const token = bearer(request);
   if (!token) throw noToken();
   if (!token.startsWith("sk_") && !token.startsWith("rk_")) throw invalidAccountToken();

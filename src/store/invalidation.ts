@@ -37,8 +37,8 @@ interface Listening {
   log: Logger;
 }
 
-/** Publishing also drops the entry from this instance's key cache at once. */
-interface Publishing extends Listening {
+/** Publishing also drops the entry from this instance's key cache at once (a module that publishes takes this, not the whole instance). */
+export interface Publishing extends Listening {
   services: { keyCache: { invalidate(msg: Invalidation): void } };
 }
 

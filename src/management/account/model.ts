@@ -1,9 +1,9 @@
 // The Account object (SPEC "Account"): who the token belongs to, and while unpaid, how to pay.
-import type { Ctx } from "../../context.ts";
+import type { Base } from "../../base.ts";
 import type { Caller } from "../guard.ts";
 import { paymentBlock, relayMessage } from "../payment.ts";
 
-export function accountView(ctx: Ctx, { account, token }: Caller) {
+export function accountView(ctx: Base, { account, token }: Caller) {
   const view: Record<string, unknown> = {
     id: account.id,
     email: account.email,

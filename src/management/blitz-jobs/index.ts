@@ -6,6 +6,7 @@
 import type { Elysia } from "elysia";
 import { and, desc, eq, gt, inArray, isNull, or } from "drizzle-orm";
 import { z } from "zod";
+import type { Base } from "../../base.ts";
 import type { Ctx } from "../../context.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
 import type { RouteDocs } from "../../http/openapi.ts";
@@ -25,7 +26,7 @@ export const jobsQuery = z.strictObject({
   key: z.string().min(1).max(200).optional(),
 });
 
-export async function listJobs(ctx: Ctx, accountId: string, q: z.output<typeof jobsQuery>) {
+export async function listJobs(ctx: Base, accountId: string, q: z.output<typeof jobsQuery>) {
   const keys = await ctx.db.select({ id: routingKeys.id, label: routingKeys.label }).from(routingKeys)
     .where(q.key ? and(eq(routingKeys.accountId, accountId), eq(routingKeys.id, q.key)) : eq(routingKeys.accountId, accountId));
   if (keys.length === 0) return { jobs: [] };

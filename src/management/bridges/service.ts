@@ -1,14 +1,14 @@
 // Bridges (self-hosted coding-agent endpoints): plain queries over `bridges`. The bearer token is
 // sealed with AES-256-GCM bound to `bridges:<id>`; only its last four characters are shown.
 import { and, asc, eq, isNull } from "drizzle-orm";
-import type { Ctx } from "../../context.ts";
+import type { Base } from "../../base.ts";
 import type { Db } from "../../store/db/client.ts";
 import { bridges } from "../../store/db/schema/index.ts";
 import { badRequest } from "../../errors.ts";
 import { fingerprint } from "../../lib/crypto.ts";
 import { newId } from "../../lib/ids.ts";
 import { iso } from "../../lib/time.ts";
-import { publishInvalidation } from "../../store/invalidation.ts";
+import { publishInvalidation, type Publishing } from "../../store/invalidation.ts";
 import { resolveAndCheck } from "../../net/ssrf.ts";
 import { DEFAULT_BRIDGE_LABEL, type CreateBridgeBody } from "./model.ts";
 
@@ -54,7 +54,7 @@ export function parseBaseUrl(text: string): URL {
 
 export const normalizeBaseUrl = (u: URL) => u.toString().replace(/\/+$/, "");
 
-export async function createBridge(ctx: Ctx, accountId: string, body: CreateBridgeBody): Promise<BridgeRow> {
+export async function createBridge(ctx: Base, accountId: string, body: CreateBridgeBody): Promise<BridgeRow> {
   const url = parseBaseUrl(body.base_url);
   await resolveAndCheck(ctx, url, "base_url");
   const id = newId("brg");
@@ -80,7 +80,7 @@ export function listBridges(db: Db, accountId: string): Promise<BridgeRow[]> {
 }
 
 /** Revokes one of the caller's bridges: its sealed token is erased and its lanes stop serving. */
-export async function revokeBridge(ctx: Ctx, accountId: string, id: string): Promise<boolean> {
+export async function revokeBridge(ctx: Base & Publishing, accountId: string, id: string): Promise<boolean> {
   const now = new Date();
   const rows = await ctx.db.update(bridges)
     .set({ revokedAt: now, tokenCiphertext: "", updatedAt: now })
@@ -97,7 +97,7 @@ export function activeBridges(db: Db): Promise<BridgeRow[]> {
 }
 
 /** The decrypted token of a live bridge, or null (for the bridge lane). */
-export async function openBridgeToken(ctx: Ctx, accountId: string, id: string): Promise<{ baseUrl: string; token: string } | null> {
+export async function openBridgeToken(ctx: Base, accountId: string, id: string): Promise<{ baseUrl: string; token: string } | null> {
   const rows = await ctx.db.select().from(bridges).where(and(eq(bridges.id, id), eq(bridges.accountId, accountId), isNull(bridges.revokedAt))).limit(1);
   const row = rows[0];
   if (!row) return null;

@@ -1,13 +1,13 @@
 // Saved provider keys: plain queries over `credentials`. The key is sealed with AES-256-GCM bound
 // to `credentials:<id>`; only its last four characters are ever shown.
 import { and, asc, eq } from "drizzle-orm";
-import type { Ctx } from "../../context.ts";
+import type { Base } from "../../base.ts";
 import type { Db } from "../../store/db/client.ts";
 import { credentials } from "../../store/db/schema/index.ts";
 import { fingerprint } from "../../lib/crypto.ts";
 import { newId } from "../../lib/ids.ts";
 import { iso } from "../../lib/time.ts";
-import { publishInvalidation } from "../../store/invalidation.ts";
+import { publishInvalidation, type Publishing } from "../../store/invalidation.ts";
 import type { CreateCredentialBody } from "./model.ts";
 
 export type CredentialRow = typeof credentials.$inferSelect;
@@ -24,7 +24,7 @@ export function presentCredential(row: CredentialRow) {
   };
 }
 
-export async function createCredential(ctx: Ctx, accountId: string, body: CreateCredentialBody): Promise<CredentialRow> {
+export async function createCredential(ctx: Base, accountId: string, body: CreateCredentialBody): Promise<CredentialRow> {
   const id = newId("cred");
   const [row] = await ctx.db.insert(credentials).values({
     id,
@@ -48,7 +48,7 @@ export async function findCredential(db: Db, accountId: string, id: string): Pro
 }
 
 /** Deletes the row (ciphertext included) and tells every instance to drop the account's cached lanes. */
-export async function deleteCredential(ctx: Ctx, accountId: string, id: string): Promise<boolean> {
+export async function deleteCredential(ctx: Base & Publishing, accountId: string, id: string): Promise<boolean> {
   const gone = await ctx.db.delete(credentials).where(and(eq(credentials.id, id), eq(credentials.accountId, accountId))).returning({ id: credentials.id });
   if (gone.length === 0) return false;
   await publishInvalidation(ctx, { kind: "account", accountId });
@@ -56,7 +56,7 @@ export async function deleteCredential(ctx: Ctx, accountId: string, id: string):
 }
 
 /** The decrypted provider key of one of the account's credentials, or null (for the lanes). */
-export async function openCredentialKey(ctx: Ctx, accountId: string, id: string): Promise<{ provider: string; apiKey: string } | null> {
+export async function openCredentialKey(ctx: Base, accountId: string, id: string): Promise<{ provider: string; apiKey: string } | null> {
   const row = await findCredential(ctx.db, accountId, id);
   if (!row) return null;
   return { provider: row.provider, apiKey: ctx.secrets.open(row.keyCiphertext, credentialAad(row.id)) };

@@ -2,7 +2,7 @@
 // referenced id, classifier credential). The raw key `gw_…` is returned once; only its sha256
 // and a display prefix are stored.
 import { and, asc, eq } from "drizzle-orm";
-import type { Ctx } from "../../context.ts";
+import type { Base } from "../../base.ts";
 import type { Db } from "../../store/db/client.ts";
 import { routingKeys, type LaneRow } from "../../store/db/schema/index.ts";
 import { badRequest, isDatabaseError, loggableError } from "../../errors.ts";
@@ -10,7 +10,7 @@ import { randomToken, sha256Hex } from "../../lib/crypto.ts";
 import { newId } from "../../lib/ids.ts";
 import { iso, monthKey } from "../../lib/time.ts";
 import { monthSpendUsd, recordedSpendUsd } from "../../store/spend-counters.ts";
-import { notifyInTransaction, publishInvalidation } from "../../store/invalidation.ts";
+import { notifyInTransaction, publishInvalidation, type Publishing } from "../../store/invalidation.ts";
 import { listCredentials, type CredentialRow } from "../credentials/service.ts";
 import { listBridges } from "../bridges/service.ts";
 import { liveSubSessions, subSessionStatus } from "../sub-session/store.ts";
@@ -53,7 +53,7 @@ export function presentLane(l: LaneRow) {
  * the KV is unreachable. A display value never fails a committed write (POST must return the
  * raw key it created).
  */
-async function spendForDisplay(ctx: Ctx, row: RoutingKeyRow): Promise<{ month: string; usd: number }> {
+async function spendForDisplay(ctx: Base, row: RoutingKeyRow): Promise<{ month: string; usd: number }> {
   const key = { id: row.id, monthlyBudgetUsd: row.monthlyBudgetUsd, budgetExcludesSeats: row.budgetExcludesSeats };
   try {
     return await monthSpendUsd(ctx, key);
@@ -66,7 +66,7 @@ async function spendForDisplay(ctx: Ctx, row: RoutingKeyRow): Promise<{ month: s
 }
 
 /** The SPEC's Routing key object; spend comes from the live budget counter. */
-export async function presentRoutingKey(ctx: Ctx, row: RoutingKeyRow) {
+export async function presentRoutingKey(ctx: Base, row: RoutingKeyRow) {
   const spend = await spendForDisplay(ctx, row);
   return {
     id: row.id,
@@ -184,7 +184,7 @@ function resolveClassifier(s: ClassifierState, w: Wireable, explicitCredential: 
 /** A missing or non-positive budget means none. */
 const budgetOf = (v: number | null | undefined) => (v === undefined || v === null || v <= 0 ? null : v);
 
-export async function createRoutingKey(ctx: Ctx, accountId: string, body: CreateRoutingKeyBody): Promise<{ row: RoutingKeyRow; raw: string }> {
+export async function createRoutingKey(ctx: Base, accountId: string, body: CreateRoutingKeyBody): Promise<{ row: RoutingKeyRow; raw: string }> {
   const w = await loadWireable(ctx.db, accountId);
   const lanes = buildLanes(body.providers ?? [], w);
   const touched = body.classifier_provider != null || body.classifier_model != null || body.classifier_instructions != null || body.classifier_credential_id != null;
@@ -227,7 +227,7 @@ export async function findRoutingKey(db: Db, accountId: string, id: string): Pro
  * PATCH: applies the fields sent, keeps the rest. Every PATCH drops the key from every
  * instance's cache (by the hash it had), so a revoke or regenerate takes effect at once.
  */
-export async function patchRoutingKey(ctx: Ctx, accountId: string, id: string, body: PatchRoutingKeyBody): Promise<{ row: RoutingKeyRow; raw?: string }> {
+export async function patchRoutingKey(ctx: Base & Publishing, accountId: string, id: string, body: PatchRoutingKeyBody): Promise<{ row: RoutingKeyRow; raw?: string }> {
   const current = await findRoutingKey(ctx.db, accountId, id);
   if (!current) throw badRequest(`No routing key with id ${id} in this account. List yours with GET /v1/organizations/routing-keys.`);
   const w = await loadWireable(ctx.db, accountId);

@@ -2,6 +2,7 @@
 // the subscription sign-in (SPEC "Sub session", CONTRACT §4).
 import type { Elysia } from "elysia";
 import { z } from "zod";
+import type { Base } from "../../base.ts";
 import type { Ctx } from "../../context.ts";
 import { badRequest, GatewayError } from "../../errors.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
@@ -9,6 +10,7 @@ import type { RouteDocs } from "../../http/openapi.ts";
 import { authenticate } from "../guard.ts";
 import { parseWith, readBody, readQuery } from "../zod-input.ts";
 import { authJsonSchema, connectBody, getQuery, noQuery, type AuthJson } from "./model.ts";
+import type { AdapterEnv } from "../../providers/env.ts";
 import { tieredCatalog } from "../../providers/sub/catalog.ts";
 import { forgetAuth } from "../../providers/sub/credentials.ts";
 import { PROVISIONING_UNFINISHED, provisionSubHost } from "../../providers/sub/provision.ts";
@@ -32,7 +34,7 @@ function readAuthJson(value: unknown): AuthJson {
 }
 
 /** Seals before anything is stored or sent upstream: a failure leaves no trace (500 encrypt_failed). */
-function sealAuth(ctx: Ctx, id: string, auth: AuthJson): string {
+function sealAuth(ctx: Pick<Base, "secrets">, id: string, auth: AuthJson): string {
   try {
     return ctx.secrets.seal(JSON.stringify(auth), subSessionAad(id));
   } catch (e) {
@@ -45,7 +47,7 @@ function sealAuth(ctx: Ctx, id: string, auth: AuthJson): string {
  * The live catalog of a connected session, each model with the tier alias it answers to. An
  * unreachable backend is reported in `models_error`, not as a failed call: the session is still there.
  */
-async function catalogView(ctx: Ctx, sessionId: string | null): Promise<{ models: Array<{ id: string; tier: string | null }>; models_error: string | null }> {
+async function catalogView(ctx: AdapterEnv, sessionId: string | null): Promise<{ models: Array<{ id: string; tier: string | null }>; models_error: string | null }> {
   if (!sessionId) return { models: [], models_error: null };
   try {
     return { models: await tieredCatalog(ctx, sessionId), models_error: null };

@@ -3,12 +3,12 @@
 // (revoked_at null); connecting again replaces its sign-in and keeps its id, only a disconnect ends it.
 // The sub lane reads and re-seals the sign-in itself (providers/sub/sign-in-store.ts).
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
-import type { Ctx } from "../../context.ts";
+import type { Base } from "../../base.ts";
 import type { Db } from "../../store/db/client.ts";
 import { subSessions } from "../../store/db/schema/index.ts";
 import { newId } from "../../lib/ids.ts";
 import { iso } from "../../lib/time.ts";
-import { publishInvalidation } from "../../store/invalidation.ts";
+import { publishInvalidation, type Publishing } from "../../store/invalidation.ts";
 import type { AuthJson } from "../../providers/sub/auth-file.ts";
 export type SubSessionRow = typeof subSessions.$inferSelect;
 
@@ -75,7 +75,7 @@ export const newSubSessionId = () => newId("sub");
  * its id: the sign-in, source path and expiry are replaced in place, so lanes naming the id keep
  * serving without a PATCH. Without a live session a new one starts. Returns the stored row.
  */
-export async function connectSubSession(ctx: Ctx, accountId: string, s: SubSessionSignIn): Promise<SubSessionRow> {
+export async function connectSubSession(ctx: Base & Publishing, accountId: string, s: SubSessionSignIn): Promise<SubSessionRow> {
   const now = new Date();
   const row = await ctx.db.transaction(async (tx) => {
     // Connects of one account are serialized, so two at once cannot both start a session.
@@ -111,7 +111,7 @@ export async function connectSubSession(ctx: Ctx, accountId: string, s: SubSessi
  * Records the provisioning check of a stored session. A session revoked meanwhile (a disconnect
  * ran) stays as it is. Returns the row as it now reads.
  */
-export async function recordProvisioning(ctx: Ctx, accountId: string, sessionId: string, p: { provisioned: boolean; accountStatus: string; lastError: string | null }): Promise<SubSessionRow> {
+export async function recordProvisioning(ctx: Base & Publishing, accountId: string, sessionId: string, p: { provisioned: boolean; accountStatus: string; lastError: string | null }): Promise<SubSessionRow> {
   const [updated] = await ctx.db.update(subSessions)
     .set({ provisioned: p.provisioned, accountStatus: p.accountStatus, lastError: p.lastError, updatedAt: new Date() })
     .where(and(eq(subSessions.id, sessionId), isNull(subSessions.revokedAt)))
@@ -126,7 +126,7 @@ export async function recordProvisioning(ctx: Ctx, accountId: string, sessionId:
 }
 
 /** Revokes the account's live session(s): the sealed sign-in is erased. Returns how many. */
-export async function revokeSubSessions(ctx: Ctx, accountId: string): Promise<number> {
+export async function revokeSubSessions(ctx: Base & Publishing, accountId: string): Promise<number> {
   const now = new Date();
   const rows = await ctx.db.update(subSessions)
     .set({ status: "revoked", revokedAt: now, authCiphertext: null, provisioned: false, updatedAt: now })

@@ -8,13 +8,13 @@ import { GatewayError } from "../../errors.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
 import type { RouteDocs } from "../../http/openapi.ts";
 import { rotateWebhookSecret, webhookSecret } from "../../webhooks/secret.ts";
-import { authenticate } from "../guard.ts";
+import { authenticate, type GuardDeps } from "../guard.ts";
 import { readQuery } from "../zod-input.ts";
 
 const noQuery = z.strictObject({});
 const secretShape = z.strictObject({ secret: z.string().meta({ description: "`whsec_…`: the HMAC-SHA256 key of the Gateway-Signature header." }) });
 
-async function writeCaller(ctx: Ctx, request: Request) {
+async function writeCaller(ctx: GuardDeps, request: Request) {
   const caller = await authenticate(ctx, request, { write: false });
   if (caller.token.scope !== "read_write") {
     throw new GatewayError(403, "The webhook secret is shown to read_write account tokens (sk_) only: it can sign webhooks in the gateway's name.", { code: "read_only_token" });
