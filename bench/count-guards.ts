@@ -14,7 +14,7 @@
 //     collection in between, of the heap size before it less the size after the previous one.
 // Fails (exit 1) when a figure exceeds bench/budgets.json. A change that adds work to the hot path
 // raises the budget in the same commit, visibly.
-//   bun bench/count-guards.ts [--requests 200] [--root <gateway tree>] [--json] [--no-check]
+//   bun bench/count-guards.ts [--requests 1000] [--root <gateway tree>] [--json] [--no-check]
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, openSync, closeSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -34,7 +34,7 @@ const arg = (name: string): string | undefined => {
   const i = process.argv.indexOf(name);
   return i > 0 ? process.argv[i + 1] : undefined;
 };
-const REQUESTS = Number(arg("--requests") ?? 200);
+const REQUESTS = Number(arg("--requests") ?? 1000);
 const WARMUP = Number(arg("--warmup") ?? 60);
 // One client: each request is its own event-loop turn, so what batches per turn batches the same
 // way in every run (a fleet's concurrency changes the grouping, not what a request costs).
