@@ -1,10 +1,11 @@
-// Access lines leave in one write per event-loop turn instead of one write (one syscall) per
-// request: under load a turn finishes many requests, and their lines go out together. A line waits
-// at most until the end of its turn (setImmediate); a burst past 64 kB is written at once; the
-// process's exit writes whatever is still waiting, so no line is lost to a clean stop.
+// Access lines leave in one write every 10 ms instead of one write (one syscall) per request: a
+// busy instance finishes many requests in that time and their lines go out together (one client
+// in a loop: ~20 lines a write). A line waits at most 10 ms; a burst past 64 kB is written at
+// once; the process's exit writes whatever is still waiting, so no line is lost to a clean stop.
 import type { DestinationStream } from "pino";
 
 const MAX_BATCH_CHARS = 64 * 1024;
+const WINDOW_MS = 10;
 const pending = new Set<() => void>();
 let exitHooked = false;
 
@@ -30,6 +31,6 @@ export function lineBatcher(stream: DestinationStream): (line: string) => void {
     if (scheduled) return;
     scheduled = true;
     pending.add(flush);
-    setImmediate(flush);
+    setTimeout(flush, WINDOW_MS).unref();
   };
 }
