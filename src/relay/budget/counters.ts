@@ -1,13 +1,12 @@
 // Budget admission and settlement on the month counters (used through money.ts): reserve before
 // forwarding, settle the real cost after. The counters themselves (keys, rebuild from Postgres,
 // the month's spend) live in store/spend-counters.ts, which management reads too.
-import type { Base } from "../../base.ts";
 import { monthKey } from "../../lib/time.ts";
 import type { LimitVerdict } from "../../store/kv/limit-window.ts";
-import { counterKey, seed, toNano, ttl, type BudgetedKey } from "../../store/spend-counters.ts";
+import { counterKey, seed, toNano, ttl, type BudgetedKey, type SpendStores } from "../../store/spend-counters.ts";
 import type { LedgerEntry, LimitCall } from "../../store/kv/types.ts";
 
-export { counterKey, fromNano, inflightKey, monthSpendUsd, rebuildAndAdd, recordedSpendUsd, seed, settledKey, toNano, ttl, type BudgetedKey } from "../../store/spend-counters.ts";
+export { counterKey, fromNano, inflightKey, monthSpendUsd, rebuildAndAdd, recordedSpendUsd, seed, settledKey, toNano, ttl, type BudgetedKey, type SpendStores } from "../../store/spend-counters.ts";
 
 export interface Reservation {
   keyId: string;
@@ -27,7 +26,7 @@ export interface Reservation {
  * makes no KV call; its settlement still counts the month's spend. `limits` are admitted in the
  * same call, after the budget: a refusal comes back as `limits.refused` with nothing reserved.
  */
-export async function reserve(ctx: Base, key: BudgetedKey, usd: number | null, minUsd = usd, entry?: LedgerEntry, onMissing?: () => Promise<void>, limits?: LimitCall): Promise<Reservation | null> {
+export async function reserve(ctx: SpendStores, key: BudgetedKey, usd: number | null, minUsd = usd, entry?: LedgerEntry, onMissing?: () => Promise<void>, limits?: LimitCall): Promise<Reservation | null> {
   const month = monthKey();
   const k = counterKey(key.id, month);
   if (key.monthlyBudgetUsd === null || usd === null) {
@@ -50,7 +49,7 @@ export async function reserve(ctx: Base, key: BudgetedKey, usd: number | null, m
 }
 
 /** Replaces a reservation with the real cost (0 releases it). Safe to call once per reservation. */
-export async function settle(ctx: Base, key: BudgetedKey, res: Reservation, actualUsd: number): Promise<void> {
+export async function settle(ctx: SpendStores, key: BudgetedKey, res: Reservation, actualUsd: number): Promise<void> {
   const delta = toNano(actualUsd) - res.nano;
   if (delta === 0) return;
   const k = counterKey(res.keyId, res.month);
@@ -66,7 +65,7 @@ export async function settle(ctx: Base, key: BudgetedKey, res: Reservation, actu
  * Applies several settlements of one key's month at once: `deltaNano` is Σ(real − reserved),
  * `actualNano` Σ real (what the counter gains if it has to be rebuilt, reservations being lost with it).
  */
-export async function settleMany(ctx: Base, key: BudgetedKey, month: string, deltaNano: number, actualNano: number): Promise<void> {
+export async function settleMany(ctx: SpendStores, key: BudgetedKey, month: string, deltaNano: number, actualNano: number): Promise<void> {
   if (deltaNano === 0) return;
   const k = counterKey(key.id, month);
   const v = await ctx.kv.adjust(k, deltaNano, ttl());

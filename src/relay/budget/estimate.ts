@@ -16,13 +16,18 @@
 // key's month spend never passes its budget, across every instance sharing the Redis, except by
 // the error of the prompt estimate (a tokenizer producing more tokens than bytes). Outside the
 // budget by design: seat traffic while budget_excludes_seats.
-import type { Ctx } from "../../context.ts";
 import type { Json } from "../../protocols/types.ts";
 import { getAdapter } from "../../providers/registry.ts";
 import type { KeyContext } from "../key-context.ts";
 import { unitPrices, type UnitPrices } from "../pricing.ts";
 import { candidateModels } from "../routing/model.ts";
 import { choicesOf, clientOutputLimit, MIN_USEFUL_OUTPUT_TOKENS, worstOutputTokens } from "./output-limits.ts";
+import type { PriceConfig } from "./money-deps.ts";
+
+/** What the estimate reads of its gateway: the fallback price settings. */
+export interface PriceDeps {
+  config: PriceConfig;
+}
 
 /** Reserved when every lane is free (a zero-priced model), so an exhausted budget still refuses. */
 export const MIN_ESTIMATE_USD = 1e-9;
@@ -42,7 +47,7 @@ export interface Estimate {
 }
 
 /** The fallback price of a model the catalog does not know (per token). */
-export function fallbackPrices(ctx: Ctx): UnitPrices {
+export function fallbackPrices(ctx: PriceDeps): UnitPrices {
   return { input: ctx.config.UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT / 1e6, output: ctx.config.UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT / 1e6 };
 }
 
@@ -52,7 +57,7 @@ export function fallbackPrices(ctx: Ctx): UnitPrices {
  * known (the relay passes it; blitz may omit it and the messages are measured). `lanes`: where
  * the request may go (the key's chain; the classifier's call passes its own lane).
  */
-export function estimateRequest(ctx: Ctx, key: KeyContext, request: Json, bodyBytes?: number, lanes: KeyContext["lanes"] = key.lanes): Estimate | null {
+export function estimateRequest(ctx: PriceDeps, key: KeyContext, request: Json, bodyBytes?: number, lanes: KeyContext["lanes"] = key.lanes): Estimate | null {
   const inTokens = bodyBytes ?? JSON.stringify(request.messages ?? request.input ?? "").length;
   const cap = clientOutputLimit(request);
   // Every choice is generated and billed: n choices of up to `out` tokens each (CONTRACT §7).
@@ -85,7 +90,7 @@ export function estimateRequest(ctx: Ctx, key: KeyContext, request: Json, bodyBy
 }
 
 /** The worst-case cost in USD (see estimateRequest). */
-export function estimateCostUsd(ctx: Ctx, key: KeyContext, request: Json, bodyBytes?: number): number | null {
+export function estimateCostUsd(ctx: PriceDeps, key: KeyContext, request: Json, bodyBytes?: number): number | null {
   return estimateRequest(ctx, key, request, bodyBytes)?.usd ?? null;
 }
 

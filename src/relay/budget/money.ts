@@ -13,7 +13,6 @@
 //     (relay/limits/rate-limits.ts);
 //   - a hot budgeted key's requests are admitted from this instance's budget lease when their
 //     worst case fits it, without a round trip (leases.ts).
-import type { Ctx } from "../../context.ts";
 import { GatewayError } from "../../errors.ts";
 import { monthKey } from "../../lib/time.ts";
 import type { Json, Usage } from "../../protocols/types.ts";
@@ -29,6 +28,9 @@ import { RECOVERY_BARRIER_MS } from "./ledger/epoch.ts";
 import type { BudgetLeases, LeaseHold } from "./leases.ts";
 import { tokenAsk, type RateHold } from "../limits/rate-limits.ts";
 import type { LimitCall } from "../../store/kv/types.ts";
+import type { MoneyDeps } from "./money-deps.ts";
+
+export type { MoneyDeps } from "./money-deps.ts";
 
 /** One attempt as the money owner records it (the usage record without what it derives). */
 export interface AttemptRecord {
@@ -59,17 +61,17 @@ export const budgetUnavailable = () =>
  * into 503 budget_unavailable, or into null when only limits were asked (the caller then admits
  * against this instance's share: rate-limits.ts).
  */
-async function admitOr503(ctx: Ctx, key: KeyContext, usd: number | null, minUsd: number | null, ledger: Ledger | null, uid: string, facts: FactsJson, limits?: LimitCall): Promise<Reservation | null | "unreachable"> {
+async function admitOr503(deps: MoneyDeps, key: KeyContext, usd: number | null, minUsd: number | null, ledger: Ledger | null, uid: string, facts: FactsJson, limits?: LimitCall): Promise<Reservation | null | "unreachable"> {
   try {
     // After Redis lost its state, a budgeted admission waits for the recovery barrier (ledger/epoch.ts);
     // one that would wait longer than GATE_WAIT_MS answers 503 budget_unavailable instead.
     if (ledger?.gate && usd !== null && key.monthlyBudgetUsd !== null) await within(ledger.gate, GATE_WAIT_MS);
     const entry = ledger ? ledger.admission(key.id, uid, facts) : undefined;
-    const r = await reserve(ctx, key, usd, minUsd, entry, ledger ? () => ledger.checkEpoch() : undefined, limits);
+    const r = await reserve(deps, key, usd, minUsd, entry, ledger ? () => ledger.checkEpoch() : undefined, limits);
     if (r && ledger && !r.limits?.refused) ledger.admitted(key, uid, r.month, facts, r.nano);
     return r;
   } catch (e) {
-    ctx.log.warn({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "budget store unavailable");
+    deps.log.warn({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "budget store unavailable");
     if (usd === null || key.monthlyBudgetUsd === null) return "unreachable";
     throw budgetUnavailable();
   }
@@ -101,7 +103,7 @@ export interface OpenOptions {
 // The gateway's own id of a money call: unique per instance start and call. The ledger and the
 // records' dedupe key use it, never the request id, which a client may choose and reuse.
 let seq = 0;
-const newUid = (ctx: Ctx) => `${ctx.instanceId}.${(++seq).toString(36)}`;
+const newUid = (deps: MoneyDeps) => `${deps.instanceId}.${(++seq).toString(36)}`;
 
 export class MoneyCall {
   /** Cost that counts toward the key's budget (seat traffic excluded while budget_excludes_seats). */
@@ -120,26 +122,26 @@ export class MoneyCall {
   private lease: LeaseHold | null = null;
 
   /** `inLedger`: the request has an in-flight ledger entry that the settlement removes. */
-  constructor(readonly ctx: Ctx, readonly key: KeyContext, readonly opts: OpenOptions, private reservation: Reservation | null, private inLedger = false, uid?: string) {
-    this.uid = uid ?? newUid(ctx);
+  constructor(readonly deps: MoneyDeps, readonly key: KeyContext, readonly opts: OpenOptions, private reservation: Reservation | null, private inLedger = false, uid?: string) {
+    this.uid = uid ?? newUid(deps);
   }
 
   /**
    * A call that costs nothing and is recorded nowhere (a token count on a key without limits): no
    * reservation, no in-flight entry; its settlement does nothing.
    */
-  static free(ctx: Ctx, key: KeyContext, opts: OpenOptions): MoneyCall {
-    return new MoneyCall(ctx, key, opts, null);
+  static free(deps: MoneyDeps, key: KeyContext, opts: OpenOptions): MoneyCall {
+    return new MoneyCall(deps, key, opts, null);
   }
 
   /** A call on a key without a budget: no reservation, but an in-flight entry (batched per turn) in Redis mode. */
-  private static unbudgeted(ctx: Ctx, key: KeyContext, opts: OpenOptions, nano = 0): MoneyCall {
-    const ledger = ctx.services.ledger;
-    if (!ledger) return new MoneyCall(ctx, key, opts, null);
+  private static unbudgeted(deps: MoneyDeps, key: KeyContext, opts: OpenOptions, nano = 0): MoneyCall {
+    const ledger = deps.services.ledger;
+    if (!ledger) return new MoneyCall(deps, key, opts, null);
     const month = monthKey();
-    const uid = newUid(ctx);
+    const uid = newUid(deps);
     ledger.enter(key, uid, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month, opts.requestId), nano);
-    return new MoneyCall(ctx, key, opts, { keyId: key.id, month, nano }, true, uid);
+    return new MoneyCall(deps, key, opts, { keyId: key.id, month, nano }, true, uid);
   }
 
   /**
@@ -147,23 +149,23 @@ export class MoneyCall {
    * key with a budget, and takes its requests, tokens and lease on a key with limits; throws 402
    * budget_exceeded when not even the prompt and a useful answer fit, 429 over a limit.
    */
-  static async open(ctx: Ctx, key: KeyContext, opts: OpenOptions, request: Json, bytes?: number): Promise<MoneyCall> {
+  static async open(deps: MoneyDeps, key: KeyContext, opts: OpenOptions, request: Json, bytes?: number): Promise<MoneyCall> {
     const o = { ...opts, model: typeof request.model === "string" ? request.model : null };
     const ask = key.limits ? { requests: 1, tokens: tokenAsk(key, request, bytes ?? JSON.stringify(request).length, opts.endpoint === "embeddings") } : null;
-    if (key.monthlyBudgetUsd === null) return ask ? MoneyCall.reserveFor(ctx, key, o, null, ask) : MoneyCall.unbudgeted(ctx, key, o);
-    return MoneyCall.reserveFor(ctx, key, o, estimateRequest(ctx, key, request, bytes), ask);
+    if (key.monthlyBudgetUsd === null) return ask ? MoneyCall.reserveFor(deps, key, o, null, ask) : MoneyCall.unbudgeted(deps, key, o);
+    return MoneyCall.reserveFor(deps, key, o, estimateRequest(deps, key, request, bytes), ask);
   }
 
   /**
    * Admits a call whose worst case the caller computed (null: nothing it may use counts toward the
    * budget) and, on a key with limits, what it asks of them.
    */
-  static async reserveFor(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd" | "minUsd"> & Partial<Estimate> | null, ask: { requests: number; tokens: number } | null = null): Promise<MoneyCall> {
+  static async reserveFor(deps: MoneyDeps, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd" | "minUsd"> & Partial<Estimate> | null, ask: { requests: number; tokens: number } | null = null): Promise<MoneyCall> {
     const budgeted = key.monthlyBudgetUsd !== null && est !== null;
-    if (!budgeted && !(ask && key.limits)) return MoneyCall.unbudgeted(ctx, key, opts);
-    const ledger = ctx.services.ledger;
-    const limits = ctx.services.rateLimits;
-    const uid = newUid(ctx);
+    if (!budgeted && !(ask && key.limits)) return MoneyCall.unbudgeted(deps, key, opts);
+    const ledger = deps.services.ledger;
+    const limits = deps.services.rateLimits;
+    const uid = newUid(deps);
     const lc = ask && key.limits ? limits.call(key, { ...ask, entry: uid }) : undefined;
     let slice: { requests: number; tokens: number } | undefined;
     const plain = lc?.ask;
@@ -173,40 +175,40 @@ export class MoneyCall {
       limits.checkKnownOver(key);
       const served = limits.fromSlice(key, lc);
       if (served) {
-        const call = MoneyCall.unbudgeted(ctx, key, opts);
+        const call = MoneyCall.unbudgeted(deps, key, opts);
         call.rate = served;
         return call;
       }
       slice = limits.widen(key, lc);
     }
-    const leases = ctx.services.leases;
+    const leases = deps.services.leases;
     if (budgeted && !lc && leases && ledger && !opts.ownEntry) {
-      const leased = await MoneyCall.fromLease(ctx, key, opts, est, leases, ledger);
+      const leased = await MoneyCall.fromLease(deps, key, opts, est, leases, ledger);
       if (leased) return leased;
     }
     const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), opts.requestId) : ("" as FactsJson);
-    let r = await admitOr503(ctx, key, budgeted ? est.usd : null, budgeted ? est.minUsd : null, ledger, uid, facts, lc);
+    let r = await admitOr503(deps, key, budgeted ? est.usd : null, budgeted ? est.minUsd : null, ledger, uid, facts, lc);
     if (lc && plain && lc.ask !== plain && (r === "unreachable" || r?.limits?.refused)) {
       // The slice did not fit (or Redis is gone): the request alone.
       lc.ask = plain;
       lc.aheadMs = 0;
       slice = undefined;
-      if (r !== "unreachable") r = await admitOr503(ctx, key, null, null, ledger, uid, facts, lc);
+      if (r !== "unreachable") r = await admitOr503(deps, key, null, null, ledger, uid, facts, lc);
     }
     if (r === "unreachable") {
       const hold = limits.admitLocally(key, lc!);
-      const call = MoneyCall.unbudgeted(ctx, key, opts);
+      const call = MoneyCall.unbudgeted(deps, key, opts);
       call.rate = hold;
       return call;
     }
     if (!r) {
-      ctx.services.relayObserver.budgetRejected({ endpoint: opts.endpoint });
-      ctx.services.usageQueue.refusal(key.accountId, key.id, "budget");
-      throw await budgetRefusal(ctx, key, budgeted ? est.minUsd : null);
+      deps.services.relayObserver.budgetRejected({ endpoint: opts.endpoint });
+      deps.services.usageQueue.refusal(key.accountId, key.id, "budget");
+      throw await budgetRefusal(deps, key, budgeted ? est.minUsd : null);
     }
     if (budgeted && r.total !== undefined) leases?.seen(key, r.total);
     const rate = lc ? limits.admitted(key, lc, r.limits!, false, slice) : null;
-    const call = new MoneyCall(ctx, key, opts, r, Boolean(ledger), uid);
+    const call = new MoneyCall(deps, key, opts, r, Boolean(ledger), uid);
     call.rate = rate;
     if (budgeted && est.prices) call.outputLimit = outputLimitFor(est as Estimate, fromNano(r.nano));
     return call;
@@ -217,7 +219,7 @@ export class MoneyCall {
    * budget reserved with this request's admission) when the key is hot and has room; null when
    * the request is to be admitted on its own.
    */
-  private static async fromLease(ctx: Ctx, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd">, leases: BudgetLeases, ledger: Ledger): Promise<MoneyCall | null> {
+  private static async fromLease(deps: MoneyDeps, key: KeyContext, opts: OpenOptions, est: Pick<Estimate, "usd">, leases: BudgetLeases, ledger: Ledger): Promise<MoneyCall | null> {
     const nano = toNano(est.usd);
     let held: LeaseHold | null = null;
     // A burst: requests wait for the lease another one is taking, and take the next one when it
@@ -232,10 +234,10 @@ export class MoneyCall {
       }
       const size = leases.size(key, nano);
       if (!size) return null;
-      const uid = newUid(ctx);
+      const uid = newUid(deps);
       const facts = ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), null);
       // All or nothing: a slice that no longer fits leaves the request to its own admission.
-      const take = admitOr503(ctx, key, fromNano(size), fromNano(size), ledger, uid, facts);
+      const take = admitOr503(deps, key, fromNano(size), fromNano(size), ledger, uid, facts);
       leases.takes(key.id, take);
       const r = await take;
       if (!r || r === "unreachable") return null;
@@ -243,7 +245,7 @@ export class MoneyCall {
       held = leases.opened(key, uid, r.month, r.nano, nano);
     }
     if (!held) return null;
-    const call = new MoneyCall(ctx, key, opts, { keyId: key.id, month: held.lease.month, nano }, false);
+    const call = new MoneyCall(deps, key, opts, { keyId: key.id, month: held.lease.month, nano }, false);
     call.lease = held;
     return call;
   }
@@ -257,31 +259,31 @@ export class MoneyCall {
    * `indexes`: each request's index in its batch, when only some of the batch is admitted (the
    * others answered from the response cache); request i's id is `<requestId>.<its index>`.
    */
-  static async openBatch(ctx: Ctx, key: KeyContext, requestId: string, endpoint: string, requests: Json[], bytes: number[], indexes?: number[]): Promise<MoneyCall[] | { refusedUsd: number }> {
+  static async openBatch(deps: MoneyDeps, key: KeyContext, requestId: string, endpoint: string, requests: Json[], bytes: number[], indexes?: number[]): Promise<MoneyCall[] | { refusedUsd: number }> {
     const model = (r: Json) => (typeof r.model === "string" ? r.model : null);
     const ids = (i: number): OpenOptions => ({ requestId: `${requestId}.${indexes?.[i] ?? i}`, endpoint, model: model(requests[i]!) });
-    const est = key.monthlyBudgetUsd === null ? [] : requests.map((r, i) => estimateRequest(ctx, key, r, bytes[i]));
+    const est = key.monthlyBudgetUsd === null ? [] : requests.map((r, i) => estimateRequest(deps, key, r, bytes[i]));
     const budgeted = est.some((e) => e !== null);
     const tokens = key.limits ? requests.map((r, i) => tokenAsk(key, r, bytes[i]!)) : [];
-    if (!budgeted && !key.limits) return requests.map((_, i) => MoneyCall.unbudgeted(ctx, key, ids(i)));
+    if (!budgeted && !key.limits) return requests.map((_, i) => MoneyCall.unbudgeted(deps, key, ids(i)));
     const nanos = requests.map((_, i) => toNano(est[i]?.usd ?? 0));
     const total = nanos.reduce((a, n) => a + n, 0);
-    const ledger = ctx.services.ledger;
-    const limits = ctx.services.rateLimits;
-    const batchUid = newUid(ctx);
+    const ledger = deps.services.ledger;
+    const limits = deps.services.rateLimits;
+    const batchUid = newUid(deps);
     const lc = key.limits
       ? limits.call(key, { requests: requests.length, tokens: tokens.reduce((a, t) => a + t, 0), entry: batchUid }, Math.min(requests.length, key.limits.concurrency ?? requests.length))
       : undefined;
     if (lc && !budgeted) limits.checkKnownOver(key);
     const facts = ledger ? ledger.facts(key, endpoint, model(requests[0] ?? {}), monthKey(), requestId) : ("" as FactsJson);
-    const r = await admitOr503(ctx, key, budgeted ? fromNano(total) : null, budgeted ? fromNano(total) : null, ledger, batchUid, facts, lc);
+    const r = await admitOr503(deps, key, budgeted ? fromNano(total) : null, budgeted ? fromNano(total) : null, ledger, batchUid, facts, lc);
     if (r === "unreachable") {
       const hold = limits.admitLocally(key, lc!);
-      return requests.map((_, i) => MoneyCall.unbudgeted(ctx, key, ids(i))).map(batchShare(hold, tokens));
+      return requests.map((_, i) => MoneyCall.unbudgeted(deps, key, ids(i))).map(batchShare(hold, tokens));
     }
     if (!r) {
-      ctx.services.relayObserver.budgetRejected({ endpoint });
-      ctx.services.usageQueue.refusal(key.accountId, key.id, "budget");
+      deps.services.relayObserver.budgetRejected({ endpoint });
+      deps.services.usageQueue.refusal(key.accountId, key.id, "budget");
       return { refusedUsd: fromNano(total) };
     }
     const hold = lc ? limits.admitted(key, lc, r.limits!) : null;
@@ -289,13 +291,13 @@ export class MoneyCall {
     const sum = shares.reduce((a, s) => a + s.nano, 0);
     if (shares.length && sum !== r.nano) shares[shares.length - 1]!.nano += r.nano - sum;
     let calls: MoneyCall[];
-    if (!ledger) calls = shares.map((s, i) => new MoneyCall(ctx, key, ids(i), s));
+    if (!ledger) calls = shares.map((s, i) => new MoneyCall(deps, key, ids(i), s));
     else {
       // The batch's one entry becomes one entry per prompt (its share), in the same turn.
       calls = shares.map((s, i) => {
-        const uid = newUid(ctx);
+        const uid = newUid(deps);
         ledger.enter(key, uid, s.month, ledger.facts(key, endpoint, ids(i).model ?? null, s.month, ids(i).requestId), s.nano);
-        return new MoneyCall(ctx, key, ids(i), s, true, uid);
+        return new MoneyCall(deps, key, ids(i), s, true, uid);
       });
       ledger.settle(key, batchUid, r.month, r.nano, r.nano);
     }
@@ -305,7 +307,7 @@ export class MoneyCall {
   /** Records one attempt: prices it, queues its usage record, and counts its cost. Returns the cost. */
   record(a: AttemptRecord): number {
     const { key } = this;
-    const fallback = key.monthlyBudgetUsd !== null ? fallbackPrices(this.ctx) : null;
+    const fallback = key.monthlyBudgetUsd !== null ? fallbackPrices(this.deps) : null;
     const price = a.usage && a.model !== null
       ? priceUsd(a.adapter.pricingId ?? a.adapter.id, a.model, a.usage, fallback)
       : { usd: 0, estimated: false };
@@ -339,9 +341,9 @@ export class MoneyCall {
       createdAt: new Date(),
     };
     // Redis mode: into the usage stream with this turn's ledger writes; embedded: the usage queue.
-    const ledger = this.ctx.services.ledger;
+    const ledger = this.deps.services.ledger;
     if (ledger) ledger.record(row, this.lease !== null);
-    else this.ctx.services.usageQueue.push(row);
+    else this.deps.services.usageQueue.push(row);
     return price.usd;
   }
 
@@ -352,23 +354,23 @@ export class MoneyCall {
   settle(): void {
     if (this.settled) return;
     this.settled = true;
-    const { ctx, key } = this;
-    if (this.rate) ctx.services.rateLimits.release(this.rate, this.tokensUsed);
+    const { deps, key } = this;
+    if (this.rate) deps.services.rateLimits.release(this.rate, this.tokensUsed);
     if (this.lease) {
-      ctx.services.leases!.settle(this.lease, this.uid, toNano(this.countedUsd));
+      deps.services.leases!.settle(this.lease, this.uid, toNano(this.countedUsd));
       this.lease = null;
       this.reservation = null;
       return;
     }
     if (this.inLedger && this.reservation) {
-      ctx.services.ledger!.settle(key, this.uid, this.reservation.month, this.reservation.nano, toNano(this.countedUsd));
+      deps.services.ledger!.settle(key, this.uid, this.reservation.month, this.reservation.nano, toNano(this.countedUsd));
       this.reservation = null;
       return;
     }
     const res = this.reservation ?? (this.countedUsd > 0 ? { keyId: key.id, month: monthKey(), nano: 0 } : null);
     this.reservation = null;
     if (!res) return;
-    ctx.services.settleBatcher.settle(key, res, this.countedUsd);
+    deps.services.settleBatcher.settle(key, res, this.countedUsd);
   }
 }
 

@@ -3,14 +3,13 @@
 // left but less than the request's smallest possible cost (its prompt and a useful answer on the
 // dearest lane, estimate.ts) — a budget of $0.000001 refuses every call while nothing was spent.
 // Runs on the refusal path only: the extra read of the month's counter costs nothing on a served request.
-import type { Ctx } from "../../context.ts";
 import type { GatewayError } from "../../errors.ts";
 import type { KeyContext } from "../key-context.ts";
 import { budgetExceeded } from "../relay-errors.ts";
-import { monthSpendUsd } from "./counters.ts";
+import { monthSpendUsd, type SpendStores } from "./counters.ts";
 import { monthKey } from "../../lib/time.ts";
 
-export async function budgetRefusal(ctx: Ctx, key: KeyContext, minUsd: number | null): Promise<GatewayError> {
+export async function budgetRefusal(ctx: SpendStores, key: KeyContext, minUsd: number | null): Promise<GatewayError> {
   const spent = await monthSpendUsd(ctx, key).then((s) => s.usd, () => null);
   return budgetExceeded({ budgetUsd: key.monthlyBudgetUsd!, month: monthKey(), keyId: key.id, spentUsd: spent, minUsd });
 }

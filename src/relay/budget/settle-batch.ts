@@ -23,7 +23,7 @@ interface Pending {
   actual: number;
 }
 
-export function createSettleBatcher(ctx: Base): SettleBatcher {
+export function createSettleBatcher(ctx: Pick<Base, "db" | "kv" | "log">): SettleBatcher {
   let pending = new Map<string, Pending>();
   let timer: ReturnType<typeof setTimeout> | null = null;
   const logError = (e: unknown) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "budget settle failed");

@@ -106,7 +106,7 @@ export class RateLimits {
   /** Told of every 429 this class answers (the usage rollup counts refusals). */
   onRefused: (key: KeyContext) => void = () => {};
 
-  constructor(private ctx: Base, private liveInstances: () => number) {}
+  constructor(private ctx: Pick<Base, "kv" | "log">, private liveInstances: () => number) {}
 
   /** The admission's limit part: what to ask the store for. */
   call(key: KeyContext, ask: Omit<LimitAsk, "leases">, leases = 1): LimitCall {
