@@ -1,10 +1,9 @@
 // GET {site_url}/checkout?account=<id>: the page a human opens from the relay message or the
 // owner email. It states the price, the deadline and what happens next, and links to Stripe
 // Checkout when one was created. Every interpolated value is HTML-escaped; the page loads nothing.
-import type { Ctx } from "../context.ts";
 import { isExpired } from "../management/guard.ts";
 import { findAccount } from "./lifecycle.ts";
-import { freshStripeCheckout } from "./stripe-checkout.ts";
+import { freshStripeCheckout, type CheckoutDeps } from "./stripe-checkout.ts";
 
 const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;", "`": "&#96;", "=": "&#61;" };
 export function escapeHtml(s: string): string {
@@ -42,7 +41,7 @@ ${bodyHtml}
   });
 }
 
-export async function checkoutPage(ctx: Ctx, request: Request, requestId?: string): Promise<Response> {
+export async function checkoutPage(ctx: CheckoutDeps, request: Request, requestId?: string): Promise<Response> {
   const params = new URL(request.url).searchParams;
   const ids = params.getAll("account");
   const id = ids.length === 1 ? ids[0]!.trim() : "";

@@ -9,7 +9,7 @@ import { readJsonObject } from "../http/body.ts";
 import { checkoutPage } from "./checkout-page.ts";
 import { parseSignup, signupBody, signupError, verifyBody } from "./model.ts";
 import { countSignupFromIp } from "./rate-limit.ts";
-import { agentSignup, agentVerify } from "./service.ts";
+import { agentSignup, agentVerify, type SignupDeps } from "./service.ts";
 import { handleBillingWebhook } from "./webhook.ts";
 
 const ACTIONS = ["agent-signup", "agent-verify"];
@@ -24,7 +24,7 @@ function codeless(e: unknown): never {
 /** A body refusal in the signup shape (no code). */
 const plain = (message: string) => signupError(400, message);
 
-async function authAction(ctx: Ctx, { request, socketIp, requestId }: RequestContext) {
+async function authAction(ctx: SignupDeps, { request, socketIp, requestId }: RequestContext) {
   let action: string | undefined;
   try {
     const q = queryOf(request);

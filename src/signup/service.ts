@@ -6,7 +6,8 @@
 //   (null once pro), nothing added. An account past its deadline counts as gone.
 // - The owner notice (deadline + checkout link) is sent once, on the verify that created the
 //   account; if that mail fails, the next verify retries it.
-import type { Ctx } from "../context.ts";
+import type { Base } from "../base.ts";
+import type { Services } from "../context.ts";
 import { iso } from "../lib/time.ts";
 import { isExpired, type Account } from "../management/guard.ts";
 import { checkoutUrl, localCheckoutUrl, paymentBlock } from "../management/payment.ts";
@@ -16,13 +17,19 @@ import { consumeCode, createCode, discardCode } from "./codes.ts";
 import { claimOwnerNotice, createFreeAccount, findLiveAccountByEmail, releaseOwnerNotice, removeExpiredAccount } from "./lifecycle.ts";
 import { signupError } from "./model.ts";
 import { countCodeForEmail, refundCodeForEmail } from "./rate-limit.ts";
-import { createStripeCheckout } from "./stripe-checkout.ts";
-import { publishInvalidation } from "../store/invalidation.ts";
+import { createStripeCheckout, type CheckoutDeps } from "./stripe-checkout.ts";
+import { publishInvalidation, type Publishing } from "../store/invalidation.ts";
 
 export const SIGNUP_TOKEN_LABEL = "agent-signup";
 
+/** Mails go out through the instance's mailer. */
+type Mailing = Base & { services: Pick<Services, "mailer"> };
+
+/** What signup and verify use: the stores and settings, the mailer, the Stripe client, and the key cache a removal invalidates. */
+export type SignupDeps = Mailing & CheckoutDeps & Publishing;
+
 /** The live, unexpired account of an email; an account past its deadline is removed on the spot. */
-async function currentAccount(ctx: Ctx, email: string, now: Date): Promise<Account | null> {
+async function currentAccount(ctx: Base & Publishing, email: string, now: Date): Promise<Account | null> {
   const acct = await findLiveAccountByEmail(ctx.db, email);
   if (!acct) return null;
   if (!isExpired(acct, now.getTime())) return acct;
@@ -30,7 +37,7 @@ async function currentAccount(ctx: Ctx, email: string, now: Date): Promise<Accou
   return findLiveAccountByEmail(ctx.db, email); // null, unless it was activated in between
 }
 
-export async function agentSignup(ctx: Ctx, p: { email: string; source: string | null; ip: string; requestId: string }) {
+export async function agentSignup(ctx: Mailing & Publishing, p: { email: string; source: string | null; ip: string; requestId: string }) {
   const now = new Date();
   const existing = await currentAccount(ctx, p.email, now);
   await countCodeForEmail(ctx, p.email);
@@ -51,7 +58,7 @@ export async function agentSignup(ctx: Ctx, p: { email: string; source: string |
   };
 }
 
-export async function agentVerify(ctx: Ctx, p: { email: string; code: string; requestId: string }) {
+export async function agentVerify(ctx: SignupDeps, p: { email: string; code: string; requestId: string }) {
   const now = new Date();
   const checked = await consumeCode(ctx.db, p.email, p.code, now);
   if (!checked.ok) {
@@ -84,7 +91,7 @@ export async function agentVerify(ctx: Ctx, p: { email: string; code: string; re
   return body;
 }
 
-async function sendOwnerNotice(ctx: Ctx, account: Account, now: Date, requestId: string): Promise<void> {
+async function sendOwnerNotice(ctx: Mailing, account: Account, now: Date, requestId: string): Promise<void> {
   if (account.ownerNoticeSentAt || !(await claimOwnerNotice(ctx.db, account.id, now))) return;
   try {
     const mail = ownerNoticeMail({

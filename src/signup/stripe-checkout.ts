@@ -4,7 +4,8 @@
 import { createRequire } from "node:module";
 import type Stripe from "stripe";
 import type { Config } from "../config.ts";
-import type { Ctx } from "../context.ts";
+import type { Base } from "../base.ts";
+import type { Services } from "../context.ts";
 import type { Account } from "../management/guard.ts";
 import { localCheckoutUrl, STRIPE_SESSION_FRESH_MS } from "../management/payment.ts";
 import { setStripeCheckoutUrl } from "./lifecycle.ts";
@@ -29,6 +30,9 @@ export function createStripeClient(config: Config): Stripe | null {
   return new StripeSdk(key, opts as ConstructorParameters<typeof Stripe>[1]);
 }
 
+/** What a checkout session needs: the stores and settings, and the Stripe client built at boot. */
+export type CheckoutDeps = Base & { services: Pick<Services, "stripe"> };
+
 const freshKey = (accountId: string) => `gw:stripe-checkout:${accountId}`;
 
 /**
@@ -37,7 +41,7 @@ const freshKey = (accountId: string) => `gw:stripe-checkout:${accountId}`;
  * window), or a new one.
  * Null when Stripe is not configured or refuses.
  */
-export async function freshStripeCheckout(ctx: Ctx, account: Account, requestId?: string): Promise<string | null> {
+export async function freshStripeCheckout(ctx: CheckoutDeps, account: Account, requestId?: string): Promise<string | null> {
   if (!ctx.config.STRIPE_SECRET_KEY) return null;
   if (account.stripeCheckoutUrl && Date.now() - account.createdAt.getTime() < STRIPE_SESSION_FRESH_MS) return account.stripeCheckoutUrl;
   const remembered = await ctx.kv.get(freshKey(account.id)).catch(() => null);
@@ -48,7 +52,7 @@ export async function freshStripeCheckout(ctx: Ctx, account: Account, requestId?
 }
 
 /** Creates the session and stores its URL on the account; returns the URL, or null (logged) on failure. */
-export async function createStripeCheckout(ctx: Ctx, account: Account, requestId?: string): Promise<string | null> {
+export async function createStripeCheckout(ctx: CheckoutDeps, account: Account, requestId?: string): Promise<string | null> {
   const stripe = ctx.services.stripe;
   if (!stripe) return null;
   const local = localCheckoutUrl(ctx, account.id);
