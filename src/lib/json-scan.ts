@@ -5,8 +5,8 @@
 // are: protocols/wire-json.ts). Both need every bracket outside strings, so an inference body is
 // walked once for both. Iterative, no recursion; strings are skipped with native indexOf.
 
-/** Each top-level key's value as [start, end) in the text. */
-export type Spans = Map<string, [number, number]>;
+/** Each top-level key's value as [start, end) in the text, and where the key's opening quote is (its `"key":` runs from there to start). */
+export type Spans = Map<string, [start: number, end: number, keyStart: number]>;
 
 const isSpace = (c: number) => c === 32 || c === 9 || c === 10 || c === 13;
 
@@ -61,6 +61,7 @@ export function scanJson(text: string, max: number, wantSpans: boolean): Spans |
   let depth = 0;
   // At depth 1 of a top-level object: the key whose value comes next, and where a nested value began.
   let key: string | null = null;
+  let keyStart = -1;
   let start = -1;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
@@ -70,9 +71,10 @@ export function scanJson(text: string, max: number, wantSpans: boolean): Spans |
       if (spans !== null && depth === 1) {
         if (key === null) {
           key = text.slice(i + 1, j);
+          keyStart = i;
           if (key.includes("\\")) spans = null;
         } else {
-          spans.set(key, [i, j + 1]);
+          spans.set(key, [i, j + 1, keyStart]);
           key = null;
         }
       }
@@ -82,7 +84,7 @@ export function scanJson(text: string, max: number, wantSpans: boolean): Spans |
       if (depth === 2) start = i;
     } else if (c === 125 /* } */ || c === 93 /* ] */) {
       if (spans !== null && depth === 2 && key !== null) {
-        spans.set(key, [start, i + 1]);
+        spans.set(key, [start, i + 1, keyStart]);
         key = null;
       }
       depth--;
@@ -93,7 +95,7 @@ export function scanJson(text: string, max: number, wantSpans: boolean): Spans |
         const d = text.charCodeAt(j);
         if (d === 44 /* , */ || d === 125 /* } */ || isSpace(d)) break;
       }
-      spans.set(key, [i, j]);
+      spans.set(key, [i, j, keyStart]);
       key = null;
       i = j - 1;
     }

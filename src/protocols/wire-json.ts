@@ -44,9 +44,11 @@ export function wireJson(body: Json): string {
   for (const k in body) {
     const v = body[k];
     if (v === undefined || typeof v === "function" || typeof v === "symbol") continue;
+    if (out.length > 1) out += ",";
     const span = spans.get(k);
-    const text = span && parsed[k] === v && Object.hasOwn(parsed, k) ? src.text.slice(span[0], span[1]) : JSON.stringify(v);
-    out += (out.length > 1 ? "," : "") + JSON.stringify(k) + ":" + text;
+    // Unchanged: the client's own `"key": value` text, as it came.
+    if (span && parsed[k] === v && Object.hasOwn(parsed, k)) out += src.text.slice(span[2], span[1]);
+    else out += JSON.stringify(k) + ":" + JSON.stringify(v);
   }
   return out + "}";
 }

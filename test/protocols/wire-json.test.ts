@@ -31,7 +31,7 @@ describe("pass-through body: the client's bytes for what the gateway did not cha
     expect(JSON.parse(out)).toEqual(JSON.parse(JSON.stringify(wire)));
     expect(out).toContain('"model":"gpt-4.1"');
     expect(out).toContain("caf\\u00e9"); // the client's escape, not a re-serialized é
-    expect(out).toContain('"temperature":0.20');
+    expect(out).toContain('"temperature": 0.20'); // the member as the client spaced it
   });
 
   test("a value replaced, added or removed after parsing is written fresh, never the stale text", () => {
@@ -78,7 +78,11 @@ describe("the body reader's one walk (src/lib/json-scan.ts): nesting and top-lev
       if (spans === NESTS_TOO_DEEP || spans === null) return Object.keys(obj).some((k) => JSON.stringify(k).includes("\\"));
       const parsed = JSON.parse(t);
       expect([...spans.keys()].sort()).toEqual(Object.keys(parsed).sort());
-      for (const [k, [s, e]] of spans) expect(JSON.parse(t.slice(s, e))).toEqual(parsed[k]);
+      for (const [k, [s, e, ks]] of spans) {
+        expect(JSON.parse(t.slice(s, e))).toEqual(parsed[k]);
+        // From the key's opening quote: the member as the client wrote it.
+        expect(JSON.parse(`{${t.slice(ks, e)}}`)).toEqual({ [k]: parsed[k] });
+      }
       return true;
     }), { numRuns: 300 });
   });
@@ -88,6 +92,6 @@ describe("the body reader's one walk (src/lib/json-scan.ts): nesting and top-lev
     expect(scanJson(deep, 64, true)).toBe(NESTS_TOO_DEEP);
     expect(scanJson(deep, 64, false)).toBe(NESTS_TOO_DEEP);
     expect(scanJson(deep, 66, true)).not.toBe(NESTS_TOO_DEEP);
-    expect(scanJson(`{"a":"${"[".repeat(100)}"}`, 64, true)).toEqual(new Map([["a", [5, 107]]]));
+    expect(scanJson(`{"a":"${"[".repeat(100)}"}`, 64, true)).toEqual(new Map([["a", [5, 107, 1]]]));
   });
 });
