@@ -1,15 +1,15 @@
 // Removes unpaid agent-created accounts at their deadline (SPEC "Account plan": 48 h after
 // signup). Every instance runs it; the conditional UPDATE in removeExpiredAccount makes each
 // removal happen once, and lets an activation that got there first win.
-import type { Ctx } from "../context.ts";
-import { publishInvalidation } from "../store/invalidation.ts";
+import type { Base } from "../base.ts";
+import { publishInvalidation, type Publishing } from "../store/invalidation.ts";
 import { expiredAccountIds, removeExpiredAccount } from "../signup/lifecycle.ts";
 import { intervalJob, type Job } from "./job.ts";
 
 const BATCH = 200;
 
 /** One sweep; returns the ids it removed. */
-export async function sweepExpiredAccounts(ctx: Ctx, now = new Date()): Promise<string[]> {
+export async function sweepExpiredAccounts(ctx: Base & Publishing, now = new Date()): Promise<string[]> {
   const removed: string[] = [];
   for (;;) {
     const ids = await expiredAccountIds(ctx.db, now, BATCH);
@@ -27,7 +27,7 @@ export async function sweepExpiredAccounts(ctx: Ctx, now = new Date()): Promise<
   return removed;
 }
 
-export function accountExpiryJob(ctx: Ctx): Job {
+export function accountExpiryJob(ctx: Base & Publishing): Job {
   return intervalJob(ctx, "account-expiry", ctx.config.EXPIRY_SWEEP_INTERVAL_SECONDS * 1000, async () => {
     await sweepExpiredAccounts(ctx);
   });

@@ -6,24 +6,28 @@
 // instances holding the account's keys in cache see the new state at once.
 // Every instance runs the job; the checks are idempotent GETs, so overlap between instances is harmless.
 import { and, eq, isNull } from "drizzle-orm";
-import type { Ctx } from "../context.ts";
+import type { Base } from "../base.ts";
 import { GatewayError } from "../errors.ts";
 import { intervalJob, type Job } from "./job.ts";
 import { bridges } from "../store/db/schema/index.ts";
-import { publishInvalidation } from "../store/invalidation.ts";
+import { publishInvalidation, type Publishing } from "../store/invalidation.ts";
 import { bridgeFetch } from "../providers/bridge/connect.ts";
+import type { AdapterEnv } from "../providers/env.ts";
 import { activeBridges, type BridgeRow } from "../management/bridges/service.ts";
 
 /** Checks at once, so one slow bridge cannot hold up the rest. */
 const CONCURRENCY = 8;
 const MAX_TIMEOUT_MS = 10_000;
 
+/** What the checks use: the stores and settings, the bridge connect path (an adapter's environment), and the key cache a status change invalidates. */
+export type BridgeHealthDeps = Base & AdapterEnv & Publishing;
+
 export interface HealthResult {
   status: "healthy" | "unhealthy";
   error: string | null;
 }
 
-export async function probeBridge(ctx: Ctx, baseUrl: string, timeoutMs: number): Promise<HealthResult> {
+export async function probeBridge(ctx: AdapterEnv, baseUrl: string, timeoutMs: number): Promise<HealthResult> {
   let url: URL;
   try {
     url = new URL(`${baseUrl}/health`);
@@ -45,7 +49,7 @@ export async function probeBridge(ctx: Ctx, baseUrl: string, timeoutMs: number):
   }
 }
 
-async function checkOne(ctx: Ctx, b: BridgeRow, timeoutMs: number): Promise<boolean> {
+async function checkOne(ctx: BridgeHealthDeps, b: BridgeRow, timeoutMs: number): Promise<boolean> {
   const r = await probeBridge(ctx, b.baseUrl, timeoutMs);
   const now = new Date();
   const changed = r.status !== b.status;
@@ -62,7 +66,7 @@ async function checkOne(ctx: Ctx, b: BridgeRow, timeoutMs: number): Promise<bool
 }
 
 /** One round over every live bridge. Returns how many changed status. */
-export async function checkBridges(ctx: Ctx): Promise<number> {
+export async function checkBridges(ctx: BridgeHealthDeps): Promise<number> {
   const timeoutMs = Math.min(MAX_TIMEOUT_MS, Math.max(1000, ctx.config.BRIDGE_HEALTH_INTERVAL_SECONDS * 1000));
   const queue = await activeBridges(ctx.db);
   let changed = 0;
@@ -79,6 +83,6 @@ export async function checkBridges(ctx: Ctx): Promise<number> {
   return changed;
 }
 
-export function bridgeHealthJob(ctx: Ctx): Job {
+export function bridgeHealthJob(ctx: BridgeHealthDeps): Job {
   return intervalJob(ctx, "bridge-health", ctx.config.BRIDGE_HEALTH_INTERVAL_SECONDS * 1000, async () => { await checkBridges(ctx); });
 }

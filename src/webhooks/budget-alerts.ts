@@ -5,7 +5,8 @@
 // primary key lets exactly one instance win, so each fires once per key and month however many
 // instances and requests race.
 import { and, eq, isNotNull, isNull } from "drizzle-orm";
-import type { Ctx } from "../context.ts";
+import type { Base } from "../base.ts";
+import type { Services } from "../context.ts";
 import { intervalJob, type Job } from "../jobs/job.ts";
 import { monthSpendUsd } from "../store/spend-counters.ts";
 import { budgetAlertFirings, budgetAlertSettings, routingKeys } from "../store/db/schema/index.ts";
@@ -16,7 +17,10 @@ const PARALLEL = 8;
 
 const usd = (n: number) => `$${n.toFixed(n < 1 ? 4 : 2)}`;
 
-export function budgetAlertsJob(ctx: Ctx): Job {
+/** What the check uses: the stores and settings, and the webhook sender it nudges when it queued an alert. */
+export type BudgetAlertDeps = Base & { services: Pick<Services, "webhooks"> };
+
+export function budgetAlertsJob(ctx: BudgetAlertDeps): Job {
   /** `<key>:<month>:<percent>` known to have fired: not asked again. */
   let fired = new Set<string>();
   let firedMonth = "";
