@@ -22,8 +22,10 @@ interface FlatPrice {
 /** null = not in the catalog; "dynamic" = price depends on the call, use calcPrice each time. */
 type Entry = FlatPrice | "dynamic" | null;
 
-// A pure memo of immutable catalog data (no gateway state), shared by every instance in the process.
-const memo = new Map<string, Entry>();
+// A pure memo of immutable catalog data (no gateway state), shared by every instance in the process:
+// pricing id → model → entry (two lookups, no key string built per request).
+const memo = new Map<string, Map<string, Entry>>();
+let memoSize = 0;
 const MEMO_MAX = 5000;
 
 function isNum(v: unknown): v is number {
@@ -31,8 +33,8 @@ function isNum(v: unknown): v is number {
 }
 
 function lookup(pricingId: string, model: string): Entry {
-  const k = `${pricingId}\u0000${model}`;
-  let e = memo.get(k);
+  let byModel = memo.get(pricingId);
+  let e = byModel?.get(model);
   if (e !== undefined) return e;
   const r = calcPrice({ input_tokens: 1, output_tokens: 1 }, model, { providerId: pricingId });
   if (!r) e = null;
@@ -46,8 +48,14 @@ function lookup(pricingId: string, model: string): Entry {
       ? { input: input / 1e6, output: output / 1e6, cacheRead: read / 1e6, cacheWrite: write / 1e6, cacheWrite1h: write1h / 1e6 }
       : "dynamic";
   }
-  if (memo.size >= MEMO_MAX) memo.clear();
-  memo.set(k, e);
+  if (memoSize >= MEMO_MAX) {
+    memo.clear();
+    memoSize = 0;
+    byModel = undefined;
+  }
+  if (!byModel) memo.set(pricingId, (byModel = new Map()));
+  byModel.set(model, e);
+  memoSize++;
   return e;
 }
 
