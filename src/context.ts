@@ -13,7 +13,6 @@ import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
 import type { Ledger } from "./relay/budget/ledger/index.ts";
 import type { BudgetLeases } from "./relay/budget/leases.ts";
 import type { RateLimits } from "./relay/limits/rate-limits.ts";
-import type { RelayObserver } from "./relay/observer.ts";
 import type { ResponseCache } from "./relay/cache/response-cache.ts";
 import type { BlitzJobs } from "./relay/blitz/jobs/service.ts";
 import type { WebhookSender } from "./webhooks/sender.ts";
@@ -49,10 +48,8 @@ export interface Services {
   leases: BudgetLeases | null;
   /** Rate limits and concurrency caps: refunds, lease renewal, the Redis-down fallback (relay/limits). */
   rateLimits: RateLimits;
-  /** Prometheus registry (metrics/). */
+  /** Prometheus registry (metrics/), fed by the request records' sink. */
   metrics: GatewayMetrics;
-  /** The hot path's observability hook: the metrics' observer (relay/observer.ts). */
-  relayObserver: RelayObserver;
   /** Sign-in, refresh and catalog caches of the sub lanes (providers/sub/state.ts). */
   subLanes: SubState;
   /** What each bridge lists at GET /v1/models, cached briefly (providers/bridge/models.ts). */

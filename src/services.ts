@@ -46,6 +46,8 @@ export async function buildServices(base: Base): Promise<Services> {
   base.onShutdown(() => rateLimits.stop());
   const requestTracker = new RequestTracker();
   const metrics = createGatewayMetrics(requestTracker);
+  // Metrics read every finished record, /blitz prompts' included; the access log and traces attach at start.
+  requestTracker.addSink(metrics.record, { parts: true });
   metrics.setUsageQueueDepthSource(() => usageQueue.depth());
   const cfg = base.config;
   const responseCache = new ResponseCache({
@@ -57,7 +59,6 @@ export async function buildServices(base: Base): Promise<Services> {
     waitMs: Math.min(120_000, cfg.UPSTREAM_TIMEOUT_SECONDS * 1000),
     instanceId: base.instanceId,
     record: (row) => (ledger ? ledger.record(row) : usageQueue.push(row)),
-    observer: metrics.observer,
   });
   const mailer = createMailer(base.config, base.log);
   base.onShutdown(() => mailer.close());
@@ -76,7 +77,6 @@ export async function buildServices(base: Base): Promise<Services> {
     lifecycle: { draining: false },
     requestTracker,
     metrics,
-    relayObserver: metrics.observer,
     subLanes: createSubState(),
     bridgeModels: createBridgeModelState(),
     blitzSlots: new Semaphore(BLITZ_INSTANCE_CAP),

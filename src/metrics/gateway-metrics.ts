@@ -1,9 +1,10 @@
 // Prometheus metrics of one gateway instance: a prom-client Registry of its own (several gateways
-// run in one test process, so nothing is registered globally) and the RelayObserver that feeds it
-// from the hot path. Observations are counter/histogram updates only (fast-metrics.ts); a scrape
+// run in one test process, so nothing is registered globally), fed by one sink of the request
+// record (http/access-log.ts): each finished record, a /blitz prompt's included, is read once at
+// its release. Observations are counter/histogram updates only (fast-metrics.ts); a scrape
 // serialises what is there and reads one number (the usage-queue depth), nothing more.
 import { collectDefaultMetrics, Gauge, Registry } from "prom-client";
-import type { RelayObserver } from "../relay/observer.ts";
+import type { AccessEntry, LaneTry } from "../http/access-log.ts";
 import { endpointLabel, errorCodeLabel, outcomeLabel, providerLabel, statusLabel } from "./label-sets.ts";
 import { FastCounter, FastHistogram, type CounterSeries, type HistogramSeries } from "./fast-metrics.ts";
 
@@ -16,7 +17,8 @@ export const NO_PROVIDER = "none";
 
 export interface GatewayMetrics {
   registry: Registry;
-  observer: RelayObserver;
+  /** The record sink: a finished request's (or /blitz prompt's) counts, durations, lanes, fallbacks and refusal. */
+  record(e: AccessEntry): void;
   /** Where the usage-queue depth gauge reads from (the usage queue registers itself). */
   setUsageQueueDepthSource(read: () => number): void;
   /** The exposition text and its content type. */
@@ -101,35 +103,36 @@ export function createGatewayMetrics(inFlight?: InFlightSource): GatewayMetrics 
 
   const laneSeries = new Map<string, { duration: HistogramSeries; ttfb: HistogramSeries }>();
 
-  const observer: RelayObserver = {
-    requestDone(i) {
-      const s = seriesFor(i.endpoint, i.provider ?? NO_PROVIDER, i.outcome);
-      s.count.inc();
-      if (i.latencyMs >= 0) s.duration.observe(i.latencyMs / 1000);
-      if (i.ttfbMs !== null && i.ttfbMs >= 0) s.ttfb.observe(i.ttfbMs / 1000);
-    },
-    fallback(i) {
-      fallbacks.labels(endpointLabel(i.endpoint), providerLabel(i.fromProvider), errorCodeLabel(i.reason)).inc();
-    },
-    budgetRejected(i) {
-      budgetRejections.labels(endpointLabel(i.endpoint)).inc();
-    },
-    upstreamError(i) {
-      upstreamErrors.labels(providerLabel(i.provider), statusLabel(i.status), errorCodeLabel(i.code)).inc();
-    },
-    laneAttempt(i) {
-      const provider = providerLabel(i.provider), outcome = outcomeLabel(i.outcome);
+  const lane = (endpoint: string | null, t: LaneTry) => {
+    if (t.outcome) {
+      // One upstream attempt ended: its duration and time to first byte.
+      const provider = providerLabel(t.provider), outcome = outcomeLabel(t.outcome);
       const k = `${provider}\u0000${outcome}`;
       let s = laneSeries.get(k);
       if (!s) laneSeries.set(k, (s = { duration: laneDuration.labels(provider, outcome), ttfb: laneTtfb.labels(provider, outcome) }));
-      if (i.latencyMs >= 0) s.duration.observe(i.latencyMs / 1000);
-      if (i.ttfbMs !== null && i.ttfbMs >= 0) s.ttfb.observe(i.ttfbMs / 1000);
-    },
+      if (t.latencyMs! >= 0) s.duration.observe(t.latencyMs! / 1000);
+      if (t.ttfbMs != null && t.ttfbMs >= 0) s.ttfb.observe(t.ttfbMs / 1000);
+    }
+    if (t.upstreamCode) upstreamErrors.labels(providerLabel(t.provider), statusLabel(t.upstreamStatus ?? 0), errorCodeLabel(t.upstreamCode)).inc();
+    if (t.fellBack && endpoint !== null) fallbacks.labels(endpointLabel(endpoint), providerLabel(t.provider), errorCodeLabel(t.code ?? "")).inc();
+  };
+
+  const record = (e: AccessEntry) => {
+    if (e.lanes) for (const t of e.lanes) lane(e.endpoint, t);
+    if (e.asides) for (const t of e.asides) lane(e.endpoint, t);
+    if (e.budgetRefused !== null) budgetRejections.labels(endpointLabel(e.budgetRefused)).inc();
+    // An inference request (or prompt) that ended with an outcome: counted once, by the provider that served or was last tried.
+    if (e.endpoint === null || e.outcome === null) return;
+    const s = seriesFor(e.endpoint, e.provider ?? NO_PROVIDER, e.outcome);
+    s.count.inc();
+    const ms = e.endedAt - e.startedAt;
+    if (ms >= 0) s.duration.observe(ms / 1000);
+    if (e.ttfbMs !== null && e.ttfbMs >= 0) s.ttfb.observe(e.ttfbMs / 1000);
   };
 
   return {
     registry,
-    observer,
+    record,
     setUsageQueueDepthSource(read) {
       readDepth = read;
     },

@@ -1,3 +1,4 @@
 // The metrics service: one registry per gateway instance, built at boot (src/services.ts) as
-// `ctx.services.metrics`, with its RelayObserver as `ctx.services.relayObserver` for the hot path.
+// `ctx.services.metrics`, fed by its sink of the request record
+// (`metrics.record`, attached to the request tracker in src/services.ts).
 export { createGatewayMetrics, NO_PROVIDER, type GatewayMetrics } from "./gateway-metrics.ts";

@@ -22,7 +22,7 @@ const OPERATION: Record<string, string> = {
   "/v1/responses": "chat",
 };
 
-function recordSpans(api: Api, tracer: Tracer, e: AccessEntry): void {
+export function recordSpans(api: Api, tracer: Tracer, e: AccessEntry): void {
   // performance.now() → wall clock, anchored at the request's start.
   const wall = (t: number) => e.startedAtEpochMs + (t - e.startedAt);
   const root = tracer.startSpan(`${e.method} ${e.route}`, {

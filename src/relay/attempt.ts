@@ -7,7 +7,7 @@ import type { Json, UpstreamCodec, Usage } from "../protocols/types.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import { choicesOf, clientOutputLimit, fitWireLimit } from "./budget/output-limits.ts";
-import type { AccessEntry } from "../http/access-log.ts";
+import type { LaneTry } from "../http/access-log.ts";
 import { planBody, type Plan } from "./plan.ts";
 import type { RelayRequest } from "./relay-request.ts";
 import { credentialRefusedHint, modelNotFound, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
@@ -58,9 +58,13 @@ export class Attempt {
   readonly startedAt = performance.now();
   ttfbMs: number | null = null;
   private finished = false;
+  /** The record's entry for this attempt: the lane (or the classifier's aside) started last. */
+  private readonly tried: LaneTry | null;
 
   /** The model recorded and priced: what the upstream was asked for (after any alias the adapter resolved). */
-  constructor(readonly rr: RelayRequest, readonly lane: ResolvedLane, readonly adapter: ProviderAdapter, public model: string) {}
+  constructor(readonly rr: RelayRequest, readonly lane: ResolvedLane, readonly adapter: ProviderAdapter, public model: string) {
+    this.tried = rr.access.current;
+  }
 
   get provider(): string { return this.lane.provider; }
 
@@ -85,27 +89,14 @@ export class Attempt {
       latencyMs: Math.round(latencyMs),
       ttfbMs: this.ttfbMs,
     });
-    rr.ctx.services.relayObserver.laneAttempt?.({ provider: this.lane.provider, outcome, latencyMs, ttfbMs: this.ttfbMs });
-    if (rr.access) this.noteInAccessLog(rr.access, usage, cost);
+    if (this.tried) rr.access.attemptEnded(this.tried, this.model, outcome, latencyMs, this.ttfbMs, usage ? usage.prompt_tokens : null, usage ? usage.completion_tokens : 0, cost);
   }
 
-  private noteInAccessLog(access: AccessEntry, usage: Usage | null, cost: number): void {
-    // Lanes run one after another: the last one started is this attempt's.
-    const tried = access.lanes?.at(-1);
-    if (tried) {
-      tried.endedAt = performance.now();
-      tried.ttfbMs = this.ttfbMs;
-      tried.model = this.model;
-      if (usage) {
-        tried.inputTokens = usage.prompt_tokens;
-        tried.outputTokens = usage.completion_tokens;
-      }
-    }
-    if (usage) {
-      access.inputTokens += usage.prompt_tokens;
-      access.outputTokens += usage.completion_tokens;
-    }
-    access.costUsd += cost;
+  /** The upstream answered with an error, timed out or could not be reached (after finish()). */
+  upstreamFailed(status: number, code: string): void {
+    if (!this.tried) return;
+    this.tried.upstreamStatus = status;
+    this.tried.upstreamCode = code;
   }
 }
 
@@ -225,7 +216,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     const info = { ...raw, message: scrubSecrets(raw.message, secrets), code: raw.code === undefined ? undefined : scrubSecrets(raw.code, secrets) };
     const code = info.code ?? `http_${res.status}`;
     attempt.finish(res.status, "error", code, null);
-    ctx.services.relayObserver.upstreamError({ provider: lane.provider, status: res.status, code });
+    attempt.upstreamFailed(res.status, code);
     const failure: LaneFailure = { provider: lane.provider, laneIndex: lane.index, status: res.status, code, message: info.message };
     // 401/403 from a vendor on a saved key: the key is the problem, and only its owner can fix it.
     if (adapter.kind === "api_key" && (res.status === 401 || res.status === 403)) failure.hint = credentialRefusedHint(lane.provider, lane.index, rr.key.id);
@@ -306,7 +297,7 @@ function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e:
   if (ac.signal.reason instanceof TimeoutError) {
     if (sent) attempt.finish(0, "aborted", abandonedCode("timeout", false), usageSoFar(rr, null, 0).usage);
     else attempt.finish(0, "error", "timeout", null);
-    rr.ctx.services.relayObserver.upstreamError({ provider: lane.provider, status: 0, code: "timeout" });
+    attempt.upstreamFailed(0, "timeout");
     return failed(lane, 0, "timeout", `The upstream did not answer within ${rr.ctx.config.UPSTREAM_TIMEOUT_SECONDS} s.`);
   }
   if (e instanceof GatewayError) {
@@ -315,7 +306,7 @@ function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e:
     return failed(lane, 0, e.code ?? "lane_failed", scrubSecrets(e.message, secrets));
   }
   attempt.finish(0, "error", "connection_failed", null);
-  rr.ctx.services.relayObserver.upstreamError({ provider: lane.provider, status: 0, code: "connection_failed" });
+  attempt.upstreamFailed(0, "connection_failed");
   const why = scrubSecrets(e instanceof Error ? e.message : String(e), secrets);
   return failed(lane, 0, "connection_failed", `Could not reach the upstream: ${why}`);
 }

@@ -87,7 +87,10 @@ export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAn
   const admit = batch.requests.map((_, i) => i).filter((i) => !cache?.entries[i]?.a);
   // Admission: one atomic reservation for the whole batch, or 402 before any upstream call.
   const admitted = admit.length === 0 ? [] : await MoneyCall.openBatch(ctx, key, requestId, "blitz", admit.map((i) => batch.requests[i]!), admit.map((i) => bytes[i]!), admit);
-  if (!Array.isArray(admitted)) throw batchOverBudget(key, admit.length, admitted.refusedUsd);
+  if (!Array.isArray(admitted)) {
+    rc.access.budgetRefused = "blitz";
+    throw batchOverBudget(key, admit.length, admitted.refusedUsd);
+  }
   const calls: Array<MoneyCall | undefined> = [];
   admit.forEach((i, j) => (calls[i] = admitted[j]));
   const rate = admitted[0]?.rate;
@@ -152,11 +155,18 @@ async function runBatch(
       // A key with a concurrency cap runs at most the leases the batch took at a time.
       { limit: batchParallelism(o.admitted, BLITZ_PER_REQUEST), shared: ctx.services.blitzSlots, signal: o.signal },
       async (body, index): Promise<PromptOutcome> => {
-        const started = performance.now();
         const requestId = `${o.requestId}.${index}`;
-        const hit = (a: CachedAnswer) => report({ entry: { index, status: 200, completion: ctx.services.responseCache.promptHit(key, a, body, requestId, started) }, usage: null });
+        // The prompt's own record: it counts in the metrics as one blitz request (released below).
+        const record = ctx.services.requestTracker.openPart(requestId, "blitz");
+        const hit = (a: CachedAnswer) => report({ entry: { index, status: 200, completion: ctx.services.responseCache.promptHit(key, a, body, record) }, usage: null });
         const e = o.cache?.entries[index] ?? null;
-        if (e?.a) return hit(e.a);
+        if (e?.a) {
+          try {
+            return hit(e.a);
+          } finally {
+            record.release();
+          }
+        }
         // A prompt the batch already sent upstream waits for that answer, and goes itself without one.
         const lead = e ? await o.cache!.lead(e.k) : null;
         try {
@@ -166,7 +176,7 @@ async function runBatch(
           }
           const r = await runChat(ctx, key, body, {
             shape: "chat", stream: false, signal: o.signal, endpoint: "blitz",
-            requestId, money: calls[index], bodyBytes: o.bytes[index],
+            requestId, money: calls[index], bodyBytes: o.bytes[index], record,
           });
           if (r.ok) {
             if (e) lead?.done(await ctx.services.responseCache.keepPrompt(key, e.k, body, r.body, { provider: r.provider, costUsd: r.costUsd, lowered: r.lowered, usage: r.usage }));
@@ -178,6 +188,7 @@ async function runBatch(
         } finally {
           lead?.done(null);
           calls[index]?.settle();
+          record.release();
         }
       },
       (_body, index) => {

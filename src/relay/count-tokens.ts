@@ -36,6 +36,7 @@ export async function handleCountTokens(ctx: Ctx, rc: RequestContext): Promise<R
   const { body } = await readInferenceBody(rc.request, "chat", ctx.config.MAX_REQUEST_BYTES);
   if (key.lanes.length === 0) throw noProviders();
   const opts = { requestId: rc.requestId, endpoint: "count_tokens" };
+  rc.access.endpoint = "count_tokens";
   // A request against the key's rate limits (no tokens): a key answering 429 makes no upstream call.
   const money = key.limits ? await MoneyCall.reserveFor(ctx, key, opts, null, { requests: 1, tokens: 0 }) : MoneyCall.free(ctx, key, opts);
   const rr: RelayRequest = {

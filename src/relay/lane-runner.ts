@@ -23,9 +23,9 @@ export class LaneRunner {
   async next(): Promise<LaneResult> {
     while (this.i < this.lanes.length) {
       const lane = this.lanes[this.i++]!;
-      const tried = this.rr.access?.laneStarted(lane.provider, lane.index);
+      const tried = this.rr.access.laneStarted(lane.provider, lane.index);
       const r = await tryLane(this.rr, lane);
-      if (tried) tried.status = r.kind === "json" || r.kind === "body" ? r.status : r.kind === "stream" ? r.res.status : r.kind === "failed" ? r.failure.status : 0;
+      tried.status = r.kind === "json" || r.kind === "body" ? r.status : r.kind === "stream" ? r.res.status : r.kind === "failed" ? r.failure.status : 0;
       if (r.kind !== "failed") return r;
       this.failed(r.failure);
       if (this.rr.signal.aborted) return { kind: "aborted" };
@@ -51,13 +51,9 @@ export class LaneRunner {
     this.last = f;
     this.failures.push(f);
     const rr = this.rr;
-    const tried = rr.access?.lanes?.findLast((t) => t.lane === f.laneIndex);
-    if (tried) {
-      tried.status = f.status;
-      tried.code = f.code;
-    }
-    if (this.i < this.lanes.length) {
-      rr.ctx.services.relayObserver.fallback({ endpoint: rr.endpoint, fromProvider: f.provider, reason: f.code });
+    const fellBack = this.i < this.lanes.length;
+    rr.access.laneFailed(f.laneIndex, f.status, f.code, fellBack);
+    if (fellBack) {
       // A routine event (the next lane takes over): a warning without a stack.
       rr.ctx.log.warn({ requestId: rr.requestId, provider: f.provider, lane: f.laneIndex, status: f.status, code: f.code }, "lane failed; trying the next lane");
     }

@@ -52,7 +52,7 @@ const noLaneServes = (shape: ClientShape) =>
 /** The usage-record endpoint of a client shape. */
 const ENDPOINT_OF: Record<ClientShape, Endpoint> = { chat: "chat", responses: "responses", anthropic: "messages", embeddings: "embeddings" };
 
-function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number; access?: AccessEntry }): RelayRequest {
+function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number; access: AccessEntry }): RelayRequest {
   return {
     access: i.access,
     ctx, key,
@@ -69,32 +69,31 @@ function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; sha
   };
 }
 
-function done(rr: RelayRequest, outcome: string, status: number, provider: string | null, ttfbMs: number | null) {
+/** The request's end, in its record: outcome, the provider that served (or was last tried), time to first byte. */
+function done(rr: RelayRequest, outcome: string, provider: string | null, ttfbMs: number | null) {
   rr.money.settle();
   const access = rr.access;
-  if (access) {
-    access.outcome = outcome;
-    access.served = outcome === "ok" ? provider : null;
-    access.ttfbMs = ttfbMs;
-  }
-  rr.ctx.services.relayObserver.requestDone({ endpoint: rr.endpoint, provider, outcome, status, latencyMs: performance.now() - rr.startedAt, ttfbMs });
+  access.outcome = outcome;
+  access.provider = provider;
+  access.served = outcome === "ok" ? provider : null;
+  access.ttfbMs = ttfbMs;
 }
 
 /**
  * A request turned away before any provider was tried (401/410/403 key, 413/400 body or lanes,
  * 402 budget) still counts in gateway_requests_total, with no provider. Only the error path pays.
  */
-function refused(ctx: Ctx, endpoint: Endpoint, e: unknown, startedAt: number, access: AccessEntry): void {
+function refused(endpoint: Endpoint, e: unknown, access: AccessEntry): void {
   const status = e instanceof GatewayError ? e.status : 500;
-  const outcome = status < 500 ? "refused" : "error";
-  access.outcome = outcome;
-  ctx.services.relayObserver.requestDone({ endpoint, provider: null, outcome, status, latencyMs: performance.now() - startedAt, ttfbMs: null });
+  access.outcome = status < 500 ? "refused" : "error";
+  access.noteRefusal(endpoint, e);
 }
 
 /** POST /v1/chat/completions, /v1/responses and /v1/messages. Order: key 401 → body 413/400 → lanes 400 → budget 402 → limits 429. */
 export async function handleInference(ctx: Ctx, rc: RequestContext, shape: ClientShape): Promise<Response> {
   const startedAt = performance.now();
   const endpoint = ENDPOINT_OF[shape];
+  rc.access.endpoint = endpoint;
   let key: KeyContext;
   let parsed: InferenceBody;
   try {
@@ -108,7 +107,7 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
     checkOutputAsk(parsed.body, shape);
     checkServerState(parsed.body, shape, key.monthlyBudgetUsd !== null);
   } catch (e) {
-    refused(ctx, endpoint, e, startedAt, rc.access);
+    refused(endpoint, e, rc.access);
     throw e;
   }
   // The response cache (docs/caching.md): a key without one pays this one check and nothing else.
@@ -127,7 +126,7 @@ async function relay(ctx: Ctx, rc: RequestContext, key: KeyContext, shape: Clien
     rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt, access: rc.access });
     rr.clientHeaders = forwardedHeaders(shape, rc.request);
   } catch (e) {
-    refused(ctx, endpoint, e, startedAt, rc.access);
+    refused(endpoint, e, rc.access);
     throw e;
   }
 
@@ -136,7 +135,7 @@ async function relay(ctx: Ctx, rc: RequestContext, key: KeyContext, shape: Clien
   try {
     const key = rr.key;
     // The classifier reads a conversation; shapes without one (embeddings) keep the key's order.
-    const lanes = key.mode === "classifier" && !directCodecs[shape] ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
+    const lanes = key.mode === "classifier" && !directCodecs[shape] ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal, rr.access) : key.lanes;
     runner = new LaneRunner(rr, lanes);
     const pending = runner.next();
     // CONTRACT §8: a stream whose upstream is silent for KEEPALIVE_MS gets its headers and comments now.
@@ -147,26 +146,26 @@ async function relay(ctx: Ctx, rc: RequestContext, key: KeyContext, shape: Clien
     }
     first = answered;
   } catch (e) {
-    done(rr, "error", asGatewayError(e).status, null, null);
+    done(rr, "error", null, null);
     throw e;
   }
   switch (first.kind) {
     case "json":
     case "body":
-      done(rr, "ok", first.status, first.attempt.provider, first.attempt.ttfbMs);
+      done(rr, "ok", first.attempt.provider, first.attempt.ttfbMs);
       return new Response(first.text, { status: first.status, headers: { "content-type": first.kind === "body" ? first.contentType : "application/json" } });
     case "stream":
       rc.access.holdForStream();
       return streamResponse(rr, first, streamHooks(rr, rc, runner));
     case "aborted":
-      done(rr, "aborted", 499, null, null);
+      done(rr, "aborted", null, null);
       return new Response(null, { status: 499 });
     case "client":
     case "failed":
     case "uncounted": {
       const err = laneError(first);
       // Counted under the provider last tried (gateway_requests_total's help text), null if none was.
-      done(rr, "error", err.status, runner.lastProvider, null);
+      done(rr, "error", runner.lastProvider, null);
       throw err;
     }
   }
@@ -186,9 +185,9 @@ function streamHooks(rr: RelayRequest, rc: RequestContext, runner: LaneRunner) {
       runner.failed(f);
       return runner.next();
     },
-    done: (outcome: "ok" | "broken" | "aborted" | "error", status: number, provider: string | null, ttfbMs: number | null) => {
+    done: (outcome: "ok" | "broken" | "aborted" | "error", _status: number, provider: string | null, ttfbMs: number | null) => {
       // A stream that failed before any lane answered counts under the provider last tried.
-      done(rr, outcome, status, provider ?? (outcome === "error" ? runner.lastProvider : null), ttfbMs);
+      done(rr, outcome, provider ?? (outcome === "error" ? runner.lastProvider : null), ttfbMs);
       rc.access.streamEnded();
     },
   };
@@ -231,6 +230,8 @@ export interface RunChatOptions {
   bodyBytes?: number;
   /** Admitted with its own in-flight entry, never from a budget lease (see OpenOptions.ownEntry). */
   ownEntry?: boolean;
+  /** The prompt's record (RequestTracker.openPart), released by the caller; else runChat opens and releases one. */
+  record?: AccessEntry;
 }
 
 /**
@@ -238,29 +239,40 @@ export interface RunChatOptions {
  * (the /blitz executor). Never throws for request-level failures: they come back as `error`.
  */
 export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunChatOptions): Promise<RunChatResult> {
-  const shape = opts.shape ?? "chat";
   const endpoint = opts.endpoint ?? "blitz";
+  if (opts.record) return runPrompt(ctx, key, body, opts, endpoint, opts.record);
+  const record = ctx.services.requestTracker.openPart(opts.requestId, endpoint);
+  try {
+    return await runPrompt(ctx, key, body, opts, endpoint, record);
+  } finally {
+    record.release();
+  }
+}
+
+async function runPrompt(ctx: Ctx, key: KeyContext, body: Json, opts: RunChatOptions, endpoint: Endpoint, record: AccessEntry): Promise<RunChatResult> {
+  const shape = opts.shape ?? "chat";
   const bytes = opts.bodyBytes ?? JSON.stringify(body.messages ?? body.input ?? "").length;
   let money = opts.money;
   try {
     if (key.lanes.length === 0) throw noProviders();
     let sent: Json = { ...body, stream: false };
     if (!money) ({ money, body: sent } = await admit(ctx, key, endpoint, shape, opts.requestId, sent, bytes, opts.ownEntry));
-    const rr = newRelayRequest(ctx, key, { endpoint, shape, body: sent, bytes, stream: false, requestId: opts.requestId, signal: opts.signal, money });
-    const lanes = key.mode === "classifier" ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal) : key.lanes;
+    const rr = newRelayRequest(ctx, key, { endpoint, shape, body: sent, bytes, stream: false, requestId: opts.requestId, signal: opts.signal, money, access: record });
+    const lanes = key.mode === "classifier" ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal, record) : key.lanes;
     const runner = new LaneRunner(rr, lanes);
     const r = await runner.next();
     if (r.kind === "json") {
-      done(rr, "ok", r.status, r.attempt.provider, r.attempt.ttfbMs);
+      done(rr, "ok", r.attempt.provider, r.attempt.ttfbMs);
       return { ok: true, status: r.status, body: r.parsed, usage: r.usage, provider: r.attempt.provider, costUsd: money.countedUsd, lowered: money.outputLimit !== null };
     }
     const err = r.kind === "client" ? r.error
       : r.kind === "failed" ? allLanesFailed(1, r.failure)
       : new GatewayError(499, "The request was cancelled before an answer arrived.", { code: "cancelled" });
-    done(rr, r.kind === "aborted" ? "aborted" : "error", err.status, runner.lastProvider, null);
+    done(rr, r.kind === "aborted" ? "aborted" : "error", runner.lastProvider, null);
     return { ok: false, error: err, costUsd: money.countedUsd };
   } catch (e) {
     money?.settle();
+    record.noteRefusal(endpoint, e);
     return { ok: false, error: asGatewayError(e), costUsd: money?.countedUsd ?? 0 };
   }
 }

@@ -34,8 +34,8 @@ export interface RelayRequest {
   startedAt: number;
   /** The request's money: its reservation, the record of every attempt, the settlement. */
   money: MoneyCall;
-  /** The request's access record (absent for /blitz prompts, which share their batch's). */
-  access?: AccessEntry;
+  /** The request's record (a /blitz prompt's own part record): every attempt, lane and outcome is written there. */
+  access: AccessEntry;
   pivot?: ChatRequest;
   /** The client's protocol headers (ClientCodec.forwardHeaders), for a lane that passes its request through (or counts it). */
   clientHeaders?: Record<string, string>;

@@ -50,6 +50,7 @@ function transcriptionsHandler(ctx: Ctx): Handler {
   return async (rc) => {
     const { request, requestId } = rc;
     const startedAt = performance.now();
+    rc.access.endpoint = "transcriptions";
     const key = await resolveRoutingKey(ctx, request);
     rc.access.keyPrefix = key.keyPrefix;
     const contentType = request.headers.get("content-type") ?? "";
@@ -69,7 +70,11 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     // Seat traffic counts toward the budget only when the key says so; then an exhausted budget refuses.
     // A transcription is one request toward rpm_limit and holds a concurrency lease; its tokens are unknown up front.
     const money = await MoneyCall.reserveFor(ctx, key, { requestId, endpoint: "transcriptions" },
-      key.budgetExcludesSeats ? null : { usd: MIN_ESTIMATE_USD, minUsd: MIN_ESTIMATE_USD }, key.limits ? { requests: 1, tokens: 0 } : null);
+      key.budgetExcludesSeats ? null : { usd: MIN_ESTIMATE_USD, minUsd: MIN_ESTIMATE_USD }, key.limits ? { requests: 1, tokens: 0 } : null)
+      .catch((e: unknown) => {
+        rc.access.noteRefusal("transcriptions", e);
+        throw e;
+      });
     if (money.rate) rc.headers = rateHeaders(money.rate.limits, money.rate.verdict);
 
     // The same executor as every upstream call (attempt.ts): the upstream timeout, a record per
@@ -87,12 +92,10 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     } finally {
       money.settle();
       ctx.services.usageQueue.touchKey(key.id);
-      const status = r?.kind === "body" ? r.status : r?.kind === "aborted" ? 499 : r?.kind === "client" ? r.error.status : 500;
-      const outcome = r?.kind === "body" ? "ok" : r?.kind === "aborted" ? "aborted" : "error";
-      const provider = r?.kind === "body" ? r.attempt.provider : runner.lastProvider;
-      const ttfbMs = r?.kind === "body" ? r.attempt.ttfbMs : null;
-      rc.access.outcome = outcome;
-      ctx.services.relayObserver.requestDone({ endpoint: "transcriptions", provider, outcome, status, latencyMs: performance.now() - startedAt, ttfbMs });
+      const access = rc.access;
+      access.outcome = r?.kind === "body" ? "ok" : r?.kind === "aborted" ? "aborted" : "error";
+      access.provider = r?.kind === "body" ? r.attempt.provider : runner.lastProvider;
+      access.ttfbMs = r?.kind === "body" ? r.attempt.ttfbMs : null;
     }
     if (r.kind === "body") return new Response(r.text, { status: r.status, headers: { "content-type": r.contentType } });
     if (r.kind === "aborted") return new Response(null, { status: 499 });

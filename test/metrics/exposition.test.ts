@@ -1,9 +1,8 @@
 // /metrics: Prometheus exposition of one gateway instance's own registry.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import type { RelayObserver } from "../../src/relay/observer.ts";
 import type { GatewayMetrics } from "../../src/metrics/index.ts";
-import { sample } from "./scrape.ts";
+import { finishedRecord, laneTry, sample } from "./scrape.ts";
 
 describe(`metrics exposition (${storesLabel})`, () => {
   let a: TestGateway;
@@ -41,9 +40,9 @@ describe(`metrics exposition (${storesLabel})`, () => {
   });
 
   test("each gateway instance counts into its own registry", async () => {
-    const obs = a.ctx.services.relayObserver as RelayObserver;
-    obs.requestDone({ endpoint: "chat", provider: "openai", outcome: "ok", status: 200, latencyMs: 3, ttfbMs: 2 });
-    obs.requestDone({ endpoint: "chat", provider: "openai", outcome: "ok", status: 200, latencyMs: 40, ttfbMs: null });
+    const m = a.ctx.services.metrics as GatewayMetrics;
+    m.record(finishedRecord({ endpoint: "chat", provider: "openai", outcome: "ok", status: 200, ttfbMs: 2 }, 3));
+    m.record(finishedRecord({ endpoint: "chat", provider: "openai", outcome: "ok", status: 200, ttfbMs: null }, 40));
     const ta = await (await a.req("/metrics")).text();
     const tb = await (await b.req("/metrics")).text();
     const labels = { endpoint: "chat", provider: "openai", outcome: "ok" };
@@ -58,18 +57,17 @@ describe(`metrics exposition (${storesLabel})`, () => {
   });
 
   test("a request that reached no provider is labelled provider=\"none\"", async () => {
-    const obs = b.ctx.services.relayObserver as RelayObserver;
-    obs.requestDone({ endpoint: "responses", provider: null, outcome: "invalid_api_key", status: 401, latencyMs: 0.2, ttfbMs: null });
+    b.ctx.services.metrics.record(finishedRecord({ endpoint: "responses", provider: null, outcome: "invalid_api_key", status: 401 }, 0.2));
     const text = await (await b.req("/metrics")).text();
     expect(sample(text, "gateway_requests_total", { endpoint: "responses", provider: "none", outcome: "invalid_api_key" })).toBe(1);
   });
 
   test("fallbacks, budget rejections and upstream errors by code are counted", async () => {
-    const obs = b.ctx.services.relayObserver as RelayObserver;
-    obs.fallback({ endpoint: "chat", fromProvider: "openai", reason: "http_503" });
-    obs.budgetRejected({ endpoint: "chat" });
-    obs.budgetRejected({ endpoint: "chat" });
-    obs.upstreamError({ provider: "openai", status: 503, code: "http_503" });
+    const m = b.ctx.services.metrics;
+    // A lane that failed over (its upstream answered 503), and two requests refused by the budget.
+    m.record(finishedRecord({ endpoint: "chat", lanes: [laneTry({ provider: "openai", lane: 0, status: 503, code: "http_503", upstreamStatus: 503, upstreamCode: "http_503", fellBack: true })] }));
+    m.record(finishedRecord({ endpoint: "chat", budgetRefused: "chat" }));
+    m.record(finishedRecord({ endpoint: "chat", budgetRefused: "chat" }));
     const text = await (await b.req("/metrics")).text();
     expect(sample(text, "gateway_fallbacks_total", { endpoint: "chat", from_provider: "openai", reason: "http_503" })).toBe(1);
     expect(sample(text, "gateway_budget_rejections_total", { endpoint: "chat" })).toBe(2);

@@ -12,3 +12,21 @@ export function sample(text: string, name: string, labels: Record<string, string
   }
   return undefined;
 }
+
+import { RequestTracker, type AccessEntry, type LaneTry } from "../../src/http/access-log.ts";
+
+/** A lane entry of a record, every field set as the relay sets them (access-log.ts newTry). */
+export function laneTry(over: Partial<LaneTry> & Pick<LaneTry, "provider" | "lane">): LaneTry {
+  return {
+    status: 0, code: undefined, startedAt: 0, endedAt: undefined, ttfbMs: null, model: undefined, inputTokens: undefined,
+    outputTokens: undefined, outcome: null, latencyMs: 0, upstreamStatus: 0, upstreamCode: null, fellBack: false, ...over,
+  };
+}
+
+/** A finished request record lasting `ms` (no gateway involved): what the sinks read at its release. */
+export function finishedRecord(over: Partial<AccessEntry>, ms = 1, route = "/v1/chat/completions"): AccessEntry {
+  const e = new RequestTracker().open("req-1", "POST", route);
+  Object.assign(e, over);
+  e.endedAt = e.startedAt + ms;
+  return e;
+}

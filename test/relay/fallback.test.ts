@@ -4,7 +4,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import type { RelayObserver } from "../../src/relay/observer.ts";
+import type { AccessEntry } from "../../src/http/access-log.ts";
 import { addCredential, addRoutingKey, chatBody, dataLines, lane } from "./fixtures.ts";
 
 describe(`lane fallback (${storesLabel})`, () => {
@@ -203,23 +203,24 @@ describe(`lane fallback (${storesLabel})`, () => {
     expect(r2.body.error.message).toContain("does not exist");
   });
 
-  test("the relay observer sees fallbacks, upstream errors and each request's outcome", async () => {
+  test("the request's record holds its upstream errors, fallbacks and outcome, released once", async () => {
     const seen: string[] = [];
-    const rec: RelayObserver = {
-      requestDone: (i) => seen.push(`done:${i.endpoint}:${i.provider}:${i.outcome}:${i.status}`),
-      fallback: (i) => seen.push(`fallback:${i.fromProvider}`),
-      budgetRejected: () => seen.push("budget"),
-      upstreamError: (i) => seen.push(`upstream:${i.provider}:${i.status}`),
+    const note = (e: AccessEntry) => {
+      for (const t of e.lanes ?? []) {
+        if (t.upstreamCode) seen.push(`upstream:${t.provider}:${t.upstreamStatus}`);
+        if (t.fellBack) seen.push(`fallback:${t.provider}`);
+      }
+      if (e.budgetRefused) seen.push("budget");
+      if (e.outcome) seen.push(`done:${e.endpoint}:${e.provider}:${e.outcome}:${e.status}`);
     };
-    const prev = gw.ctx.services.relayObserver;
-    gw.ctx.services.relayObserver = rec;
+    const key = await twoLanes();
+    const stop = gw.ctx.services.requestTracker.addSink((e) => { if (e.keyPrefix !== null && key.raw.startsWith(e.keyPrefix)) note(e); });
     try {
-      const key = await twoLanes();
       A.setDefault({ status: 503 });
       expect((await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status).toBe(200);
       expect(seen).toEqual(["upstream:openai:503", "fallback:openai", "done:chat:groq:ok:200"]);
     } finally {
-      gw.ctx.services.relayObserver = prev;
+      stop();
     }
   });
 });

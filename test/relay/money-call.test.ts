@@ -24,6 +24,7 @@ import { monthKey } from "../../src/lib/time.ts";
 import { openDb, type DbHandle } from "../../src/store/db/client.ts";
 import { MemoryKV } from "../../src/store/kv/memory.ts";
 import { seedPgliteDataDir } from "../helpers/template-db.ts";
+import { RequestTracker } from "../../src/http/access-log.ts";
 
 const MODEL = "gpt-4o-mini";
 const openai = getAdapter("openai")!;
@@ -58,7 +59,6 @@ describe("MoneyCall without a gateway (in-process KV, PGlite)", () => {
   let deps: MoneyDeps;
   const rows: UsageRow[] = [];
   const refusals: Array<{ keyId: string | null; kind: string }> = [];
-  const rejected: string[] = [];
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "gw-money-"));
@@ -75,7 +75,6 @@ describe("MoneyCall without a gateway (in-process KV, PGlite)", () => {
         ledger: null, leases: null, settleBatcher: batcher,
         usageQueue: { push: (row) => void rows.push(row), refusal: (_account, keyId, kind) => void refusals.push({ keyId, kind }) },
         rateLimits: new RateLimits(stores, () => 1),
-        relayObserver: { budgetRejected: ({ endpoint }) => void rejected.push(endpoint) },
       },
     };
   }, 60_000);
@@ -88,7 +87,6 @@ describe("MoneyCall without a gateway (in-process KV, PGlite)", () => {
   beforeEach(() => {
     rows.length = 0;
     refusals.length = 0;
-    rejected.length = 0;
   }, 10_000);
 
   /** The key's month counter in nano-dollars (reservations in flight included). */
@@ -174,7 +172,10 @@ describe("MoneyCall without a gateway (in-process KV, PGlite)", () => {
     expect((err as GatewayError).status).toBe(402);
     expect((err as GatewayError).code).toBe("budget_exceeded");
     expect(await counter(key)).toBe(0);
-    expect(rejected).toEqual(["chat"]);
+    // The request's record reads this 402 as a budget refusal (gateway_budget_rejections_total).
+    const record = new RequestTracker().open("req-6", "POST", "/v1/chat/completions");
+    record.noteRefusal("chat", err);
+    expect(record.budgetRefused).toBe("chat");
     expect(refusals).toEqual([{ keyId: key.id, kind: "budget" }]);
   });
 

@@ -7,7 +7,6 @@ import type { Config } from "../../config.ts";
 import type { Logger } from "../../logger.ts";
 import type { SpendStores } from "../../store/spend-counters.ts";
 import type { RateLimits } from "../limits/rate-limits.ts";
-import type { RelayObserver } from "../observer.ts";
 import type { UsageQueue } from "../usage-queue.ts";
 import type { Ledger } from "./ledger/index.ts";
 import type { BudgetLeases } from "./leases.ts";
@@ -29,7 +28,5 @@ export interface MoneyDeps extends SpendStores {
     settleBatcher: Pick<SettleBatcher, "settle">;
     usageQueue: Pick<UsageQueue, "push" | "refusal">;
     rateLimits: RateLimits;
-    /** The budget-refusal hook (a metric). */
-    relayObserver: Pick<RelayObserver, "budgetRejected">;
   };
 }

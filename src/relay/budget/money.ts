@@ -202,7 +202,6 @@ export class MoneyCall {
       return call;
     }
     if (!r) {
-      deps.services.relayObserver.budgetRejected({ endpoint: opts.endpoint });
       deps.services.usageQueue.refusal(key.accountId, key.id, "budget");
       throw await budgetRefusal(deps, key, budgeted ? est.minUsd : null);
     }
@@ -282,7 +281,6 @@ export class MoneyCall {
       return requests.map((_, i) => MoneyCall.unbudgeted(deps, key, ids(i))).map(batchShare(hold, tokens));
     }
     if (!r) {
-      deps.services.relayObserver.budgetRejected({ endpoint });
       deps.services.usageQueue.refusal(key.accountId, key.id, "budget");
       return { refusedUsd: fromNano(total) };
     }

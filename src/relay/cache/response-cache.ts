@@ -7,9 +7,9 @@
 // and the others poll for its entry, taking over if it gives up. Waits are bounded; a follower
 // whose wait fails goes upstream itself. Nothing here can turn a request into an error: a store
 // that fails is a miss.
+import type { AccessEntry } from "../../http/access-log.ts";
 import type { RequestContext } from "../../http/request-context.ts";
 import type { ClientShape, Json, Usage } from "../../protocols/types.ts";
-import type { RelayObserver } from "../observer.ts";
 import type { KeyContext } from "../key-context.ts";
 import type { UsageRow } from "../usage-queue.ts";
 import { SSE_HEADERS } from "../stream/sse-headers.ts";
@@ -38,7 +38,6 @@ export interface ResponseCacheDeps {
   instanceId: string;
   /** Writes a usage record (the ledger's usage stream in Redis mode, else the usage queue). */
   record(row: UsageRow): void;
-  observer: RelayObserver;
 }
 
 /** How often an instance waiting on another's lock looks for the entry (and whether the lock is gone). */
@@ -242,10 +241,11 @@ export class ResponseCache {
     return { k, a: cc.noCache ? null : await this.read(k, Math.min(key.cache.ttlSeconds, cc.maxAge ?? Infinity)) };
   }
 
-  /** A prompt answered from its entry: the chat completion (fresh ids) and its $0 cache_hit record. */
-  promptHit(key: KeyContext, a: CachedAnswer, body: Json, requestId: string, startedAt: number): Json {
+  /** A prompt answered from its entry: the chat completion (fresh ids), its $0 cache_hit usage record, and the outcome in the prompt's record. */
+  promptHit(key: KeyContext, a: CachedAnswer, body: Json, record: AccessEntry): Json {
     const completion = JSON.parse(replayJson("chat", body, a));
-    this.recordHit(key, a, requestId, "blitz", performance.now() - startedAt);
+    record.outcome = "cache_hit";
+    this.recordHit(key, a, record.requestId, "blitz", performance.now() - record.startedAt);
     return completion;
   }
 
@@ -278,7 +278,7 @@ export class ResponseCache {
     return res;
   }
 
-  /** A hit's usage record: $0, outcome cache_hit, the cost it saved; and its metrics. */
+  /** A hit's usage record: $0, outcome cache_hit, the cost it saved (its metrics come from the request's record). */
   private recordHit(key: KeyContext, a: CachedAnswer, requestId: string, endpoint: string, latencyMs: number): void {
     this.deps.record({
       requestId,
@@ -305,7 +305,6 @@ export class ResponseCache {
       seat: false,
       createdAt: new Date(),
     });
-    this.deps.observer.requestDone({ endpoint, provider: null, outcome: "cache_hit", status: 200, latencyMs, ttfbMs: null });
   }
 }
 

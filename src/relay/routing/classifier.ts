@@ -28,6 +28,7 @@
 // record with endpoint "classifier", its cost priced from the pricing catalog, settles it. It
 // never takes from the key's rate limits: those count the client's requests.
 import type { Ctx } from "../../context.ts";
+import type { AccessEntry } from "../../http/access-log.ts";
 import { GatewayError } from "../../errors.ts";
 import type { ChatRequest, Json } from "../../protocols/types.ts";
 import { getAdapter } from "../../providers/registry.ts";
@@ -126,7 +127,7 @@ interface Outcome {
  * the adapter's prepare and send, the codec, timeouts, one usage record through the money owner),
  * on a lane made of the classifier's provider, model and credential.
  */
-async function ask(ctx: Ctx, key: KeyContext, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal): Promise<Outcome> {
+async function ask(ctx: Ctx, key: KeyContext, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal, record: AccessEntry): Promise<Outcome> {
   let body: Json = { model, messages };
   const est = key.monthlyBudgetUsd === null ? null : estimateRequest(ctx, key, body, undefined, [lane]);
   // Throws 402 when the budget cannot hold even the prompt (the caller keeps the chain order).
@@ -134,8 +135,10 @@ async function ask(ctx: Ctx, key: KeyContext, lane: ResolvedLane, model: string,
   if (money.outputLimit !== null) body = withOutputLimit(body, "chat", money.outputLimit);
   const rr: RelayRequest = {
     ctx, key, endpoint: "classifier", shape: "chat", body, bytes: JSON.stringify(body).length, stream: false,
-    model, requestId: "classifier", signal, startedAt: performance.now(), money,
+    model, requestId: "classifier", signal, startedAt: performance.now(), money, access: record,
   };
+  // Its attempt goes into the request's record beside the lanes: counted in the metrics, not listed as a lane.
+  record.asideStarted(lane.provider, lane.index);
   try {
     const r = await tryLane(rr, lane);
     if (r.kind === "json") {
@@ -153,7 +156,7 @@ async function ask(ctx: Ctx, key: KeyContext, lane: ResolvedLane, model: string,
 }
 
 /** Classifier mode: the key's lanes with the classifier's pick first (the chain as stored when it cannot pick). */
-export async function classifyLanes(ctx: Ctx, key: KeyContext, req: ChatRequest, signal: AbortSignal): Promise<ResolvedLane[]> {
+export async function classifyLanes(ctx: Ctx, key: KeyContext, req: ChatRequest, signal: AbortSignal, record: AccessEntry): Promise<ResolvedLane[]> {
   const lanes = key.lanes;
   const categories: Array<{ key: string; description: string | null }> = [];
   for (const l of lanes) {
@@ -170,8 +173,9 @@ export async function classifyLanes(ctx: Ctx, key: KeyContext, req: ChatRequest,
   const callSignal = AbortSignal.any([signal, AbortSignal.timeout(TIMEOUT_MS)]);
   let o: Outcome;
   try {
-    o = await ask(ctx, key, classifierLane(key), model, messages, callSignal);
+    o = await ask(ctx, key, classifierLane(key), model, messages, callSignal, record);
   } catch (e) {
+    record.noteRefusal("classifier", e);
     o = { status: 0, code: e instanceof GatewayError ? e.code ?? "upstream_error" : signal.aborted ? "client_closed" : "connection_error", answer: null };
   }
   if (o.answer === null) {

@@ -137,16 +137,18 @@ export function itemRunner(ctx: Ctx, deps: RunnerDeps): ItemHandler {
     const body = item.request as Json;
     const requestId = itemRequestId(ref.jobId, ref.idx, item.attempts);
     // The response cache, as for any request on a key with one: a hit is not admitted and costs $0.
-    const started = performance.now();
+    // The item's record: it counts in the metrics as one blitz request, as a /blitz prompt does.
+    const record = ctx.services.requestTracker.openPart(requestId, "blitz");
     const cached = key.cache ? await ctx.services.responseCache.lookupPrompt(key, body, NO_CACHE_CONTROL) : null;
     if (cached?.a) {
-      const completion = ctx.services.responseCache.promptHit(key, cached.a, body, requestId, started);
+      const completion = ctx.services.responseCache.promptHit(key, cached.a, body, record);
+      record.release();
       return finish(ref, { status: "succeeded", httpStatus: 200, result: { completion }, usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, costUsd: 0 });
     }
     const r = await runChat(ctx, key, body, {
       shape: "chat", stream: false, endpoint: "blitz", signal: new AbortController().signal,
-      requestId, bodyBytes: JSON.stringify(body).length, ownEntry: true,
-    });
+      requestId, bodyBytes: JSON.stringify(body).length, ownEntry: true, record,
+    }).finally(() => record.release());
     if (r.ok && cached) await ctx.services.responseCache.keepPrompt(key, cached.k, body, r.body, { provider: r.provider, costUsd: r.costUsd, lowered: r.lowered, usage: r.usage });
     if (r.ok) {
       const u = r.usage;
