@@ -1,8 +1,9 @@
 // The month counters of spend, one per routing key and month: integer nano-dollars in the KV
 // (`gw:{k:<key id>}:budget:<YYYY-MM>`, every key of one routing key under one hash tag so each
 // script touches one Redis Cluster slot), rebuilt from the daily usage rollup in Postgres (a few
-// dozen rows per key and month, however many records) when the KV lost them. The relay reserves and settles on them (relay/budget/counters.ts); management and
-// /v1/key read the month's spend here.
+// dozen rows per key and month, however many records) when the KV lost them, leaving out the calls
+// of the month's adding set (their settlements add their cost on top). The relay reserves and
+// settles on them (relay/budget/counters.ts); management and /v1/key read the month's spend here.
 import { and, eq, gte, lt, or, sql } from "drizzle-orm";
 import { monthKey, secondsToMonthEnd } from "../lib/time.ts";
 import type { Db } from "./db/client.ts";
@@ -33,6 +34,12 @@ export const counterKey = (keyId: string, month: string) => `gw:{k:${keyId}}:bud
 export const inflightKey = (keyId: string) => `gw:{k:${keyId}}:inflight`;
 /** Markers of settled request ids, one hash per minute, kept two minutes (resends never charge twice). */
 export const settledKey = (keyId: string, minute: number) => `gw:{k:${keyId}}:settled:${minute}`;
+/**
+ * The month's adding set: money calls whose records may already be in Postgres while their cost
+ * is still to be added on top of the counter (a settlement that found the counter missing, or one
+ * of an instance's calls put back after Redis lost its state). Every rebuild leaves their records out.
+ */
+export const addingKey = (keyId: string, month: string) => `gw:{k:${keyId}}:adding:${month}`;
 export const ttl = () => secondsToMonthEnd() + SLACK_SECONDS;
 
 function monthRange(month: string): [Date, Date] {
@@ -76,73 +83,47 @@ export async function recordedSpendUsd(ctx: SpendStores, key: BudgetedKey, month
 }
 
 /**
- * Month sums in flight, by key and month: concurrent rebuilds of one counter (every request of a
- * key after Redis came back empty) share one query instead of each running its own.
+ * Month sums in flight, by key, month and the calls left out: concurrent rebuilds of one counter
+ * (every request of a key after Redis came back empty) share one query instead of each running its own.
  */
 const sums = new Map<string, Promise<number>>();
 
-function sharedSpendUsd(ctx: SpendStores, key: BudgetedKey, month: string): Promise<number> {
-  const k = `${key.id}|${month}|${key.budgetExcludesSeats ? 1 : 0}`;
+function sharedSpendUsd(ctx: SpendStores, key: BudgetedKey, month: string, exceptCalls: readonly string[] = []): Promise<number> {
+  const k = `${key.id}|${month}|${key.budgetExcludesSeats ? 1 : 0}|${[...exceptCalls].sort().join(" ")}`;
   let p = sums.get(k);
   if (!p) {
-    p = recordedSpendUsd(ctx, key, month).finally(() => sums.delete(k));
+    p = recordedSpendUsd(ctx, key, month, [...exceptCalls]).finally(() => sums.delete(k));
     sums.set(k, p);
   }
   return p;
 }
 
-/**
- * Rebuilds in this process that add settlements a missing counter could not take (rebuildAndAdd),
- * by key and month. A plain rebuild of the same counter waits for one instead of racing it: read
- * first, it would count the records of those settlements, which are then added again.
- */
-const adding = new Map<string, Promise<void>>();
-/** The calls those rebuilds will add, by key and month (a count per call: a call may be resent). */
-const addingCalls = new Map<string, Map<string, number>>();
+/** Rounds of read-the-set, sum, set-if-unchanged before a rebuild gives up (the caller retries later). */
+const SEED_TRIES = 5;
 
-export async function seed(ctx: SpendStores, key: BudgetedKey, month: string, exceptCalls?: string[]): Promise<void> {
-  const running = adding.get(`${key.id}|${month}`);
-  if (running && !exceptCalls?.length) return await running.catch(() => {});
-  const usd = exceptCalls?.length ? await recordedSpendUsd(ctx, key, month, exceptCalls) : await sharedSpendUsd(ctx, key, month);
-  await ctx.kv.seed(counterKey(key.id, month), toNano(usd), ttl());
+/**
+ * Rebuilds a missing counter from Postgres, on any instance: the records of the calls in the
+ * month's adding set (their cost is still to be added on top of the counter by the settlement
+ * that put them there) are left out, and the set is read again when it changed before the counter
+ * was set (kv/ledger-scripts.ts, SEED, has the orderings). Nothing when the counter exists.
+ * In Redis mode a counter lost with Redis's state is rebuilt only after the ledger's recovery
+ * barrier (relay/budget/ledger/epoch.ts), once every live instance has put its own in-flight
+ * calls back in the set: the callers that write the counter wait for it.
+ */
+export async function seed(ctx: SpendStores, key: BudgetedKey, month: string): Promise<void> {
+  const counter = counterKey(key.id, month);
+  const adding = addingKey(key.id, month);
+  for (let i = 0; i < SEED_TRIES; i++) {
+    const seen = await ctx.kv.addingMembers(adding);
+    const usd = await sharedSpendUsd(ctx, key, month, seen);
+    if (await ctx.kv.seedExcept(counter, adding, inflightKey(key.id), toNano(usd), ttl(), seen)) return;
+  }
+  throw new Error(`the counter of ${key.id} for ${month} could not be rebuilt: its adding set kept changing`);
 }
 
 /**
- * Settlements found the counter missing (Redis lost it): rebuild it leaving their calls' records
- * out (and those of `pending`), then add them. `before` runs first (writing what this instance still holds for Postgres, whose
- * settlements went to the lost counter); `add` adds the settlements. Registered before its first
- * await, so a reader in this process that finds the counter missing waits for it.
- */
-export function rebuildAndAdd(ctx: SpendStores, key: BudgetedKey, month: string, calls: string[], before: () => Promise<void>, add: () => Promise<unknown>, pending: () => Iterable<string> = () => []): Promise<void> {
-  const k = `${key.id}|${month}`;
-  // Every call still to be added leaves the rebuild, this one's and those queued behind it: a
-  // later one finds the counter rebuilt and adds its settlements on top.
-  let waiting = addingCalls.get(k);
-  if (!waiting) addingCalls.set(k, (waiting = new Map()));
-  for (const c of calls) waiting.set(c, (waiting.get(c) ?? 0) + 1);
-  const prev = adding.get(k) ?? Promise.resolve();
-  const p = prev.catch(() => {}).then(async () => {
-    await before();
-    // Also left out: settlements the caller still holds for this counter (`pending`), which will be
-    // added on top of the rebuilt counter when they go out.
-    await seed(ctx, key, month, [...new Set([...waiting.keys(), ...pending()])]);
-    await add();
-  }).finally(() => {
-    for (const c of calls) {
-      const n = (waiting.get(c) ?? 1) - 1;
-      if (n > 0) waiting.set(c, n);
-      else waiting.delete(c);
-    }
-    if (waiting.size === 0 && addingCalls.get(k) === waiting) addingCalls.delete(k);
-  });
-  adding.set(k, p);
-  void p.catch(() => {}).finally(() => { if (adding.get(k) === p) adding.delete(k); });
-  return p;
-}
-
-/**
- * This month's spend from the live counter (in-flight reservations included), rebuilt if lost.
- * While the KV is unreachable, the settled spend recorded in Postgres answers instead.
+ * This month's spend from the live counter (in-flight reservations included). While the KV is
+ * unreachable or the counter is missing, the spend recorded in Postgres answers instead.
  */
 export async function monthSpendUsd(ctx: SpendStores, key: BudgetedKey): Promise<{ month: string; usd: number }> {
   const month = monthKey();
@@ -153,9 +134,9 @@ export async function monthSpendUsd(ctx: SpendStores, key: BudgetedKey): Promise
   } catch {
     return { month, usd: Math.max(0, await sharedSpendUsd(ctx, key, month)) };
   }
-  if (n === null) {
-    await seed(ctx, key, month);
-    n = (await ctx.kv.getNumber(k)) ?? 0;
-  }
+  // Missing: the spend recorded in Postgres answers, and the counter is left for the money path
+  // to rebuild (after Redis lost its state, only once every instance has put its in-flight calls
+  // back: a reader rebuilding it earlier could count a record whose settlement then adds it again).
+  if (n === null) return { month, usd: Math.max(0, await sharedSpendUsd(ctx, key, month)) };
   return { month, usd: Math.max(0, fromNano(n)) };
 }

@@ -6,7 +6,7 @@ import type { LimitVerdict } from "../../store/kv/limit-window.ts";
 import { counterKey, seed, toNano, ttl, type BudgetedKey, type SpendStores } from "../../store/spend-counters.ts";
 import type { LedgerEntry, LimitCall } from "../../store/kv/types.ts";
 
-export { counterKey, fromNano, inflightKey, monthSpendUsd, rebuildAndAdd, recordedSpendUsd, seed, settledKey, toNano, ttl, type BudgetedKey, type SpendStores } from "../../store/spend-counters.ts";
+export { addingKey, counterKey, fromNano, inflightKey, monthSpendUsd, recordedSpendUsd, seed, settledKey, toNano, ttl, type BudgetedKey, type SpendStores } from "../../store/spend-counters.ts";
 
 export interface Reservation {
   keyId: string;

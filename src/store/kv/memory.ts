@@ -89,6 +89,18 @@ export class MemoryKV implements KV {
   async seed(key: string, value: number, ttlSeconds: number) {
     if (!this.live(key)) this.put(key, String(value), ttlSeconds);
   }
+  // In process there is no in-flight ledger and no other instance: nothing puts calls in an adding
+  // set, so a rebuild leaves nothing out; the semantics stay those of the Redis scripts.
+  private sets = new Map<string, Set<string>>();
+  async addingMembers(adding: string) { return [...(this.sets.get(adding) ?? [])]; }
+  async seedExcept(key: string, adding: string, _inflight: string, value: number, ttlSeconds: number, seen: readonly string[]) {
+    if (this.live(key)) return true;
+    const members = this.sets.get(adding) ?? new Set<string>();
+    const read = new Set(seen);
+    if (members.size !== read.size || [...members].some((m) => !read.has(m))) return false;
+    this.put(key, String(Math.round(value)), ttlSeconds);
+    return true;
+  }
   async getNumber(key: string) {
     const e = this.live(key);
     return e ? Number(e.value) : null;
@@ -102,5 +114,5 @@ export class MemoryKV implements KV {
     set.add(handler);
   }
   async ping() {}
-  async close() { clearInterval(this.sweeper); this.map.clear(); this.subs.clear(); this.windows.clear(); }
+  async close() { clearInterval(this.sweeper); this.map.clear(); this.sets.clear(); this.subs.clear(); this.windows.clear(); }
 }

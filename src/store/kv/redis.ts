@@ -6,6 +6,7 @@ import { COMMAND_TIMEOUT_MS, connectRedis, describeRedis, writable } from "./con
 import type { KV, LedgerEntry, LimitCall, LimitKeys, ReserveResult } from "./types.ts";
 import { verdict } from "./types.ts";
 import { watchReplies } from "./reply-watchdog.ts";
+import { defineLedgerCommands, type LedgerCmds } from "./ledger-scripts.ts";
 
 // ADMISSION: one script call per admitted request that is budgeted or rate-limited, over keys of
 // ONE routing key only (every key under the hash tag `gw:{k:<id>}:`, so it runs unchanged on Redis
@@ -157,106 +158,6 @@ for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', until_, ARGV[i]) end
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) + 1000)
 return 0`;
 
-// LEDGER: one call per routing key and month per event-loop turn, carrying every in-flight entry
-// of keys without a budget and every settlement of that turn, each list packed in one argument
-// (one string to encode instead of hundreds of arguments).
-//   KEYS[1] counter  KEYS[2] in-flight ledger  KEYS[3] settled markers (this minute)  KEYS[4] (last minute)
-//   ARGV[1] counter ttl  ARGV[2] entries "id\tentry|grant\n…"
-//   ARGV[3] settlements "id\tactual\treserved\tlease\n…"
-// A settlement removes its ledger entry and applies actual − reserved; one whose entry is gone
-// (Redis restarted, or a reconciler wrote it off) adds its full cost; a settled marker (kept two
-// minutes) makes a resent settlement a no-op. A request admitted from a budget lease (lease = the
-// lease's id) takes its cost out of the lease's entry, which the counter already holds, and adds
-// to the counter only what passes it; after a reconciler wrote the lease off (its `interrupted`
-// record holds the rest) it adds nothing. A lease's end (lease `*`) takes what the lease did not
-// use out of the counter. → the sum to add to a counter that had to be seeded (-1 when the
-// counter exists).
-const LEDGER = `
-for id, v in string.gmatch(ARGV[2], '([^\\t\\n]+)\\t([^\\n]*)\\n') do
-  if redis.call('HEXISTS', KEYS[3], id) == 0 and redis.call('HEXISTS', KEYS[4], id) == 0 then
-    redis.call('HSET', KEYS[2], id, v)
-  end
-end
-local delta, full, marked = 0, 0, false
-local function settled(id) return redis.call('HEXISTS', KEYS[3], id) == 1 or redis.call('HEXISTS', KEYS[4], id) == 1 end
-for id, a, r, l in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\n]*)\\n') do
-  local actual, reserved = tonumber(a), tonumber(r)
-  if l == '*' then
-    local v = redis.call('HGET', KEYS[2], id)
-    if v then
-      delta = delta - tonumber(string.match(v, '([^|]*)$'))
-      redis.call('HDEL', KEYS[2], id)
-      redis.call('HSET', KEYS[3], id, '1')
-      marked = true
-    end
-  elseif l ~= '' then
-    if not settled(id) then
-      local v = redis.call('HGET', KEYS[2], l)
-      if v then
-        local head, n = string.match(v, '^(.*)|([^|]*)$')
-        local take = math.min(actual, tonumber(n))
-        redis.call('HSET', KEYS[2], l, head .. '|' .. (tonumber(n) - take))
-        delta = delta + actual - take
-      elseif not settled(l) then
-        delta = delta + actual
-      end
-      full = full + actual
-      redis.call('HSET', KEYS[3], id, '1')
-      marked = true
-    end
-  elseif redis.call('HDEL', KEYS[2], id) == 1 then
-    delta = delta + actual - reserved
-    full = full + actual
-    redis.call('HSET', KEYS[3], id, '1')
-    marked = true
-  elseif redis.call('HEXISTS', KEYS[3], id) == 0 and redis.call('HEXISTS', KEYS[4], id) == 0 then
-    delta = delta + actual
-    full = full + actual
-    redis.call('HSET', KEYS[3], id, '1')
-    marked = true
-  end
-end
-if marked then redis.call('EXPIRE', KEYS[3], 180) end
-if redis.call('EXISTS', KEYS[1]) == 0 then return full end
-if delta ~= 0 then
-  redis.call('INCRBY', KEYS[1], delta)
-  if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-end
-return -1`;
-
-// REASSERT (after Redis lost its state): puts an instance's own in-flight entries back and adds
-// their reservations to the rebuilt counter, each once.
-//   KEYS[1] counter  KEYS[2] in-flight ledger  ARGV[1] ttl, then (request id, entry, nano) triples.
-const REASSERT = `
-local add = 0
-for i = 2, #ARGV, 3 do
-  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then add = add + tonumber(ARGV[i + 2]) end
-end
-if add ~= 0 and redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCRBY', KEYS[1], add) end
-return add`;
-
-// WRITE-OFF (reconciler): removes a dead instance's in-flight entry and marks it settled, so a late
-// settlement cannot charge it twice. KEYS[1] in-flight ledger  KEYS[2] settled markers  ARGV[1] id.
-const WRITE_OFF = `
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[2], ARGV[1], '1')
-redis.call('EXPIRE', KEYS[2], 180)
-return 1`;
-
-// EPOCH: the ledger's epoch (which Redis state the instances' in-flight entries were asserted
-// onto), created when missing as "<token>@<Redis time of creation, ms>", and Redis's clock now: the
-// recovery barrier after an empty restart is measured on this one clock, never an instance's.
-//   KEYS[1] epoch  ARGV[1] a fresh token (used only when the epoch is missing)  → {epoch, now ms}
-const EPOCH = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local v = redis.call('GET', KEYS[1])
-if not v then
-  v = ARGV[1] .. '@' .. now
-  redis.call('SET', KEYS[1], v)
-end
-return {v, now}`;
-
 const ADJUST = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local total = redis.call('INCRBY', KEYS[1], ARGV[1])
@@ -270,14 +171,10 @@ return n`;
 
 export { COMMAND_TIMEOUT_MS };
 
-export type Cmds = Redis & {
+export type Cmds = Redis & LedgerCmds & {
   gwAdmit(counter: string, ledger: string, log: string, amounts: string, leases: string, ...args: Array<string | number>): Promise<number[]>;
   gwRelease(amounts: string, leases: string, deltas: string, leaseIds: string): Promise<number>;
   gwRenew(leases: string, ttlMs: number, ...ids: string[]): Promise<number>;
-  gwLedger(counter: string, ledger: string, settledNow: string, settledPrev: string, ttl: number, entries: string, settles: string): Promise<number>;
-  gwReassert(counter: string, ledger: string, ...args: Array<string | number>): Promise<number>;
-  gwWriteOff(ledger: string, settled: string, id: string): Promise<number>;
-  gwEpoch(epoch: string, token: string): Promise<[string, number]>;
   gwAdjust(key: string, delta: number, ttl: number): Promise<number | null>;
   gwIncrWindow(key: string, ttl: number): Promise<number>;
 };
@@ -303,10 +200,7 @@ export class RedisKV implements KV {
     this.r.defineCommand("gwAdmit", { numberOfKeys: 5, lua: ADMIT });
     this.r.defineCommand("gwRelease", { numberOfKeys: 2, lua: RELEASE });
     this.r.defineCommand("gwRenew", { numberOfKeys: 1, lua: RENEW });
-    this.r.defineCommand("gwLedger", { numberOfKeys: 4, lua: LEDGER });
-    this.r.defineCommand("gwReassert", { numberOfKeys: 2, lua: REASSERT });
-    this.r.defineCommand("gwWriteOff", { numberOfKeys: 2, lua: WRITE_OFF });
-    this.r.defineCommand("gwEpoch", { numberOfKeys: 1, lua: EPOCH });
+    defineLedgerCommands(this.r);
     this.r.defineCommand("gwAdjust", { numberOfKeys: 1, lua: ADJUST });
     this.r.defineCommand("gwIncrWindow", { numberOfKeys: 1, lua: INCR_WINDOW });
     this.r.on("error", () => {}); // surfaced by the failing command and /readyz, not as a crash
@@ -348,6 +242,12 @@ export class RedisKV implements KV {
   }
   async seed(key: string, value: number, ttlSeconds: number) {
     await this.r.set(key, String(Math.round(value)), "EX", Math.ceil(ttlSeconds), "NX");
+  }
+  async addingMembers(adding: string) { return await this.r.smembers(adding); }
+  async seedExcept(key: string, adding: string, inflight: string, value: number, ttlSeconds: number, seen: readonly string[]) {
+    let packed = "";
+    for (const id of seen) packed += `${id}\n`;
+    return (await this.r.gwSeed(key, adding, inflight, Math.round(value), Math.ceil(ttlSeconds), packed)) >= 0;
   }
   async getNumber(key: string) {
     const v = await this.r.get(key);

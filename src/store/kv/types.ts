@@ -73,6 +73,15 @@ export interface KV {
   adjust(key: string, delta: number, ttlSeconds: number): Promise<number | null>;
   /** Set the counter only if it does not exist (seeding from Postgres after Redis lost it). */
   seed(key: string, value: number, ttlSeconds: number): Promise<void>;
+  /** The members of a month's adding set (store/spend-counters.ts): calls whose records a rebuild leaves out. */
+  addingMembers(adding: string): Promise<string[]>;
+  /**
+   * Rebuilds a missing counter at `value` (the records' sum less the records of `seen`, the adding
+   * set as read before that sum) plus the reservations of the set's members still in flight in
+   * `inflight`, atomically, and only while the set is exactly `seen`. True when the counter is set
+   * (by this call or an earlier one); false when the set changed: read it and sum again.
+   */
+  seedExcept(key: string, adding: string, inflight: string, value: number, ttlSeconds: number, seen: readonly string[]): Promise<boolean>;
   getNumber(key: string): Promise<number | null>;
 
   publish(channel: string, message: string): Promise<void>;

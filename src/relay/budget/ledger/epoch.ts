@@ -13,12 +13,12 @@ import { randomToken } from "../../../lib/crypto.ts";
 import { usageRecords } from "../../../store/db/schema/index.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
 import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
-import { counterKey, inflightKey, seed, ttl } from "../counters.ts";
+import { addingKey, counterKey, inflightKey, ttl } from "../counters.ts";
 import { masterIdentity } from "../redis-identity.ts";
 import type { StreamDrain } from "./drain.ts";
 import { callOfRecord, drainedUpTo, settlesOf } from "./unacked.ts";
 import { GROUP, type LedgerKeys, type SentSettles } from "./types.ts";
-import { reassertArgs } from "./wire.ts";
+import { packIds, reassertArgs } from "./wire.ts";
 import type { LedgerWrites } from "./writes.ts";
 
 /** How often each instance checks the epoch (the ledger's heartbeat). */
@@ -129,15 +129,20 @@ export class Epoch {
     this.writes.forgetKeys();
     await this.stream.ensureGroup();
     await this.r.hset(this.k.instances, this.ctx.instanceId, Date.now());
-    const byKey = this.writes.localByKeyMonth();
-    // Counters are rebuilt from Postgres below: what this instance holds for it goes there first
-    // (see LedgerWrites.flush()). Postgres unreachable: the rebuild fails too and the heartbeat tries again.
+    const byKey = this.writes.reassertion();
+    // No counter is rebuilt here: one rebuilt now, before the other instances have re-asserted,
+    // would count the records of their settlements in flight, which then add their cost again.
+    // REASSERT puts this instance's entries and settlements not yet applied in the month's adding
+    // set instead (the counter missing), and the first rebuild after the recovery barrier leaves
+    // their records out and adds the entries' reservations (store/kv/ledger-scripts.ts).
+    // What this instance holds for Postgres is written before the barrier passes, so that rebuild
+    // finds it (see LedgerWrites.addToRebuilt()). Postgres unreachable: the heartbeat tries again.
     if (byKey.length) await this.queue.flushQueued();
-    for (const list of byKey) {
-      const { key, month } = list[0]!;
+    this.writes.resetAdding();
+    for (const { key, month, entries, pending } of byKey) {
       this.writes.registerKey(key.id);
-      await seed(this.ctx, key, month);
-      await this.r.gwReassert(counterKey(key.id, month), inflightKey(key.id), ttl(), ...reassertArgs(list));
+      const into = await this.r.gwReassert(counterKey(key.id, month), inflightKey(key.id), addingKey(key.id, month), ttl(), packIds(pending), ...reassertArgs(entries));
+      if (into === 1) this.writes.markAdding([...entries.map((e) => e.id), ...pending]);
     }
     // Postgres unreachable: the copies stay in `lost` and the heartbeat tries again.
     await this.rewriteLost().catch((e) => this.ctx.log.warn({ err: e instanceof Error ? e.message : String(e) }, "rewriting lost usage records failed; retrying"));

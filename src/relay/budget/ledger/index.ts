@@ -6,7 +6,9 @@
 //   admission   the reservation script also writes `gw:{k:<key>}:inflight[<request id>]` (same
 //               round trip; keys without a budget get theirs in the per-turn batch: writes.ts);
 //   attempts    every finished attempt's usage record goes to the usage stream (writes.ts);
-//   settlement  removes the entry and applies real − reserved to the counter (writes.ts);
+//   settlement  removes the entry and applies real − reserved to the counter (writes.ts); one
+//               that finds the counter missing goes into the month's adding set, which every
+//               rebuild of the counter, on any instance, leaves out (store/kv/ledger-scripts.ts);
 //   draining    any instance moves the stream into Postgres (drain.ts);
 //   heartbeat   `instances[<instance>] = now` every second;
 //   reconciler  turns a dead instance's entries into `interrupted` records (reconcile.ts);
@@ -60,6 +62,9 @@ export class Ledger {
     this.writes = new LedgerWrites(ctx, r, queue, this.k);
     this.stream = new StreamDrain(ctx, r, queue, this.k);
     this.epoch = new Epoch(ctx, r, queue, this.k, this.writes, this.stream);
+    // A counter rebuild after a lost counter first checks the epoch: when Redis lost its state it
+    // waits, like admissions, until every live instance has re-asserted (the recovery barrier).
+    this.writes.recovered = () => this.epoch.checkEpoch();
     this.reconciler = new Reconciler(ctx, r, this.k);
     this.factsCache = new FactsCache(ctx.instanceId);
     this.jobs = [

@@ -1,5 +1,5 @@
 // The ledger's Redis boundary: how its typed records are written into script arguments and
-// in-flight entries, and read back (the scripts are in store/kv/redis.ts).
+// in-flight entries, and read back (the scripts are in store/kv/ledger-scripts.ts).
 import type { EntryFacts, FactsJson, InflightEntry, Settlement } from "./types.ts";
 
 /** An in-flight entry's stored value: "<facts JSON>|<reserved nano>". */
@@ -38,4 +38,18 @@ export function reassertArgs(entries: readonly InflightEntry[]): Array<string | 
   const args: Array<string | number> = [];
   for (const e of entries) args.push(e.id, entryValue(e.facts, e.nano), e.nano);
   return args;
+}
+
+/** A list of ids for the scripts: "id\n" lines. */
+export function packIds(ids: Iterable<string>): string {
+  let out = "";
+  for (const id of ids) out += `${id}\n`;
+  return out;
+}
+
+/** ADD_REBUILT's argument: "id\tactual\n" lines. */
+export function packAdds(settles: readonly Settlement[]): string {
+  let out = "";
+  for (const s of settles) out += `${s.id}\t${s.actual}\n`;
+  return out;
 }

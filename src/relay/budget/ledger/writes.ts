@@ -11,15 +11,18 @@
 //   leases      the settlements and records of requests admitted from a budget lease (leases.ts)
 //               wait up to LATER_MS for a batch: their cost is held by the lease's entry meanwhile,
 //               so a crash loses none of it (the lease is written off as `interrupted` at what its
-//               settled requests did not take out of it).
+//               settled requests did not take out of it);
+//   rebuilds    settlements that find the counter missing are put in the month's adding set by
+//               the same script; the counter is rebuilt leaving their records out, and they add
+//               their cost to it (store/kv/ledger-scripts.ts has the orderings).
 import type { Base } from "../../../base.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
 import type { LedgerEntry } from "../../../store/kv/types.ts";
 import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
-import { counterKey, inflightKey, rebuildAndAdd, settledKey, ttl, type BudgetedKey } from "../counters.ts";
+import { addingKey, counterKey, inflightKey, seed, settledKey, ttl, type BudgetedKey } from "../counters.ts";
 import { UnackedRecords } from "./unacked.ts";
 import type { FactsJson, LedgerKeys, LocalEntry, SentSettles, Settlement, WriteGroup } from "./types.ts";
-import { packEntries, packSettles } from "./wire.ts";
+import { packAdds, packEntries, packIds, packSettles } from "./wire.ts";
 
 const RETRY_MS = 1000;
 /** The longest the writes of lease-admitted requests wait for a batch. */
@@ -32,6 +35,18 @@ export class LedgerWrites {
   private groups = new Map<string, WriteGroup>();
   /** Groups whose ledger call is under way (their settlements are pending until it returns). */
   private sending = new Set<WriteGroup>();
+  /** Groups whose settlements found the counter missing, until they are added to the rebuilt one. */
+  private rebuilding = new Set<WriteGroup>();
+  /**
+   * Calls this instance put in an adding set (after a missing counter, or put back after Redis
+   * lost its state): their settlement takes them out again in the script that applies it.
+   */
+  private inAdding = new Set<string>();
+  /**
+   * Resolves once this instance has checked the epoch and, when Redis lost its state, the
+   * recovery barrier has passed (set by the ledger: Epoch.checkEpoch). A rebuild waits for it.
+   */
+  recovered: () => Promise<void> = async () => {};
   private records: UsageRow[] = [];
   private scheduled = false;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
@@ -114,18 +129,6 @@ export class LedgerWrites {
     else this.schedule();
   }
 
-  /** This instance's entries in flight, by key and month. */
-  localByKeyMonth(): LocalEntry[][] {
-    const byKey = new Map<string, LocalEntry[]>();
-    for (const l of this.local.values()) {
-      const k = `${l.key.id}|${l.month}`;
-      let list = byKey.get(k);
-      if (!list) byKey.set(k, (list = []));
-      list.push(l);
-    }
-    return [...byKey.values()];
-  }
-
   private group(key: BudgetedKey, month: string): WriteGroup {
     const id = `${key.id}|${month}`;
     let g = this.groups.get(id);
@@ -167,13 +170,33 @@ export class LedgerWrites {
   }
 
   /**
-   * Settlements this instance still holds for a key and month, waiting or being sent: a rebuild of
-   * that counter leaves their records out, since they add their cost when they go out.
+   * What this instance re-asserts after Redis lost its state, by key and month: its entries in
+   * flight and its settlements with a cost not applied yet (waiting, being sent, or waiting to be
+   * added to a rebuilt counter), whose records may already be in Postgres.
    */
-  private *pendingCalls(keyId: string, month: string): Iterable<string> {
-    const waiting = this.groups.get(`${keyId}|${month}`);
-    if (waiting) for (const s of waiting.settles) yield s.id;
-    for (const g of this.sending) if (g.key.id === keyId && g.month === month) for (const s of g.settles) yield s.id;
+  reassertion(): Array<{ key: BudgetedKey; month: string; entries: LocalEntry[]; pending: string[] }> {
+    const byKey = new Map<string, { key: BudgetedKey; month: string; entries: LocalEntry[]; pending: string[] }>();
+    const at = (key: BudgetedKey, month: string) => {
+      const k = `${key.id}|${month}`;
+      let v = byKey.get(k);
+      if (!v) byKey.set(k, (v = { key, month, entries: [], pending: [] }));
+      return v;
+    };
+    for (const l of this.local.values()) at(l.key, l.month).entries.push(l);
+    for (const g of [...this.groups.values(), ...this.sending, ...this.rebuilding]) {
+      for (const s of g.settles) if (!s.closes && s.actual > 0) at(g.key, g.month).pending.push(s.id);
+    }
+    return [...byKey.values()];
+  }
+
+  /** Redis lost its state (and every adding set): the calls REASSERT put back are marked again. */
+  resetAdding(): void {
+    this.inAdding.clear();
+  }
+
+  /** Calls REASSERT put in an adding set. */
+  markAdding(ids: Iterable<string>): void {
+    for (const id of ids) this.inAdding.add(id);
   }
 
   /**
@@ -185,17 +208,31 @@ export class LedgerWrites {
   }
 
   /**
-   * Rebuilds a missing counter and adds `full`, what the group's settlements came to. The script
-   * has already marked them settled, so a failure here (Postgres or Redis away) retries this step
-   * alone: sending the group again would find them marked and add nothing.
+   * Rebuilds a missing counter (leaving out the records of its adding set, which holds this
+   * group's settlements since the ledger script found the counter missing) and adds their cost,
+   * each call's only while it is still in the set (ADD_REBUILT). The script has already marked them
+   * settled, so a failure here (Postgres or Redis away) retries this step alone: sending the group
+   * again would find them marked and add nothing. Never awaited by flush(): it may wait for the
+   * recovery barrier, which a recovery's own flush must not wait on.
    */
-  private addToRebuilt(g: WriteGroup, full: number): Promise<void> {
+  private addToRebuilt(g: WriteGroup): Promise<void> {
     const id = g.key.id;
-    return rebuildAndAdd(this.ctx, g.key, g.month, g.settles.map((s) => s.id), () => this.writeQueued(), () => this.r.incrby(counterKey(id, g.month), full), () => this.pendingCalls(id, g.month))
-      .catch((e) => {
-        this.ctx.log.warn({ keyId: id, err: e instanceof Error ? e.message : String(e) }, "counter rebuild failed; retrying");
-        setTimeout(() => void this.addToRebuilt(g, full), RETRY_MS).unref?.();
-      });
+    const adds = g.settles.filter((s) => !s.closes && s.actual > 0);
+    return (async () => {
+      // After Redis lost its state, no counter is rebuilt before the recovery barrier: by then
+      // every live instance has put its own calls in flight back in the adding set (REASSERT).
+      await this.recovered();
+      // What this instance still holds for Postgres goes first: those records' settlements went
+      // to the counter Redis lost, so a rebuild that ran before they land would leave them out.
+      await this.writeQueued();
+      await seed(this.ctx, g.key, g.month);
+      if ((await this.r.gwAddRebuilt(counterKey(id, g.month), addingKey(id, g.month), ttl(), packAdds(adds))) < 0) throw new Error("the counter went missing again");
+      this.rebuilding.delete(g);
+      for (const s of adds) this.inAdding.delete(s.id);
+    })().catch((e) => {
+      this.ctx.log.warn({ keyId: id, err: e instanceof Error ? e.message : String(e) }, "counter rebuild failed; retrying");
+      setTimeout(() => void this.addToRebuilt(g), RETRY_MS).unref?.();
+    });
   }
 
   /** Sends this turn's writes: one XADD of the usage records, one LEDGER call per key and month. */
@@ -225,17 +262,32 @@ export class LedgerWrites {
     for (const g of groups.values()) {
       const id = g.key.id;
       this.sending.add(g);
-      jobs.push(this.r.gwLedger(counterKey(id, g.month), inflightKey(id), settledKey(id, minute), settledKey(id, minute - 1), ttl(), packEntries(g.enters), packSettles(g.settles))
-        .then(async (full) => {
+      // Ids this instance put in the adding set: taken out by the script that applies their cost.
+      const leaving = this.inAdding.size ? g.settles.filter((s) => this.inAdding.has(s.id)).map((s) => s.id) : [];
+      jobs.push(this.r.gwLedger(counterKey(id, g.month), inflightKey(id), settledKey(id, minute), settledKey(id, minute - 1), addingKey(id, g.month), ttl(), packEntries(g.enters), packSettles(g.settles), packIds(leaving))
+        .then((full) => {
           this.applied(g);
-          if (full <= 0) return;
-          // The counter was missing (first use this month, or Redis lost it): rebuild, then add.
-          // The rebuild leaves out this group's own records, which the usage stream may have
-          // written to Postgres meanwhile, so they are not counted twice. Records this instance
-          // still holds for Postgres (queued straight there while Redis was away) are written
-          // first: their settlements went to the counter Redis lost, so a rebuild that ran
-          // before they land would leave them out for good.
-          await this.addToRebuilt(g, full);
+          if (full < 0) {
+            for (const c of leaving) this.inAdding.delete(c);
+            // Put in the set by a REASSERT that ran while this call was on its way (Redis lost its
+            // state meanwhile): the cost is applied, so the id leaves the set now. Until it does, a
+            // rebuild cannot count it wrongly: that would need the counter lost again, and the set
+            // with it. Only after a restart, never on the hot path.
+            const late = this.inAdding.size ? g.settles.filter((s) => this.inAdding.has(s.id)).map((s) => s.id) : [];
+            if (late.length) {
+              for (const c of late) this.inAdding.delete(c);
+              this.r.srem(addingKey(id, g.month), ...late).catch(() => {});
+            }
+            return;
+          }
+          if (full === 0) return;
+          // The counter was missing (first use this month, or Redis lost it): the script put this
+          // group's settlements in the adding set, so no rebuild, here or on another instance,
+          // counts their records (which the usage stream may have written to Postgres meanwhile)
+          // before they add their cost to it.
+          for (const s of g.settles) if (!s.closes && s.actual > 0) this.inAdding.add(s.id);
+          this.rebuilding.add(g);
+          void this.addToRebuilt(g);
         })
         .catch((e) => {
           // The script itself is broken: the same call would fail again, so it is not retried.
