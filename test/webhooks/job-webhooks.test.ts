@@ -120,6 +120,29 @@ describe(`job webhooks (${storesLabel})`, () => {
     expect([row!.status, row!.attempts, row!.lastError]).toEqual(["delivered", 3, null]);
   }, 60_000);
 
+  test("CONTRACT §8: DELETE ends a job with webhook_url as job.cancelled, sent once, signed, with the progress at the cancel", async () => {
+    const secret = await secretOf();
+    const prompts = Array.from({ length: 40 }, (_, i) => ({ messages: [{ role: "user", content: `cx ${i}` }], mock: { latency_ms: 200 } }));
+    const r = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts, webhook_url: rx.url } });
+    expect(r.status).toBe(202);
+    const del = await gw.call(`/blitz/jobs/${r.body.id}`, { token: key.raw, method: "DELETE" });
+    expect(del.body.status).toBe("cancelled");
+    const [d] = await until("job.cancelled delivery", () => (eventsOf(r.body.id).length ? eventsOf(r.body.id) : null));
+    const ev = JSON.parse(d!.body);
+    expect(ev.type).toBe("job.cancelled");
+    expect(ev.data.job).toMatchObject({ id: r.body.id, status: "cancelled", total: 40 });
+    expect(ev.data.job.progress.not_run).toBeGreaterThan(0);
+    expect(await independentlyVerified(secret, d!.body, d!.headers.get("gateway-signature"))).toBe(true);
+    // The running prompts finishing afterwards do not end the job a second time.
+    await sleep(1500);
+    await gw.ctx.services.webhooks.runOnce();
+    expect(eventsOf(r.body.id)).toHaveLength(1);
+    // A second DELETE changes nothing and sends nothing.
+    await gw.call(`/blitz/jobs/${r.body.id}`, { token: key.raw, method: "DELETE" });
+    await gw.ctx.services.webhooks.runOnce();
+    expect(eventsOf(r.body.id)).toHaveLength(1);
+  }, 60_000);
+
   test("CONTRACT §2/§8: the SSRF guard applies again at delivery: a URL that now resolves to a private address is not called unless the operator allows it", async () => {
     const cfg = gw.ctx.config as { ALLOW_PRIVATE_UPSTREAMS: boolean };
     const before = rx.got.length;

@@ -35,7 +35,7 @@ export const jobBodyDoc = z.looseObject({
   model: z.string().min(1),
   prompts: z.array(z.union([z.string(), z.looseObject({ messages: z.array(z.looseObject({ role: z.string() })) })])).min(1).max(BLITZ_JOB_MAX_PROMPTS),
   webhook_url: z.string().max(2048).nullable().optional().meta({
-    description: "http(s) URL that receives `job.completed` or `job.failed` when the job's last prompt ends, signed with `Gateway-Signature` (see GET /v1/organizations/webhook-secret); refused when it resolves to a private address unless the operator allows private upstreams.",
+    description: "http(s) URL that receives `job.completed` or `job.failed` when the job's last prompt ends (`job.cancelled` when it is cancelled), signed with `Gateway-Signature` (see GET /v1/organizations/webhook-secret); refused when it resolves to a private address unless the operator allows private upstreams.",
   }),
 }).meta({ description: "The /blitz body with up to 10,000 prompts. Shared chat parameters apply to every prompt." });
 

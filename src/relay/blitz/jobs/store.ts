@@ -186,6 +186,13 @@ export async function cancelJob(ctx: Base, jobId: string): Promise<JobRow | null
     await tx.update(blitzJobItems)
       .set({ status: "cancelled", httpStatus: 499, result: { error: { message: "The job was cancelled before this prompt started; it was never sent.", code: "cancelled" } } })
       .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.status, "queued")));
+    // A cancel ends the job too: its webhook is queued with it, in this transaction, showing the
+    // progress at the cancel (prompts still running finish and are charged afterwards).
+    if (job.webhookUrl) {
+      const [c] = rowsOf<Counts>(await tx.execute(countsOf(jobId)));
+      const now = c ? { ...job, ...countsRow(c) } : job;
+      await enqueueEvent(tx, job.accountId, { type: "job.cancelled", data: { job: presentJob(now) } }, [{ channel: "webhook", target: job.webhookUrl }]);
+    }
     return job;
   }).then(async (job) => (job ? (await withProgress(ctx, [job]))[0]! : null));
 }
