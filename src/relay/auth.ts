@@ -1,14 +1,21 @@
 // Routing-key auth for inference (SPEC Authentication 5): bearer → prefix check → sha256 →
 // in-process cache → Postgres on a miss. A warm key runs no query and no await on I/O.
-import type { Ctx } from "../context.ts";
+import type { Config } from "../config.ts";
 import { GatewayError } from "../errors.ts";
 import { bearer } from "../http/request.ts";
 import { sha256Hex } from "../lib/crypto.ts";
+import type { KeyCache } from "./key-cache.ts";
 import type { KeyContext } from "./key-context.ts";
 
 export type { KeyContext } from "./key-context.ts";
 
-function signupRequired(ctx: Ctx, why: string): GatewayError {
+/** What routing-key auth uses: the site's address (for the signup hint) and the key cache. */
+export interface AuthDeps {
+  config: Pick<Config, "siteUrl">;
+  services: { keyCache: Pick<KeyCache, "peek" | "load"> };
+}
+
+function signupRequired(ctx: AuthDeps, why: string): GatewayError {
   return new GatewayError(401, `${why} Inference needs a routing key (gw_…). An agent can sign up at ${ctx.config.siteUrl}/api/auth?action=agent-signup, then create a key with POST /v1/organizations/routing-keys.`, { code: "signup_required" });
 }
 
@@ -20,7 +27,7 @@ const UNKNOWN = "The routing key is unknown or revoked. Send a live gw_ key in t
 
 
 /** Checks the token's form; returns the key hash or throws the matching 401. Synchronous. */
-export function routingKeyHash(ctx: Ctx, token: string | null): string {
+export function routingKeyHash(ctx: AuthDeps, token: string | null): string {
   if (!token) throw signupRequired(ctx, "No API key was sent.");
   if (token.startsWith("sk-")) throw signupRequired(ctx, "That is an upstream provider key, not a gateway routing key; the gateway never forwards raw provider keys.");
   if (token.startsWith("sk_") || token.startsWith("rk_")) {
@@ -58,7 +65,7 @@ function check(key: KeyContext | null): KeyContext {
  * Resolves the request's routing key or throws (rejects with) 401 signup_required / invalid_api_key.
  * `apiKeyHeader`: also read `x-api-key` (what Anthropic's clients send) when there is no Authorization.
  */
-export async function resolveRoutingKey(ctx: Ctx, request: Request, apiKeyHeader = false): Promise<KeyContext> {
+export async function resolveRoutingKey(ctx: AuthDeps, request: Request, apiKeyHeader = false): Promise<KeyContext> {
   const token = bearer(request) ?? (apiKeyHeader ? request.headers.get("x-api-key")?.trim() || null : null);
   const hash = routingKeyHash(ctx, token);
   const kc = ctx.services.keyCache;

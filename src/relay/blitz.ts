@@ -9,16 +9,15 @@
 // any upstream call (MoneyCall.openBatch); each prompt then settles its own share with its real
 // cost, releasing the unused part as soon as that prompt ends. Concurrency: a pool per batch and one instance-wide
 // semaphore (pool.ts). A client that goes away aborts every prompt still running or queued.
-import type { Elysia } from "elysia";
-import type { Ctx } from "../context.ts";
+import type { RelayDeps } from "./relay-deps.ts";
 import { asGatewayError, badRequest, GatewayError } from "../errors.ts";
 import { bearer } from "../http/request.ts";
 import { readJsonObject } from "../http/body.ts";
 import { z } from "zod";
-import { BLITZ, mount, type RequestContext } from "../http/route.ts";
+import type { RequestContext } from "../http/route.ts";
 import { monthKey } from "../lib/time.ts";
 import { batchParallelism, MoneyCall } from "./budget/money.ts";
-import { RATE_LIMITED_DOC, rateHeaders } from "./limits/headers.ts";
+import { rateHeaders } from "./limits/headers.ts";
 import type { ChatRequest, Json, Usage } from "../protocols/types.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { BLITZ_PER_REQUEST, runBounded } from "./blitz/pool.ts";
@@ -42,18 +41,8 @@ export interface BlitzAnswer {
 }
 
 
-export function blitzRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/blitz", { POST: (rc) => handleBlitz(ctx, rc) }, BLITZ, {
-    POST: {
-      summary: "Up to 50 prompts in one request", tag: "Inference", auth: "routing-key", body: blitzBodyDoc,
-      description: "Each prompt runs as its own chat completion through the key's lanes, all at once; one failing prompt is one error entry.",
-      responses: { "200": { description: "`blitz.result`: one entry per prompt, in order, and the summed usage. Streamed: `text/event-stream` with `event: item` (`{index, status, completion | error, usage}`) per prompt in finishing order, `:` keep-alive comments while none finished, and a final `event: done` (`blitz.summary`: prompts, succeeded, failed, cancelled, usage)." }, ...RATE_LIMITED_DOC },
-    },
-  });
-}
-
 /** The body parseBlitzBody (blitz/validate.ts) accepts, for the API reference. */
-const blitzBodyDoc = z.looseObject({
+export const blitzBodyDoc = z.looseObject({
   model: z.string().min(1),
   prompts: z.array(z.union([z.string(), z.looseObject({ messages: z.array(z.looseObject({ role: z.string() })) })])).min(1).max(BLITZ_MAX_PROMPTS),
   stream: z.boolean().optional().meta({ description: "true (or `Accept: text/event-stream`): server-sent events, one `item` per prompt as it finishes, then `done`." }),
@@ -71,7 +60,7 @@ function errorEntry(index: number, err: GatewayError): BlitzResult {
   return { index, status: err.status, error: { message: err.message, code: err.code ?? "upstream_error" } };
 }
 
-export async function handleBlitz(ctx: Ctx, rc: RequestContext): Promise<BlitzAnswer | Response> {
+export async function handleBlitz(ctx: RelayDeps, rc: RequestContext): Promise<BlitzAnswer | Response> {
   const { request, requestId } = rc;
   if (!bearer(request)) throw authRequired();
   const key = await resolveRoutingKey(ctx, request);
@@ -135,7 +124,7 @@ function summaryOf(a: BlitzAnswer) {
  * (cancelled ones included). Every share is settled by the time this resolves.
  */
 async function runBatch(
-  ctx: Ctx, key: KeyContext, requests: ChatRequest[],
+  ctx: RelayDeps, key: KeyContext, requests: ChatRequest[],
   o: {
     /** Each prompt's money by index; none for a prompt answered from the cache. */
     calls: Array<MoneyCall | undefined>;

@@ -10,7 +10,7 @@
 // 5xx, its own key) moves on; an upstream 4xx about the request goes back to the client. Counting
 // is free at Anthropic: no budget is reserved and no usage record is written; a key with rate
 // limits counts it as one request without tokens.
-import type { Ctx } from "../context.ts";
+import type { RelayDeps } from "./relay-deps.ts";
 import { GatewayError } from "../errors.ts";
 import type { RequestContext } from "../http/route.ts";
 import type { Json } from "../protocols/types.ts";
@@ -31,7 +31,7 @@ export function estimateInputTokens(body: Json): number {
 const answer = (body: string, kind: "exact" | "estimated") =>
   new Response(body, { status: 200, headers: { "content-type": "application/json", "x-token-count": kind } });
 
-export async function handleCountTokens(ctx: Ctx, rc: RequestContext): Promise<Response> {
+export async function handleCountTokens(ctx: RelayDeps, rc: RequestContext): Promise<Response> {
   const key = await resolveRoutingKey(ctx, rc.request, true);
   const { body } = await readInferenceBody(rc.request, "chat", ctx.config.MAX_REQUEST_BYTES);
   if (key.lanes.length === 0) throw noProviders();

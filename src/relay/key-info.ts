@@ -1,12 +1,12 @@
 // GET /v1/key: the calling key's lanes, mode and budget state (CONTRACT §6 shape).
-import type { Ctx } from "../context.ts";
+import type { RelayDeps } from "./relay-deps.ts";
 import { getAdapter } from "../providers/registry.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { monthSpendUsd } from "./budget/counters.ts";
 
 const round6 = (usd: number) => Math.round(usd * 1e6) / 1e6;
 
-export async function keyInfo(ctx: Ctx, request: Request): Promise<object> {
+export async function keyInfo(ctx: RelayDeps, request: Request): Promise<object> {
   const key = await resolveRoutingKey(ctx, request);
   const spend = await monthSpendUsd(ctx, key);
   const budget = key.monthlyBudgetUsd;

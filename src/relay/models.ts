@@ -3,7 +3,7 @@
 // paths of the hosting routers, which repeat them hundreds of times); with a routing key, what that key's lanes can
 // really be called with, live sub catalogs and bridge lists included (CONTRACT §4, §8; see
 // laneModels). GET /v1/models/{id} answers from the same list. Object-list shape as OpenAI's.
-import type { Ctx } from "../context.ts";
+import type { RelayDeps } from "./relay-deps.ts";
 import { GatewayError } from "../errors.ts";
 import { bearer } from "../http/request.ts";
 import { allAdapters, getAdapter } from "../providers/registry.ts";
@@ -70,7 +70,7 @@ function generalCatalog(created: number): ModelEntry[] {
  * GET /v1/models/{model}: the model object from the same list GET /v1/models answers (the
  * caller's key's models with a key, the general catalog without), or OpenAI's 404 model_not_found.
  */
-export async function retrieveModel(ctx: Ctx, request: Request, created: number): Promise<object> {
+export async function retrieveModel(ctx: RelayDeps, request: Request, created: number): Promise<object> {
   const raw = new URL(request.url).pathname.slice("/v1/models/".length);
   let id: string;
   try {
@@ -89,7 +89,7 @@ export async function retrieveModel(ctx: Ctx, request: Request, created: number)
  * own list when it has one (sub: live catalog and the tier aliases it resolves; bridge: what the
  * bridge lists), else the lane's model, or else the provider's catalog models.
  */
-async function laneModels(ctx: Ctx, lane: ResolvedLane, signal: AbortSignal): Promise<[string, string][]> {
+async function laneModels(ctx: RelayDeps, lane: ResolvedLane, signal: AbortSignal): Promise<[string, string][]> {
   const a = getAdapter(lane.provider);
   if (!a) return [];
   let ids: string[];
@@ -107,7 +107,7 @@ async function laneModels(ctx: Ctx, lane: ResolvedLane, signal: AbortSignal): Pr
   return ids.map((id) => [id, lane.provider]);
 }
 
-export async function listModels(ctx: Ctx, request: Request, created: number): Promise<object> {
+export async function listModels(ctx: RelayDeps, request: Request, created: number): Promise<object> {
   if (bearer(request) === null) return { object: "list", data: generalCatalog(created) };
   const key = await resolveRoutingKey(ctx, request);
   // Lanes are asked at once; the list keeps the key's lane order.

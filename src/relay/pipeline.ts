@@ -1,7 +1,7 @@
 // The hot path, top-down (README "Architecture in one screen"): auth → body → admission (budget reserve) →
 // plan → lanes in order → relay → settle. handleInference answers HTTP; runChat is the same
 // executor without an HTTP response, for /blitz.
-import type { Ctx } from "../context.ts";
+import type { RelayDeps } from "./relay-deps.ts";
 import { asGatewayError, GatewayError, unsupportedFeature } from "../errors.ts";
 import type { AccessEntry } from "../http/access-log.ts";
 import type { RequestContext } from "../http/route.ts";
@@ -29,7 +29,7 @@ export { estimateCostUsd } from "./budget/estimate.ts";
  * Admits the request with its money (reserve, or 402) and lowers its output limit when the
  * remaining budget pays for less than its worst case.
  */
-async function admit(ctx: Ctx, key: KeyContext, endpoint: Endpoint, shape: ClientShape, requestId: string, body: Json, bytes: number, ownEntry = false): Promise<{ money: MoneyCall; body: Json }> {
+async function admit(ctx: RelayDeps, key: KeyContext, endpoint: Endpoint, shape: ClientShape, requestId: string, body: Json, bytes: number, ownEntry = false): Promise<{ money: MoneyCall; body: Json }> {
   const money = await MoneyCall.open(ctx, key, { requestId, endpoint, ownEntry }, body, bytes);
   return { money, body: money.outputLimit === null ? body : withOutputLimit(body, shape, money.outputLimit) };
 }
@@ -52,7 +52,7 @@ const noLaneServes = (shape: ClientShape) =>
 /** The usage-record endpoint of a client shape. */
 const ENDPOINT_OF: Record<ClientShape, Endpoint> = { chat: "chat", responses: "responses", anthropic: "messages", embeddings: "embeddings" };
 
-function newRelayRequest(ctx: Ctx, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number; access: AccessEntry }): RelayRequest {
+function newRelayRequest(ctx: RelayDeps, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number; access: AccessEntry }): RelayRequest {
   return {
     access: i.access,
     ctx, key,
@@ -90,7 +90,7 @@ function refused(endpoint: Endpoint, e: unknown, access: AccessEntry): void {
 }
 
 /** POST /v1/chat/completions, /v1/responses and /v1/messages. Order: key 401 → body 413/400 → lanes 400 → budget 402 → limits 429. */
-export async function handleInference(ctx: Ctx, rc: RequestContext, shape: ClientShape): Promise<Response> {
+export async function handleInference(ctx: RelayDeps, rc: RequestContext, shape: ClientShape): Promise<Response> {
   const startedAt = performance.now();
   const endpoint = ENDPOINT_OF[shape];
   rc.access.endpoint = endpoint;
@@ -116,7 +116,7 @@ export async function handleInference(ctx: Ctx, rc: RequestContext, shape: Clien
 }
 
 /** Admission (budget 402, limits 429), then the lanes; `admitted` sees the request's money. */
-async function relay(ctx: Ctx, rc: RequestContext, key: KeyContext, shape: ClientShape, parsed: InferenceBody, startedAt: number, admitted?: (money: MoneyCall) => void): Promise<Response> {
+async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape: ClientShape, parsed: InferenceBody, startedAt: number, admitted?: (money: MoneyCall) => void): Promise<Response> {
   const endpoint = ENDPOINT_OF[shape];
   let rr: RelayRequest;
   try {
@@ -238,7 +238,7 @@ export interface RunChatOptions {
  * Runs one non-streaming request through the key's lanes without producing an HTTP response
  * (the /blitz executor). Never throws for request-level failures: they come back as `error`.
  */
-export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunChatOptions): Promise<RunChatResult> {
+export async function runChat(ctx: RelayDeps, key: KeyContext, body: Json, opts: RunChatOptions): Promise<RunChatResult> {
   const endpoint = opts.endpoint ?? "blitz";
   if (opts.record) return runPrompt(ctx, key, body, opts, endpoint, opts.record);
   const record = ctx.services.requestTracker.openPart(opts.requestId, endpoint);
@@ -249,7 +249,7 @@ export async function runChat(ctx: Ctx, key: KeyContext, body: Json, opts: RunCh
   }
 }
 
-async function runPrompt(ctx: Ctx, key: KeyContext, body: Json, opts: RunChatOptions, endpoint: Endpoint, record: AccessEntry): Promise<RunChatResult> {
+async function runPrompt(ctx: RelayDeps, key: KeyContext, body: Json, opts: RunChatOptions, endpoint: Endpoint, record: AccessEntry): Promise<RunChatResult> {
   const shape = opts.shape ?? "chat";
   const bytes = opts.bodyBytes ?? JSON.stringify(body.messages ?? body.input ?? "").length;
   let money = opts.money;

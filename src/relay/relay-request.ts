@@ -1,11 +1,11 @@
 // The request the upstream executor (attempt.ts, lane-runner.ts) carries from lane to lane, and the
 // operation it asks of each lane: inference (the default), an upload sent as it came, or a count
 // of the body's input tokens.
-import type { Ctx } from "../context.ts";
 import type { AccessEntry } from "../http/access-log.ts";
 import type { ChatRequest, ClientShape, Json } from "../protocols/types.ts";
 import type { MoneyCall } from "./budget/money.ts";
 import type { KeyContext } from "./key-context.ts";
+import type { RelayDeps } from "./relay-deps.ts";
 
 export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "classifier" | "transcriptions" | "count_tokens";
 
@@ -19,7 +19,8 @@ export interface Upload {
 
 /** One request as the executor carries it from lane to lane. */
 export interface RelayRequest {
-  ctx: Ctx;
+  /** What the request path uses of its gateway (relay-deps.ts), built once at mount. */
+  ctx: RelayDeps;
   key: KeyContext;
   endpoint: Endpoint;
   shape: ClientShape;

@@ -1,20 +1,25 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
-import { ANTHROPIC, INFERENCE, mount } from "../http/route.ts";
-import { blitzRoutes } from "./blitz.ts";
+import { ANTHROPIC, BLITZ, INFERENCE, mount } from "../http/route.ts";
+import { blitzBodyDoc, handleBlitz } from "./blitz.ts";
 import { blitzJobRoutes } from "./blitz/jobs/routes.ts";
 import { keyInfo } from "./key-info.ts";
 import { listModels, retrieveModel } from "./models.ts";
 import { handleCountTokens } from "./count-tokens.ts";
 import { handleInference } from "./pipeline.ts";
 import { chatCompletionsBodyDoc, countTokensBodyDoc, embeddingsBodyDoc, messagesBodyDoc, responsesBodyDoc } from "../protocols/required-fields.ts";
-import { transcriptionRoutes } from "./transcriptions.ts";
+import { transcriptionsHandler } from "./transcriptions.ts";
+import { relayDeps } from "./relay-deps.ts";
 import { RATE_LIMITED_DOC } from "./limits/headers.ts";
 
-/** The inference endpoints: the hot path. */
+/**
+ * The inference endpoints: the hot path. The edge that holds the instance: its handlers get the
+ * request path's narrow view of it (relay-deps.ts), built here once.
+ */
 export function relayRoutes(ctx: Ctx, app: Elysia): void {
+  const deps = relayDeps(ctx);
   const created = Math.floor(Date.now() / 1000);
-  mount(ctx, app, "/v1/chat/completions", { POST: (rc) => handleInference(ctx, rc, "chat") }, INFERENCE, {
+  mount(ctx, app, "/v1/chat/completions", { POST: (rc) => handleInference(deps, rc, "chat") }, INFERENCE, {
     POST: {
       summary: "Chat completion (OpenAI-compatible)", tag: "Inference", auth: "routing-key", body: chatCompletionsBodyDoc,
       description: "Runs the request through the routing key's lanes in order, falling over to the next lane when one fails.",
@@ -25,43 +30,56 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
       },
     },
   });
-  mount(ctx, app, "/v1/responses", { POST: (rc) => handleInference(ctx, rc, "responses") }, INFERENCE, {
+  mount(ctx, app, "/v1/responses", { POST: (rc) => handleInference(deps, rc, "responses") }, INFERENCE, {
     POST: {
       summary: "Response (OpenAI Responses API)", tag: "Inference", auth: "routing-key", body: responsesBodyDoc,
       responses: { "200": { description: "The response (JSON), or with `stream: true` server-sent events." }, ...RATE_LIMITED_DOC },
     },
   });
-  mount(ctx, app, "/v1/messages", { POST: (rc) => handleInference(ctx, rc, "anthropic") }, ANTHROPIC, {
+  mount(ctx, app, "/v1/messages", { POST: (rc) => handleInference(deps, rc, "anthropic") }, ANTHROPIC, {
     POST: {
       summary: "Message (Anthropic Messages API)", tag: "Inference", auth: "routing-key", body: messagesBodyDoc,
       description: "For Anthropic SDKs: the routing key goes in `x-api-key` or `Authorization`. Passed through on Anthropic lanes, translated elsewhere.",
       responses: { "200": { description: "The message (JSON), or with `stream: true` Anthropic server-sent events." }, ...RATE_LIMITED_DOC },
     },
   });
-  mount(ctx, app, "/v1/embeddings", { POST: (rc) => handleInference(ctx, rc, "embeddings") }, INFERENCE, {
+  mount(ctx, app, "/v1/embeddings", { POST: (rc) => handleInference(deps, rc, "embeddings") }, INFERENCE, {
     POST: {
       summary: "Embeddings (OpenAI-compatible)", tag: "Inference", auth: "routing-key", body: embeddingsBodyDoc,
       description: "Passed through on OpenAI-protocol lanes that embed, translated to batchEmbedContents on Gemini lanes; other lanes fail over.",
       responses: { "200": { description: "An OpenAI embedding list (float or base64 vectors) with usage." }, ...RATE_LIMITED_DOC },
     },
   });
-  mount(ctx, app, "/v1/messages/count_tokens", { POST: (rc) => handleCountTokens(ctx, rc) }, ANTHROPIC, {
+  mount(ctx, app, "/v1/messages/count_tokens", { POST: (rc) => handleCountTokens(deps, rc) }, ANTHROPIC, {
     POST: {
       summary: "Count a Messages request's input tokens", tag: "Inference", auth: "routing-key", body: countTokensBodyDoc,
       description: "Exact on Anthropic lanes; elsewhere an estimate, marked by the `x-token-count: estimated` header.",
       responses: { "200": { description: "`{input_tokens}`" } },
     },
   });
-  mount(ctx, app, "/v1/models", { GET: (rc) => listModels(ctx, rc.request, created) }, INFERENCE, {
+  mount(ctx, app, "/v1/models", { GET: (rc) => listModels(deps, rc.request, created) }, INFERENCE, {
     GET: { summary: "Models the key's lanes can serve", tag: "Inference", auth: "routing-key", responses: { "200": { description: "An OpenAI model list." } } },
   });
-  mount(ctx, app, "/v1/models/:model", { GET: (rc) => retrieveModel(ctx, rc.request, created) }, INFERENCE, {
+  mount(ctx, app, "/v1/models/:model", { GET: (rc) => retrieveModel(deps, rc.request, created) }, INFERENCE, {
     GET: { summary: "One model of the list (the official SDK's models.retrieve)", tag: "Inference", auth: "routing-key", responses: { "200": { description: "An OpenAI model object." }, "404": { description: "model_not_found in the OpenAI shape." } } },
   });
-  mount(ctx, app, "/v1/key", { GET: (rc) => keyInfo(ctx, rc.request) }, INFERENCE, {
+  mount(ctx, app, "/v1/key", { GET: (rc) => keyInfo(deps, rc.request) }, INFERENCE, {
     GET: { summary: "The calling routing key: lanes, mode, budget", tag: "Inference", auth: "routing-key", responses: { "200": { description: "The key and this month's spend." } } },
   });
-  blitzRoutes(ctx, app);
+  mount(ctx, app, "/blitz", { POST: (rc) => handleBlitz(deps, rc) }, BLITZ, {
+    POST: {
+      summary: "Up to 50 prompts in one request", tag: "Inference", auth: "routing-key", body: blitzBodyDoc,
+      description: "Each prompt runs as its own chat completion through the key's lanes, all at once; one failing prompt is one error entry.",
+      responses: { "200": { description: "`blitz.result`: one entry per prompt, in order, and the summed usage. Streamed: `text/event-stream` with `event: item` (`{index, status, completion | error, usage}`) per prompt in finishing order, `:` keep-alive comments while none finished, and a final `event: done` (`blitz.summary`: prompts, succeeded, failed, cancelled, usage)." }, ...RATE_LIMITED_DOC },
+    },
+  });
   blitzJobRoutes(ctx, app);
-  transcriptionRoutes(ctx, app);
+  // Other methods: 405 without code.
+  mount(ctx, app, "/v1/audio/transcriptions", { POST: transcriptionsHandler(deps) }, INFERENCE, {
+    POST: {
+      summary: "Transcribe audio (through the subscription lane)", tag: "Inference", auth: "routing-key",
+      rawBody: { contentType: "multipart/form-data", schema: { type: "object", required: ["file"], properties: { file: { type: "string", contentMediaType: "application/octet-stream" }, model: { type: "string" } } } },
+      responses: { "200": { description: "The transcription, as the upstream answered it." }, ...RATE_LIMITED_DOC },
+    },
+  });
 }

@@ -7,15 +7,14 @@
 // Order of checks as on every inference path: 405 → key 401 → validation 400/413 (multipart
 // body, a connected lane, size) → budget 402. The call is seat traffic (a usage record per
 // attempt, endpoint "transcriptions"); the catalog prices tokens, not audio, so its cost is 0.
-import type { Elysia } from "elysia";
-import type { Ctx } from "../context.ts";
+import type { RelayDeps } from "./relay-deps.ts";
 import { GatewayError, unsupportedFeature } from "../errors.ts";
-import { INFERENCE, mount, type Handler } from "../http/route.ts";
+import type { Handler } from "../http/route.ts";
 import { cappedStream, checkDeclaredLength } from "../http/body.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import { MIN_ESTIMATE_USD } from "./budget/estimate.ts";
-import { RATE_LIMITED_DOC, rateHeaders } from "./limits/headers.ts";
+import { rateHeaders } from "./limits/headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { resolveRoutingKey, type KeyContext } from "./auth.ts";
 import type { LaneResult, RelayRequest } from "./attempt.ts";
@@ -46,7 +45,7 @@ async function readUpload(body: ReadableStream<Uint8Array>, maxBytes: number): P
   }
 }
 
-function transcriptionsHandler(ctx: Ctx): Handler {
+export function transcriptionsHandler(ctx: RelayDeps): Handler {
   return async (rc) => {
     const { request, requestId } = rc;
     const startedAt = performance.now();
@@ -102,15 +101,4 @@ function transcriptionsHandler(ctx: Ctx): Handler {
     if (r.kind === "client") throw r.error;
     throw new GatewayError(502, "The transcription got an answer the gateway cannot relay; retry the request.", { code: "upstream_error" });
   };
-}
-
-/** Mounts POST /v1/audio/transcriptions (other methods: 405 without code). */
-export function transcriptionRoutes(ctx: Ctx, app: Elysia): void {
-  mount(ctx, app, "/v1/audio/transcriptions", { POST: transcriptionsHandler(ctx) }, INFERENCE, {
-    POST: {
-      summary: "Transcribe audio (through the subscription lane)", tag: "Inference", auth: "routing-key",
-      rawBody: { contentType: "multipart/form-data", schema: { type: "object", required: ["file"], properties: { file: { type: "string", contentMediaType: "application/octet-stream" }, model: { type: "string" } } } },
-      responses: { "200": { description: "The transcription, as the upstream answered it." }, ...RATE_LIMITED_DOC },
-    },
-  });
 }

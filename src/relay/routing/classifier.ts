@@ -27,7 +27,7 @@
 // is lowered, and when not even its prompt fits the classification is skipped), then one usage
 // record with endpoint "classifier", its cost priced from the pricing catalog, settles it. It
 // never takes from the key's rate limits: those count the client's requests.
-import type { Ctx } from "../../context.ts";
+import type { RelayDeps } from "../relay-deps.ts";
 import type { AccessEntry } from "../../http/access-log.ts";
 import { GatewayError } from "../../errors.ts";
 import type { ChatRequest, Json } from "../../protocols/types.ts";
@@ -127,7 +127,7 @@ interface Outcome {
  * the adapter's prepare and send, the codec, timeouts, one usage record through the money owner),
  * on a lane made of the classifier's provider, model and credential.
  */
-async function ask(ctx: Ctx, key: KeyContext, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal, record: AccessEntry): Promise<Outcome> {
+async function ask(ctx: RelayDeps, key: KeyContext, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal, record: AccessEntry): Promise<Outcome> {
   let body: Json = { model, messages };
   const est = key.monthlyBudgetUsd === null ? null : estimateRequest(ctx, key, body, undefined, [lane]);
   // Throws 402 when the budget cannot hold even the prompt (the caller keeps the chain order).
@@ -156,7 +156,7 @@ async function ask(ctx: Ctx, key: KeyContext, lane: ResolvedLane, model: string,
 }
 
 /** Classifier mode: the key's lanes with the classifier's pick first (the chain as stored when it cannot pick). */
-export async function classifyLanes(ctx: Ctx, key: KeyContext, req: ChatRequest, signal: AbortSignal, record: AccessEntry): Promise<ResolvedLane[]> {
+export async function classifyLanes(ctx: RelayDeps, key: KeyContext, req: ChatRequest, signal: AbortSignal, record: AccessEntry): Promise<ResolvedLane[]> {
   const lanes = key.lanes;
   const categories: Array<{ key: string; description: string | null }> = [];
   for (const l of lanes) {

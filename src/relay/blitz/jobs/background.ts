@@ -5,6 +5,7 @@ import type { Ctx } from "../../../context.ts";
 import { intervalJob, type Job } from "../../../jobs/job.ts";
 import { BullJobQueue } from "./bullmq-queue.ts";
 import { MemoryJobQueue, type JobQueue } from "./queue.ts";
+import { relayDeps } from "../../relay-deps.ts";
 import { itemRunner } from "./runner.ts";
 import { activeJobs, deleteExpired, endIfLast, itemsInState } from "./store.ts";
 
@@ -13,7 +14,7 @@ const SWEEP_MS = 10 * 60_000;
 /** The background jobs: the item runner (started after listen, drained on stop) and the expiry sweep. */
 export function blitzJobsJobs(ctx: Ctx): Job[] {
   const { queue, onEnded } = ctx.services.blitzJobs;
-  const runner = itemRunner(ctx, {
+  const runner = itemRunner(relayDeps(ctx), {
     ledgerRedis: queue instanceof BullJobQueue ? queue.redis : null,
     instanceState: ctx.services.ledger ? (i) => ctx.services.ledger!.instanceState(i) : null,
     recheckMs: ctx.config.BLITZ_JOB_LOCK_MS,

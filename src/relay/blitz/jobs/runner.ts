@@ -9,7 +9,7 @@
 //   marked `interrupted` at that cost (the ledger's reconciler writes its record at the reserved
 //   cost), so it is never billed twice; otherwise nothing of it ran and it is rerun, once.
 import { eq } from "drizzle-orm";
-import type { Ctx } from "../../../context.ts";
+import type { RelayDeps } from "../../relay-deps.ts";
 import type { GatewayError } from "../../../errors.ts";
 import type { Json } from "../../../protocols/types.ts";
 import { usageRecords } from "../../../store/db/schema/index.ts";
@@ -54,7 +54,7 @@ function retryAfterMs(err: GatewayError): number {
   return Number.isFinite(s) && s > 0 ? Math.min(s * 1000, 60_000) : RETRY_DEFAULT_MS;
 }
 
-export function itemRunner(ctx: Ctx, deps: RunnerDeps): ItemHandler {
+export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
   const finish = async (ref: ItemRef, o: ItemOutcome) => {
     const { ended } = await finishItem(ctx, ref.jobId, ref.idx, o);
     if (ended) deps.onEnded(ended);

@@ -5,11 +5,18 @@
 // at the end, by a conditional UPDATE that only the last item's write can satisfy, so exactly one
 // caller sees the job end; it stores the final counts, so an ended job is read from its row alone.
 import { and, asc, eq, gt, inArray, lt, sql } from "drizzle-orm";
-import type { Base } from "../../../base.ts";
+import type { Config } from "../../../config.ts";
+import type { Db } from "../../../store/db/client.ts";
 import type { Json } from "../../../protocols/types.ts";
 import { blitzJobItems, blitzJobs } from "../../../store/db/schema/index.ts";
 import { enqueueEvent } from "../../../webhooks/outbox.ts";
 import { presentJob } from "./present.ts";
+
+/** What the job store uses: the database and how long a finished job's results are kept. */
+export interface JobStores {
+  db: Db;
+  config: Pick<Config, "BLITZ_JOB_RESULT_TTL_HOURS">;
+}
 
 export type JobRow = typeof blitzJobs.$inferSelect;
 export type ItemRow = typeof blitzJobItems.$inferSelect;
@@ -19,7 +26,7 @@ export const ACTIVE_JOB = ["queued", "running"];
 /** Rows per INSERT when a job is created (10,000 prompts stay well under Postgres' parameter cap). */
 const INSERT_CHUNK = 500;
 
-export async function createJob(ctx: Base, job: { id: string; accountId: string; routingKeyId: string; keyHash: string; webhookUrl: string | null }, requests: Json[]): Promise<void> {
+export async function createJob(ctx: JobStores, job: { id: string; accountId: string; routingKeyId: string; keyHash: string; webhookUrl: string | null }, requests: Json[]): Promise<void> {
   await ctx.db.transaction(async (tx) => {
     await tx.insert(blitzJobs).values({ ...job, total: requests.length, remaining: requests.length });
     for (let i = 0; i < requests.length; i += INSERT_CHUNK) {
@@ -29,13 +36,13 @@ export async function createJob(ctx: Base, job: { id: string; accountId: string;
 }
 
 /** The job row as stored: while it runs its counters are those of its creation (see withProgress). */
-export async function getJobRow(ctx: Base, id: string): Promise<JobRow | null> {
+export async function getJobRow(ctx: JobStores, id: string): Promise<JobRow | null> {
   const [row] = await ctx.db.select().from(blitzJobs).where(eq(blitzJobs.id, id)).limit(1);
   return row ?? null;
 }
 
 /** The job with its progress and cost as of now. */
-export async function getJob(ctx: Base, id: string): Promise<JobRow | null> {
+export async function getJob(ctx: JobStores, id: string): Promise<JobRow | null> {
   const row = await getJobRow(ctx, id);
   return row ? (await withProgress(ctx, [row]))[0]! : null;
 }
@@ -59,7 +66,7 @@ interface Counts { remaining: number; succeeded: number; failed: number; not_run
  * Jobs whose items may still change (running, queued, or cancelled with prompts still finishing)
  * get their counters from their items; a completed or failed job's row holds its final counts.
  */
-export async function withProgress(ctx: Base, rows: JobRow[]): Promise<JobRow[]> {
+export async function withProgress(ctx: JobStores, rows: JobRow[]): Promise<JobRow[]> {
   return Promise.all(rows.map(async (j) => {
     if (j.status === "completed" || j.status === "failed") return j;
     const [c] = rowsOf<Counts>(await ctx.db.execute(countsOf(j.id)));
@@ -79,7 +86,7 @@ const countsRow = (c: Counts) =>
   ({ remaining: c.remaining, succeeded: c.succeeded, failed: c.failed, notRun: c.not_run, interrupted: c.interrupted, costUsd: Number(c.cost_usd) });
 
 /** Results after `after` (an index), in index order. */
-export async function pageItems(ctx: Base, jobId: string, after: number, limit: number): Promise<ItemRow[]> {
+export async function pageItems(ctx: JobStores, jobId: string, after: number, limit: number): Promise<ItemRow[]> {
   return ctx.db.select().from(blitzJobItems)
     .where(and(eq(blitzJobItems.jobId, jobId), gt(blitzJobItems.idx, after)))
     .orderBy(asc(blitzJobItems.idx)).limit(limit);
@@ -89,7 +96,7 @@ export async function pageItems(ctx: Base, jobId: string, after: number, limit: 
  * Takes a queued item for this instance. Returns the item (attempts counted) or, when it was not
  * queued, its current row (final, or `running` when its last runner may have died), or null.
  */
-export async function claimItem(ctx: Base, jobId: string, idx: number, owner: string): Promise<{ claimed: boolean; item: ItemRow } | null> {
+export async function claimItem(ctx: JobStores, jobId: string, idx: number, owner: string): Promise<{ claimed: boolean; item: ItemRow } | null> {
   const [item] = await ctx.db.update(blitzJobItems)
     .set({ status: "running", attempts: sql`${blitzJobItems.attempts} + 1`, owner })
     .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.idx, idx), eq(blitzJobItems.status, "queued")))
@@ -103,7 +110,7 @@ export async function claimItem(ctx: Base, jobId: string, idx: number, owner: st
 }
 
 /** A crashed runner's item is taken over for a rerun (attempts counts it). */
-export async function retakeItem(ctx: Base, jobId: string, idx: number, owner: string, seenAttempts: number): Promise<ItemRow | null> {
+export async function retakeItem(ctx: JobStores, jobId: string, idx: number, owner: string, seenAttempts: number): Promise<ItemRow | null> {
   const [item] = await ctx.db.update(blitzJobItems)
     .set({ attempts: sql`${blitzJobItems.attempts} + 1`, owner })
     .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.idx, idx), eq(blitzJobItems.status, "running"), eq(blitzJobItems.attempts, seenAttempts)))
@@ -112,7 +119,7 @@ export async function retakeItem(ctx: Base, jobId: string, idx: number, owner: s
 }
 
 /** Puts a claimed item back (a rate limit said later); its attempt does not count. */
-export async function requeueItem(ctx: Base, jobId: string, idx: number): Promise<void> {
+export async function requeueItem(ctx: JobStores, jobId: string, idx: number): Promise<void> {
   await ctx.db.update(blitzJobItems)
     .set({ status: "queued", attempts: sql`greatest(${blitzJobItems.attempts} - 1, 0)`, owner: null })
     .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.idx, idx), eq(blitzJobItems.status, "running")));
@@ -130,7 +137,7 @@ export interface ItemOutcome {
  * Writes an item's final state if it has none yet. Returns the job row when this write ended the
  * job (its last item), so the caller announces it once; `ended: null` otherwise.
  */
-export async function finishItem(ctx: Base, jobId: string, idx: number, o: ItemOutcome): Promise<{ changed: boolean; ended: JobRow | null }> {
+export async function finishItem(ctx: JobStores, jobId: string, idx: number, o: ItemOutcome): Promise<{ changed: boolean; ended: JobRow | null }> {
   const [item] = await ctx.db.update(blitzJobItems)
     .set({ status: o.status, httpStatus: o.httpStatus, result: o.result, usage: o.usage ?? null, costUsd: o.costUsd ?? 0 })
     .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.idx, idx), inArray(blitzJobItems.status, ["queued", "running"])))
@@ -145,7 +152,7 @@ export async function finishItem(ctx: Base, jobId: string, idx: number, o: ItemO
  * lock and the status condition let exactly one of those end it (the others re-check the updated
  * row and match nothing). A cancelled job is not ended again.
  */
-export async function endIfLast(ctx: Base, jobId: string): Promise<JobRow | null> {
+export async function endIfLast(ctx: JobStores, jobId: string): Promise<JobRow | null> {
   return ctx.db.transaction(async (tx) => {
     const [ended] = rowsOf<{ id: string }>(await tx.execute(sql`with c as (${countsOf(jobId)})
       update blitz_jobs j set
@@ -168,7 +175,7 @@ export async function endIfLast(ctx: Base, jobId: string): Promise<JobRow | null
 }
 
 /** Budget out: the job admits nothing more; its queued items end as `not_run` when their turn comes. */
-export async function stopAdmitting(ctx: Base, jobId: string, reason: string): Promise<void> {
+export async function stopAdmitting(ctx: JobStores, jobId: string, reason: string): Promise<void> {
   await ctx.db.update(blitzJobs).set({ stopReason: reason }).where(and(eq(blitzJobs.id, jobId), sql`${blitzJobs.stopReason} is null`));
 }
 
@@ -176,7 +183,7 @@ export async function stopAdmitting(ctx: Base, jobId: string, reason: string): P
  * DELETE: the job ends as `cancelled` at once and its queued items as `cancelled` (never sent);
  * items already running finish and are charged. Returns the row, or null when it had already ended.
  */
-export async function cancelJob(ctx: Base, jobId: string): Promise<JobRow | null> {
+export async function cancelJob(ctx: JobStores, jobId: string): Promise<JobRow | null> {
   return ctx.db.transaction(async (tx) => {
     const [job] = await tx.update(blitzJobs)
       .set({ status: "cancelled", finishedAt: sql`now()`, expiresAt: sql`now() + make_interval(hours => ${ctx.config.BLITZ_JOB_RESULT_TTL_HOURS})` })
@@ -198,18 +205,18 @@ export async function cancelJob(ctx: Base, jobId: string): Promise<JobRow | null
 }
 
 /** Jobs with work left (the in-process queue picks them up again at start). */
-export async function activeJobs(ctx: Base): Promise<JobRow[]> {
+export async function activeJobs(ctx: JobStores): Promise<JobRow[]> {
   return ctx.db.select().from(blitzJobs).where(inArray(blitzJobs.status, ACTIVE_JOB));
 }
 
-export async function itemsInState(ctx: Base, jobId: string, status: string): Promise<number[]> {
+export async function itemsInState(ctx: JobStores, jobId: string, status: string): Promise<number[]> {
   const rows = await ctx.db.select({ idx: blitzJobItems.idx }).from(blitzJobItems)
     .where(and(eq(blitzJobItems.jobId, jobId), eq(blitzJobItems.status, status))).orderBy(asc(blitzJobItems.idx));
   return rows.map((r) => r.idx);
 }
 
 /** Deletes jobs whose results outlived BLITZ_JOB_RESULT_TTL_HOURS. Returns how many. */
-export async function deleteExpired(ctx: Base): Promise<number> {
+export async function deleteExpired(ctx: JobStores): Promise<number> {
   const gone = await ctx.db.delete(blitzJobs).where(lt(blitzJobs.expiresAt, new Date())).returning({ id: blitzJobs.id });
   if (gone.length) await ctx.db.delete(blitzJobItems).where(inArray(blitzJobItems.jobId, gone.map((g) => g.id)));
   return gone.length;
