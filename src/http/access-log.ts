@@ -186,6 +186,12 @@ export class AccessEntry {
     this.costUsd += cost;
   }
 
+  /** The upstream of the attempt on `t` answered with an error, timed out or could not be reached: its status (0 = no answer) and code. */
+  upstreamFailed(t: LaneTry, status: number, code: string): void {
+    t.upstreamStatus = status;
+    t.upstreamCode = code;
+  }
+
   /** The lane `laneIndex` failed with `status`/`code`; `fellBack`: the next lane takes over. */
   laneFailed(laneIndex: number, status: number, code: string, fellBack: boolean): void {
     const t = this.lanes?.findLast((l) => l.lane === laneIndex);

@@ -94,9 +94,7 @@ export class Attempt {
 
   /** The upstream answered with an error, timed out or could not be reached (after finish()). */
   upstreamFailed(status: number, code: string): void {
-    if (!this.tried) return;
-    this.tried.upstreamStatus = status;
-    this.tried.upstreamCode = code;
+    if (this.tried) this.rr.access.upstreamFailed(this.tried, status, code);
   }
 }
 
