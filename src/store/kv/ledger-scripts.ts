@@ -136,9 +136,12 @@ if #ids > 0 then redis.call('EXPIRE', KEYS[3], ARGV[1]) end
 return 1`;
 
 // WRITE-OFF (reconciler): removes a dead instance's in-flight entry and marks it settled, so a late
-// settlement cannot charge it twice. KEYS[1] in-flight ledger  KEYS[2] settled markers  ARGV[1] id.
+// settlement cannot charge it twice, and takes it out of its month's adding set (REASSERT may have
+// put it there): its `interrupted` record, written first, now holds its cost for a rebuild to count.
+//   KEYS[1] in-flight ledger  KEYS[2] settled markers  KEYS[3] the entry's month's adding set  ARGV[1] id.
 const WRITE_OFF = `
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('SREM', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], '1')
 redis.call('EXPIRE', KEYS[2], 180)
 return 1`;
@@ -200,7 +203,7 @@ return add`;
 export interface LedgerCmds {
   gwLedger(counter: string, ledger: string, settledNow: string, settledPrev: string, adding: string, ttl: number, entries: string, settles: string, leaving: string): Promise<number>;
   gwReassert(counter: string, ledger: string, adding: string, ttl: number, pending: string, ...triples: Array<string | number>): Promise<number>;
-  gwWriteOff(ledger: string, settled: string, id: string): Promise<number>;
+  gwWriteOff(ledger: string, settled: string, adding: string, id: string): Promise<number>;
   gwEpoch(epoch: string, token: string): Promise<[string, number]>;
   gwSeed(counter: string, adding: string, ledger: string, value: number, ttl: number, seen: string): Promise<number>;
   gwAddRebuilt(counter: string, adding: string, ttl: number, adds: string): Promise<number>;
@@ -209,7 +212,7 @@ export interface LedgerCmds {
 export function defineLedgerCommands(r: Redis): void {
   r.defineCommand("gwLedger", { numberOfKeys: 5, lua: LEDGER });
   r.defineCommand("gwReassert", { numberOfKeys: 3, lua: REASSERT });
-  r.defineCommand("gwWriteOff", { numberOfKeys: 2, lua: WRITE_OFF });
+  r.defineCommand("gwWriteOff", { numberOfKeys: 3, lua: WRITE_OFF });
   r.defineCommand("gwEpoch", { numberOfKeys: 1, lua: EPOCH });
   r.defineCommand("gwSeed", { numberOfKeys: 3, lua: SEED });
   r.defineCommand("gwAddRebuilt", { numberOfKeys: 2, lua: ADD_REBUILT });

@@ -5,7 +5,7 @@
 import type { Base } from "../../../base.ts";
 import { randomToken } from "../../../lib/crypto.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
-import { inflightKey, settledKey } from "../counters.ts";
+import { addingKey, inflightKey, settledKey } from "../counters.ts";
 import { interruptedRow } from "./facts.ts";
 import type { LedgerKeys } from "./types.ts";
 import { parseEntry } from "./wire.ts";
@@ -60,7 +60,7 @@ export class Reconciler {
           // The record first: if this reconciler dies before the write-off, the next one writes it
           // again and the unique index keeps one.
           await this.r.xadd(this.k.stream, "*", "r", JSON.stringify([interruptedRow(keyId, requestId, f, e.nano, now)]));
-          n += await this.r.gwWriteOff(inflightKey(keyId), settledKey(keyId, minute), requestId);
+          n += await this.r.gwWriteOff(inflightKey(keyId), settledKey(keyId, minute), addingKey(keyId, f.m), requestId);
         }
       }
       if (dead.length) await this.r.hdel(this.k.instances, ...dead);
