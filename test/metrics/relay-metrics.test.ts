@@ -154,6 +154,30 @@ describe(`metrics through the relay (${storesLabel})`, () => {
     expect((sample(after, "gateway_budget_rejections_total", labels) ?? 0) - (sample(before, "gateway_budget_rejections_total", labels) ?? 0)).toBe(1);
   });
 
+  test("/blitz: each prompt counts as one blitz request with its own lane attempt; a batch refused for its budget counts one budget rejection and no request", async () => {
+    const key = await newKey({ label: "metrics-blitz", providers: [{ provider: "openai", credential_id: openaiCred }] });
+    const ok = { endpoint: "blitz", provider: "openai", outcome: "ok" };
+    const lane = { provider: "openai", outcome: "ok" };
+    const delta = (after: string, before: string, name: string, labels: Record<string, string>) => (sample(after, name, labels) ?? 0) - (sample(before, name, labels) ?? 0);
+    let before = await scrape();
+    const r = await gw.req("/blitz", { token: key, body: { model: "gpt-4o-mini", prompts: ["Say hello.", "Say goodbye."] } });
+    expect(r.status).toBe(200);
+    await r.text();
+    let after = await scrape();
+    expect(delta(after, before, "gateway_requests_total", ok)).toBe(2);
+    expect(delta(after, before, "gateway_request_duration_seconds_count", ok)).toBe(2);
+    expect(delta(after, before, "gateway_upstream_duration_seconds_count", lane)).toBe(2);
+
+    const poor = await newKey({ label: "metrics-blitz-budget", monthly_budget_usd: 0.000001, providers: [{ provider: "openai", credential_id: openaiCred }] });
+    before = after;
+    const refused = await gw.req("/blitz", { token: poor, body: { model: "gpt-4o-mini", max_tokens: 100000, prompts: ["a", "b"] } });
+    expect(refused.status).toBe(402);
+    await refused.text();
+    after = await scrape();
+    expect(delta(after, before, "gateway_budget_rejections_total", { endpoint: "blitz" })).toBe(1);
+    for (const outcome of ["ok", "refused", "error"]) expect(delta(after, before, "gateway_requests_total", { endpoint: "blitz", provider: "none", outcome })).toBe(0);
+  });
+
   test("gateway_requests_total counts inference requests refused before any provider (401, 400, 402) with provider=\"none\"", async () => {
     const key = await newKey({ label: "metrics-refused", monthly_budget_usd: 0.000001, providers: [{ provider: "openai", credential_id: openaiCred }] });
     const labels = { endpoint: "chat", provider: "none", outcome: "refused" };
