@@ -9,7 +9,7 @@ import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { blitzJobItems, usageRecords } from "../../src/store/db/schema/index.ts";
-import { spawnGateway, type ChildGateway } from "../relay/child-gateway.ts";
+import { spawnSibling, type ChildGateway } from "../relay/child-gateway.ts";
 import { addCredential, addRoutingKey, lane } from "../relay/fixtures.ts";
 import { until as waitUntil } from "../helpers/until.ts";
 
@@ -30,11 +30,10 @@ describe.if(REAL_STORES)(name, () => {
     gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: A.url, INSTANCE_DEAD_AFTER_SECONDS: "2" });
     await gw.ctx.services.blitzJobs.queue.close();
     const env = {
-      DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: gw.env.REDIS_URL!, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!,
-      DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url, ALLOW_PRIVATE_UPSTREAMS: "true",
+      PROVIDER_OPENAI_BASE_URL: A.url, ALLOW_PRIVATE_UPSTREAMS: "true",
       INSTANCE_DEAD_AFTER_SECONDS: "2", BLITZ_JOB_LOCK_MS: "1500", BLITZ_JOB_CONCURRENCY: "24",
     };
-    children.push(...(await Promise.all([spawnGateway(env), spawnGateway(env), spawnGateway(env)])));
+    children.push(...(await Promise.all([spawnSibling(gw, env), spawnSibling(gw, env), spawnSibling(gw, env)])));
   }, 60_000);
   afterAll(async () => {
     for (const c of children) await c.kill().catch(() => {});

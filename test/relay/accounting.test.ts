@@ -13,7 +13,7 @@ import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { startGateway } from "../../src/gateway.ts";
 import { routingKeys, usageRecords } from "../../src/store/db/schema/index.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
-import { spawnGateway } from "./child-gateway.ts";
+import { post, spawnGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane, startOpenAIGroqWorld } from "./fixtures.ts";
 
 describe(`accounting (${storesLabel})`, () => {
@@ -137,7 +137,7 @@ describe(`accounting (${storesLabel})`, () => {
     try {
       // Slow answers, so requests are still in flight (and their records queued) at SIGTERM.
       const inflight = Array.from({ length: 12 }, () =>
-        fetch(child.url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${key.raw}`, "content-type": "application/json" }, body: JSON.stringify(chatBody({ mock: { latency_ms: 300 } })) })
+        post(child.url, key.raw, chatBody({ mock: { latency_ms: 300 } }))
           .then((r) => { ids.push(r.headers.get("x-request-id")!); return r.status; }));
       await Bun.sleep(100);
       const code = child.terminate();

@@ -14,7 +14,7 @@ import { inflightKey, monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
+import { spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 import { until as waitUntil } from "../helpers/until.ts";
 
@@ -63,15 +63,10 @@ describe.if(REAL_STORES)(name, () => {
   }, 60_000);
 
   const child = async () => {
-    const c = await spawnGateway({
-      DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: redis.url, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!,
-      DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url, INSTANCE_DEAD_AFTER_SECONDS: "3",
-    });
+    const c = await spawnSibling(gw, { PROVIDER_OPENAI_BASE_URL: A.url, INSTANCE_DEAD_AFTER_SECONDS: "3" });
     children.push(c);
     return c;
   };
-  const post = (url: string, raw: string, body: unknown) =>
-    fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(body) }).catch(() => null);
   const recordsOf = async (keyId: string) => {
     await (gw.ctx.services.usageQueue as UsageQueue).flush();
     return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [keyId]));
@@ -86,7 +81,7 @@ describe.if(REAL_STORES)(name, () => {
     const body = chatBody({ max_tokens: 50 });
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
     const c = await child();
-    for (let i = 0; i < 100; i++) expect((await post(c.url, k.raw, body))!.status).toBe(200);
+    for (let i = 0; i < 100; i++) expect((await tryPost(c.url, k.raw, body))!.status).toBe(200);
     // A lease per few seconds of traffic, not an admission per request.
     expect(admissions.get(k.id) ?? 0).toBeLessThanOrEqual(10);
     // Idle: the lease ends, what it did not use goes back; the counter holds exactly the records.
@@ -113,9 +108,9 @@ describe.if(REAL_STORES)(name, () => {
     const kids = [await child(), await child()];
     const urls = [gw.url, ...kids.map((c) => c.url)];
     // Two requests each make the key hot on every instance.
-    for (const url of urls) for (let i = 0; i < 2; i++) expect((await post(url, k.raw, body))!.status).toBe(200);
+    for (const url of urls) for (let i = 0; i < 2; i++) expect((await tryPost(url, k.raw, body))!.status).toBe(200);
     const before = admissions.get(k.id) ?? 0;
-    const res = await Promise.all(Array.from({ length: 200 }, (_, i) => post(urls[i % 3]!, k.raw, body)));
+    const res = await Promise.all(Array.from({ length: 200 }, (_, i) => tryPost(urls[i % 3]!, k.raw, body)));
     const statuses = res.map((r) => r?.status ?? 0);
     expect(statuses.filter((s) => s !== 200 && s !== 402)).toEqual([]);
     const ok = statuses.filter((s) => s === 200).length + 6;
@@ -143,8 +138,8 @@ describe.if(REAL_STORES)(name, () => {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
     const c = await child();
     const start = A.received.length;
-    for (let i = 0; i < 5; i++) expect((await post(c.url, k.raw, fast))!.status).toBe(200);
-    const held = Array.from({ length: 10 }, () => post(c.url, k.raw, slow));
+    for (let i = 0; i < 5; i++) expect((await tryPost(c.url, k.raw, fast))!.status).toBe(200);
+    const held = Array.from({ length: 10 }, () => tryPost(c.url, k.raw, slow));
     await until("10 requests at the upstream", async () => (A.received.length - start >= 15 ? true : null));
     // The lease's settled requests reach Redis in their batch (at most a second later).
     await Bun.sleep(1500);

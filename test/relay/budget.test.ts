@@ -13,7 +13,7 @@ import { costUsd } from "../../src/relay/pricing.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { connectSub, createKey, startSubWorld, type SubWorld } from "../lanes/helpers.ts";
-import { spawnGateway } from "./child-gateway.ts";
+import { post, spawnSibling } from "./child-gateway.ts";
 import { addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
 const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
@@ -43,9 +43,6 @@ describe(`budgets (${storesLabel})`, () => {
     const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, requestIds));
     return rows.reduce((s, r) => s + r.costUsd, 0);
   }
-
-  const post = (url: string, raw: string, body: unknown) =>
-    fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(body) });
 
   test("a key without a budget costs no KV round trip on admission, and its month's spend is still counted", async () => {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
@@ -190,10 +187,7 @@ describe(`budgets (${storesLabel})`, () => {
     const probe = await keyWithBudget(1);
     const est = estimateCostUsd(gw.ctx, probe.ctx, body, bytesOf(body))!;
     const k = await keyWithBudget(est * 10.5);
-    const child = await spawnGateway({
-      DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: gw.env.REDIS_URL!, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!,
-      DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url,
-    });
+    const child = await spawnSibling(gw, { PROVIDER_OPENAI_BASE_URL: A.url });
     let res: Response[];
     try {
       // Both instances resolve (and cache) the key first, so neither starts the race cold.

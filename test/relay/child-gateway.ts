@@ -68,3 +68,24 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 30_0
     exited: proc.exited,
   };
 }
+
+/**
+ * Another gateway process over the stores of `of` (a test gateway or its env): the same Postgres,
+ * Redis, secret key and data directory, plus `env` (the provider base URLs, timings). Only the
+ * stores `of` has are passed on.
+ */
+export function spawnSibling(of: { env: Record<string, string> }, env: Record<string, string> = {}, timeoutMs?: number): Promise<ChildGateway> {
+  const shared: Record<string, string> = {};
+  for (const k of ["DATABASE_URL", "REDIS_URL", "GATEWAY_SECRET_KEY", "DATA_DIR"]) if (of.env[k]) shared[k] = of.env[k]!;
+  return spawnGateway({ ...shared, ...env }, timeoutMs);
+}
+
+/** POSTs a JSON body with a routing key to any gateway's URL (in process or a child's). */
+export function post(url: string, raw: string, body: unknown, path = "/v1/chat/completions"): Promise<Response> {
+  return fetch(url + path, { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+}
+
+/** post(), answering null where the connection fails (a gateway killed while the request runs). */
+export function tryPost(url: string, raw: string, body: unknown, path?: string): Promise<Response | null> {
+  return post(url, raw, body, path).catch(() => null);
+}

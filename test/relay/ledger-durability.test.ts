@@ -16,7 +16,7 @@ import { monthKey } from "../../src/lib/time.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
+import { post, spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 import { until as waitUntil } from "../helpers/until.ts";
 
@@ -53,15 +53,10 @@ describe.if(REAL_STORES)(name, () => {
   }, 60_000);
 
   const child = async () => {
-    const c = await spawnGateway({
-      DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: redis.url, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!,
-      DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url, INSTANCE_DEAD_AFTER_SECONDS: "3",
-    });
+    const c = await spawnSibling(gw, { PROVIDER_OPENAI_BASE_URL: A.url, INSTANCE_DEAD_AFTER_SECONDS: "3" });
     children.push(c);
     return c;
   };
-  const post = (url: string, raw: string, body: unknown) =>
-    fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(body) }).catch(() => null);
   const recordsOf = async (keyIds: string[]) => {
     await (gw.ctx.services.usageQueue as UsageQueue).flush();
     return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, keyIds));
@@ -79,13 +74,13 @@ describe.if(REAL_STORES)(name, () => {
     const start = A.received.length;
     // Some finished requests (their records in the usage stream or already in Postgres)…
     for (let i = 0; i < 5; i++) {
-      expect((await post(c.url, budgeted.raw, chatBody()))!.status).toBe(200);
-      expect((await post(c.url, free.raw, chatBody()))!.status).toBe(200);
+      expect((await tryPost(c.url, budgeted.raw, chatBody()))!.status).toBe(200);
+      expect((await tryPost(c.url, free.raw, chatBody()))!.status).toBe(200);
     }
     // …and 60 held by the upstream when the process dies, streams and plain requests.
     const slow = { mock: { latency_ms: 30_000 } };
     const inflight = Array.from({ length: 60 }, (_, i) =>
-      post(c.url, i % 2 ? budgeted.raw : free.raw, chatBody({ ...slow, stream: i % 3 === 0, max_tokens: 500 })));
+      tryPost(c.url, i % 2 ? budgeted.raw : free.raw, chatBody({ ...slow, stream: i % 3 === 0, max_tokens: 500 })));
     await until("60 requests at the upstream", async () => (A.received.length - start >= 70 ? true : null));
     await c.kill();
     await Promise.all(inflight);
@@ -162,8 +157,8 @@ describe.if(REAL_STORES)(name, () => {
     queue.pause();
     try {
       for (let i = 0; i < 4; i++) {
-        expect((await post(gw.url, budgeted.raw, chatBody()))!.status).toBe(200);
-        expect((await post(gw.url, free.raw, chatBody()))!.status).toBe(200);
+        expect((await tryPost(gw.url, budgeted.raw, chatBody()))!.status).toBe(200);
+        expect((await tryPost(gw.url, free.raw, chatBody()))!.status).toBe(200);
       }
       await until("8 records in the stream", async () => ((await streamed()) >= 8 ? true : null));
       expect((await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [budgeted.id, free.id]))).length).toBe(0);
@@ -187,20 +182,20 @@ describe.if(REAL_STORES)(name, () => {
       expect((await monthSpendUsd(gw.ctx, await keyCtx(k.raw))).usd).toBeCloseTo(spent, 9);
     }
     // Once a drain has committed what this instance streams, its copies go (memory stays flat).
-    for (let i = 0; i < 3; i++) expect((await post(gw.url, free.raw, chatBody()))!.status).toBe(200);
+    for (let i = 0; i < 3; i++) expect((await tryPost(gw.url, free.raw, chatBody()))!.status).toBe(200);
     await until("the copies dropped after the drain", async () => (ledger.unackedRecords === 0 ? true : null), 10_000);
   }, 60_000);
 
   test("CONTRACT §7 durability: records written straight to Postgres while Redis was down are counted once, even when the counter is rebuilt before their settlement comes back", async () => {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
     const queue = gw.ctx.services.usageQueue as UsageQueue;
-    expect((await post(gw.url, k.raw, chatBody()))!.status).toBe(200); // warm: key cached, counter made
+    expect((await tryPost(gw.url, k.raw, chatBody()))!.status).toBe(200); // warm: key cached, counter made
     await until("the first record drained", async () => ((await recordsOf([k.id])).length === 1 ? true : null));
     await redis.kill();
     try {
       // Served without a budget: the usage stream is away, so the records go straight to Postgres
       // and their settlements wait in this instance for Redis.
-      for (let i = 0; i < 3; i++) expect((await post(gw.url, k.raw, chatBody()))!.status).toBe(200);
+      for (let i = 0; i < 3; i++) expect((await tryPost(gw.url, k.raw, chatBody()))!.status).toBe(200);
       await until("the 3 records written straight to Postgres", async () => {
         // A full flush pulls the usage stream first: with Redis away that read is dropped (the
         // stream waits for Redis) and what this instance holds is written, never a rejection.
@@ -233,12 +228,12 @@ describe.if(REAL_STORES)(name, () => {
       const budget = est * 10.5;
       const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: budget });
       const c = await child();
-      const first = Array.from({ length: 15 }, () => post(c.url, k.raw, body));
+      const first = Array.from({ length: 15 }, () => tryPost(c.url, k.raw, body));
       const start = A.received.length;
       await until("the first wave at the upstream", async () => (A.received.length - start >= 10 ? true : null));
       await Bun.sleep(100);
       await redis.restart(); // empty: counters, ledger and stream are gone
-      const second = Array.from({ length: 15 }, () => post(c.url, k.raw, body));
+      const second = Array.from({ length: 15 }, () => tryPost(c.url, k.raw, body));
       const all = await Promise.all([...first, ...second]);
       const ids = all.filter((r) => r?.status === 200).map((r) => r!.headers.get("x-request-id")!);
       expect(ids.length).toBeGreaterThanOrEqual(10);
@@ -270,12 +265,12 @@ describe.if(REAL_STORES)(REAL_STORES ? "budget ceiling across instances (3 gatew
       const est = estimateCostUsd(gw.ctx, probeCtx, body, bytesOf(body))!;
       const budget = est * 10.5;
       const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: budget });
-      const env = { DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: gw.env.REDIS_URL!, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!, DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url };
-      kids.push(...(await Promise.all([spawnGateway(env), spawnGateway(env)])));
+      const env = { PROVIDER_OPENAI_BASE_URL: A.url };
+      kids.push(...(await Promise.all([spawnSibling(gw, env), spawnSibling(gw, env)])));
       const urls = [gw.url, ...kids.map((c) => c.url)];
       for (const url of urls) expect((await fetch(url + "/v1/key", { headers: { authorization: `Bearer ${k.raw}` } })).status).toBe(200);
       const res = await Promise.all(Array.from({ length: 200 }, (_, i) =>
-        fetch(urls[i % 3] + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${k.raw}`, "content-type": "application/json" }, body: JSON.stringify(body) })));
+        post(urls[i % 3]!, k.raw, body)));
       expect(res.map((r) => r.status).filter((s) => s !== 200 && s !== 402)).toEqual([]);
       const ok = res.filter((r) => r.status === 200);
       expect(ok.length).toBeGreaterThanOrEqual(10);

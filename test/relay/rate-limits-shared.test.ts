@@ -11,14 +11,12 @@ import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "
 import { startPrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { LEASE_TTL_MS, limitKeys } from "../../src/relay/limits/rate-limits.ts";
-import { spawnGateway } from "./child-gateway.ts";
+import { post, spawnSibling } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
 
 const name = REAL_STORES ? "rate limits shared by instances (postgres+redis)" : "rate limits shared by instances: skipped in embedded mode (one process, no shared store)";
 
 const chat = (extra: Record<string, unknown> = {}) => ({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], ...extra });
-const post = (url: string, raw: string, body: Record<string, unknown>) =>
-  fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(body) });
 
 describe.if(REAL_STORES)(name, () => {
   let A: MockUpstream;
@@ -187,7 +185,7 @@ describe.if(REAL_STORES)(name, () => {
   test("a SIGKILLed instance's concurrency lease stops counting when it expires, within 90 s of its last renewal", async () => {
     const k = await addRoutingKey(gws[0]!, acct.id, { lanes: [lane("openai", cred.id)], maxConcurrentRequests: 1 });
     const g = gws[0]!;
-    const child = await spawnGateway({ DATABASE_URL: g.env.DATABASE_URL!, REDIS_URL: g.env.REDIS_URL!, GATEWAY_SECRET_KEY: g.env.GATEWAY_SECRET_KEY!, DATA_DIR: g.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url });
+    const child = await spawnSibling(g, { PROVIDER_OPENAI_BASE_URL: A.url });
     const hanging = post(child.url, k.raw, chat({ mock: { hang: true } })).catch(() => null);
     const redis = new Redis(g.env.REDIS_URL!);
     try {

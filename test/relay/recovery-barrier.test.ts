@@ -13,7 +13,7 @@ import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
+import { spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 import { until as waitUntil } from "../helpers/until.ts";
 
@@ -52,11 +52,10 @@ describe.if(REAL_STORES)(name, () => {
     const est = estimateCostUsd(gw.ctx, probeKey, body, Buffer.byteLength(JSON.stringify(body)))!;
     const budget = est * 10.5;
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: budget });
-    const env = { DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: redis.url, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!, DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url };
-    kids.push(...(await Promise.all([spawnGateway(env), spawnGateway(env), spawnGateway(env)])));
+    const env = { PROVIDER_OPENAI_BASE_URL: A.url };
+    kids.push(...(await Promise.all([spawnSibling(gw, env), spawnSibling(gw, env), spawnSibling(gw, env)])));
     const [a, b, c] = kids as [ChildGateway, ChildGateway, ChildGateway];
-    const post = (g: ChildGateway) =>
-      fetch(g.url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${k.raw}`, "content-type": "application/json" }, body: JSON.stringify(body) }).catch(() => null);
+    const post = (g: ChildGateway) => tryPost(g.url, k.raw, body);
 
     // The whole budget in flight over the three instances, c holding most of it (six requests).
     const start = A.received.length;

@@ -14,7 +14,7 @@ import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.t
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { spawnGateway } from "./child-gateway.ts";
+import { post, spawnSibling, tryPost } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
 
 const name = REAL_STORES ? "Redis Cluster: every script stays in one slot (cluster-mode redis-server, postgres)" : "Redis Cluster: skipped in embedded mode (no Redis)";
@@ -29,8 +29,6 @@ describe.if(REAL_STORES)(name, () => {
   let acct: { id: string };
   let cred: { id: string };
 
-  const post = (base: string, raw: string, path: string, body: unknown) =>
-    fetch(base + path, { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(body) });
   const errorstats = async () => String(await probe.info("errorstats"));
 
   beforeAll(async () => {
@@ -59,18 +57,18 @@ describe.if(REAL_STORES)(name, () => {
   test("admission with budget and every limit, settlement of streamed and non-streamed answers, /blitz, a 429 and the ledger: no CROSSSLOT anywhere", async () => {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 5, rpmLimit: 6, tpmLimit: 100_000, maxConcurrentRequests: 3 });
     for (let i = 0; i < 3; i++) {
-      const r = await post(gw.url, k.raw, "/v1/chat/completions", chat());
+      const r = await post(gw.url, k.raw, chat());
       expect(r.status).toBe(200);
       expect(r.headers.get("x-ratelimit-limit-requests")).toBe("6");
       await r.text();
     }
-    const s = await post(gw.url, k.raw, "/v1/chat/completions", chat({ stream: true, stream_options: { include_usage: true } }));
+    const s = await post(gw.url, k.raw, chat({ stream: true, stream_options: { include_usage: true } }));
     expect(s.status).toBe(200);
     expect(await s.text()).toContain("[DONE]");
-    const b = await post(gw.url, k.raw, "/blitz", { model: "gpt-4o-mini", prompts: ["a", "b"] });
+    const b = await post(gw.url, k.raw, { model: "gpt-4o-mini", prompts: ["a", "b"] }, "/blitz");
     expect(b.status).toBe(200);
     expect(((await b.json()) as { results: unknown[] }).results).toHaveLength(2);
-    const over = await post(gw.url, k.raw, "/v1/chat/completions", chat());
+    const over = await post(gw.url, k.raw, chat());
     expect(over.status).toBe(429);
     expect(((await over.json()) as any).error.code).toBe("rate_limit_exceeded");
     const me = await fetch(gw.url + "/v1/key", { headers: { authorization: `Bearer ${k.raw}` } });
@@ -90,13 +88,10 @@ describe.if(REAL_STORES)(name, () => {
 
   test("a SIGKILLed instance's in-flight requests are reconciled by a survivor into interrupted records: no CROSSSLOT", async () => {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 5, maxConcurrentRequests: 4 });
-    const peer = await spawnGateway({
-      DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: redis.url, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!,
-      DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: mock.url, INSTANCE_DEAD_AFTER_SECONDS: "3",
-    });
+    const peer = await spawnSibling(gw, { PROVIDER_OPENAI_BASE_URL: mock.url, INSTANCE_DEAD_AFTER_SECONDS: "3" });
     try {
       const start = mock.received.length;
-      const hanging = [false, true].map((stream) => post(peer.url, k.raw, "/v1/chat/completions", chat({ stream, mock: { latency_ms: 30_000 } })).catch(() => null));
+      const hanging = [false, true].map((stream) => tryPost(peer.url, k.raw, chat({ stream, mock: { latency_ms: 30_000 } })));
       for (let i = 0; i < 200 && mock.received.length - start < 2; i++) await Bun.sleep(50);
       expect(mock.received.length - start).toBe(2);
       await peer.kill();

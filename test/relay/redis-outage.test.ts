@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
+import { post, spawnSibling, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
 const name = REAL_STORES ? "Redis outages (child gateway, own redis-server)" : "Redis outages: skipped in embedded mode (needs a real redis-server to stop and freeze)";
@@ -28,10 +28,7 @@ describe.if(REAL_STORES)(name, () => {
     const cred = await addCredential(gw, acct.id, "openai");
     budgeted = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
     free = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
-    child = await spawnGateway({
-      DATABASE_URL: gw.env.DATABASE_URL!, REDIS_URL: redis.url, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!,
-      DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: A.url,
-    });
+    child = await spawnSibling(gw, { PROVIDER_OPENAI_BASE_URL: A.url });
   }, 30_000);
   afterAll(async () => {
     redis?.thaw();
@@ -43,7 +40,7 @@ describe.if(REAL_STORES)(name, () => {
 
   const ask = async (raw: string) => {
     const t = performance.now();
-    const r = await fetch(child.url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(chatBody({ max_tokens: 50 })) });
+    const r = await post(child.url, raw, chatBody({ max_tokens: 50 }));
     return { status: r.status, body: await r.json() as any, retryAfter: r.headers.get("retry-after"), ms: performance.now() - t };
   };
   const spend = async (raw: string) => (await (await fetch(child.url + "/v1/key", { headers: { authorization: `Bearer ${raw}` } })).json() as any).budget.current_month_spend_usd as number;

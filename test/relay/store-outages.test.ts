@@ -14,7 +14,7 @@ import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.t
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
-import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
+import { post, spawnSibling, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
 const run = REAL_STORES ? describe : describe.skip;
@@ -30,8 +30,7 @@ async function createDatabase(name: string): Promise<string> {
   return pg.url.replace(/\/postgres$/, `/${name}`);
 }
 
-const chat = (url: string, raw: string) =>
-  fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(chatBody()) });
+const chat = (url: string, raw: string) => post(url, raw, chatBody());
 
 /**
  * A gateway on a fresh database of the private cluster (no Redis), with an account, a saved key and
@@ -169,7 +168,7 @@ run(`store outages (${label})`, () => {
       redis = await startPrivateRedis();
       const url = await createDatabase("outage_redis");
       gw = await startTestGateway({ DATABASE_URL: url, REDIS_URL: redis.url, PROVIDER_OPENAI_BASE_URL: mock.url });
-      peer = await spawnGateway({ DATABASE_URL: url, REDIS_URL: redis.url, GATEWAY_SECRET_KEY: gw.env.GATEWAY_SECRET_KEY!, DATA_DIR: gw.env.DATA_DIR!, PROVIDER_OPENAI_BASE_URL: mock.url });
+      peer = await spawnSibling(gw, { PROVIDER_OPENAI_BASE_URL: mock.url });
       acct = await createAccount(gw);
       providers = [lane("openai", (await addCredential(gw, acct.id, "openai")).id)];
     }, 60_000);
