@@ -8,7 +8,6 @@ import { inArray } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
 import type { MockAnthropic } from "../mocks/anthropic-upstream.ts";
-import { costUsd, priceUsd } from "../../src/relay/pricing.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { addRoutingKey, lane } from "./fixtures.ts";
@@ -22,22 +21,6 @@ const USAGE = {
   output_tokens: 10,
 };
 const EXPECTED = (100 * 1 + 1000 * 1.25 + 8000 * 2 + 500 * 0.1 + 10 * 5) / 1e6;
-
-describe("cache writes by TTL (unit)", () => {
-  test("CONTRACT §7: 1-hour writes at the catalog's 1-hour price, 5-minute writes and reads at theirs", () => {
-    const u = { prompt_tokens: 9600, completion_tokens: 10, cached_tokens: 500, cache_write_tokens: 9000, cache_write_1h_tokens: 8000 };
-    expect(costUsd("anthropic", "claude-haiku-4-5", u)).toBeCloseTo(EXPECTED, 12);
-    // The same writes all at 5 minutes cost less: the TTL is priced, not ignored.
-    expect(costUsd("anthropic", "claude-haiku-4-5", { ...u, cache_write_1h_tokens: 0 })).toBeCloseTo((100 + 9000 * 1.25 + 50 + 50) / 1e6, 12);
-  });
-  test("CONTRACT §7: without a 1-hour price a 1-hour write costs 2× input (catalog model, and the unknown-model fallback)", () => {
-    const u = { prompt_tokens: 1000, completion_tokens: 0, cached_tokens: 0, cache_write_tokens: 1000, cache_write_1h_tokens: 1000 };
-    // gpt-4o lists no cache-write price at all ($2.50/M input).
-    expect(costUsd("openai", "gpt-4o", u)).toBeCloseTo(1000 * 2 * 2.5 / 1e6, 12);
-    const fallback = { input: 100 / 1e6, output: 400 / 1e6 };
-    expect(priceUsd("openai", "no-such-model-xyz", u, fallback).usd).toBeCloseTo(1000 * 2 * 100 / 1e6, 12);
-  });
-});
 
 describe(`cache writes priced by TTL through the gateway (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -113,16 +96,3 @@ describe(`cache writes priced by TTL through the gateway (${storesLabel})`, () =
   });
 });
 
-describe("cache writes in the reservation (unit)", () => {
-  test("CONTRACT §7: a prompt marked for the cache is reserved at the dearest write price (a 1-hour write is 2× input)", async () => {
-    const { estimateRequest } = await import("../../src/relay/budget/estimate.ts");
-    const ctx = { config: { UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: 100, UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: 400 } } as any;
-    const key = { lanes: [{ provider: "anthropic", model: null }], budgetExcludesSeats: true } as any;
-    const plain = { model: "claude-haiku-4-5", max_tokens: 100, messages: [{ role: "user", content: [{ type: "text", text: "x" }] }] };
-    const marked = { ...plain, messages: [{ role: "user", content: [{ type: "text", text: "x", cache_control: { type: "ephemeral", ttl: "1h" } }] }] };
-    const a = estimateRequest(ctx, key, plain, 1000)!;
-    const b = estimateRequest(ctx, key, marked, 1000)!;
-    expect(a.usd).toBeCloseTo((1000 * 1 + 100 * 5) / 1e6, 12);
-    expect(b.usd).toBeCloseTo((1000 * 2 + 100 * 5) / 1e6, 12);
-  });
-});
