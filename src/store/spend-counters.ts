@@ -98,8 +98,11 @@ function sharedSpendUsd(ctx: SpendStores, key: BudgetedKey, month: string, excep
   return p;
 }
 
-/** Rounds of read-the-set, sum, set-if-unchanged before a rebuild gives up (the caller retries later). */
-const SEED_TRIES = 5;
+/**
+ * Rounds of read-the-set, sum, set-if-unchanged before a rebuild gives up (the caller retries
+ * later). A round is lost only to a settlement that found the counter missing during its sum.
+ */
+const SEED_TRIES = 10;
 
 /**
  * Rebuilds a missing counter from Postgres, on any instance: the records of the calls in the
