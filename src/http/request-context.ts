@@ -6,7 +6,7 @@ export interface RequestContext {
   /** Socket address of the peer (before TRUST_PROXY). */
   socketIp: string | undefined;
   requestId: string;
-  /** This request's access record (access-log.ts): handlers add what they know. */
+  /** This request's record (access-log.ts): handlers and the relay write what happened there; the access line, metrics and traces read it at release. */
   access: AccessEntry;
   /** Headers every answer to this request carries, error or not (the rate-limit headers, once admitted). */
   headers?: Record<string, string>;
