@@ -114,7 +114,7 @@ describe("rate-limit window arithmetic (property-based, against a reference mode
             const r = await kv.reserve(`${tag}:budget`, 0, 0, -1, 60, undefined, { keys, limits, ask: { entry, requests, tokens, leases }, leaseTtlMs: 10 * 60_000, now, aheadMs: ahead });
             return r.limits!.refused;
           },
-          release: (id, delta, leaseIds, requestDelta) => kv.releaseLimits(keys, delta || requestDelta ? `${id}\t${requestDelta}\t${delta}\n` : "", leaseIds.map((l) => `${l}\n`).join("")),
+          release: (id, delta, leaseIds, requestDelta) => kv.releaseLimits(keys, delta || requestDelta ? [{ entry: id, requests: requestDelta, tokens: delta }] : [], leaseIds),
         });
       }), { numRuns: 60 });
     } finally {

@@ -96,7 +96,7 @@ describe("rate limits admitted with the budget in the in-process store (CONTRACT
     const over = await kv.reserve("none", 0, 0, -1, TTL, undefined, limits({ tpm: 1000 }, "next", { tokens: 200 }));
     expect(over.limits?.refused).toBe("tokens");
     // The first request used 300 of its 900 reserved tokens.
-    await kv.releaseLimits(keys, "big\t0\t-600\n", "");
+    await kv.releaseLimits(keys, [{ entry: "big", requests: 0, tokens: -600 }], []);
     const fits = await kv.reserve("none", 0, 0, -1, TTL, undefined, limits({ tpm: 1000 }, "next", { tokens: 200 }));
     expect(fits.ok).toBe(true);
     expect(fits.limits?.remainingTokens).toBe(500);
@@ -119,7 +119,7 @@ describe("rate limits admitted with the budget in the in-process store (CONTRACT
     const third = await kv.reserve("none", 0, 0, -1, TTL, undefined, limits(cap, "c", { leases: 1 }));
     expect(third.ok).toBe(false);
     expect(third.limits?.refused).toBe("concurrency");
-    await kv.releaseLimits(keys, "", "a:1\n");
+    await kv.releaseLimits(keys, [], ["a:1"]);
     expect((await kv.reserve("none", 0, 0, -1, TTL, undefined, limits(cap, "c", { leases: 1 }))).ok).toBe(true);
   });
 

@@ -20,7 +20,7 @@
 import type { Base } from "../../base.ts";
 import type { Json } from "../../protocols/types.ts";
 import { LimitWindow, type KeyLimits, type LimitAsk, type LimitVerdict } from "../../store/kv/limit-window.ts";
-import type { LimitCall, LimitKeys } from "../../store/kv/types.ts";
+import type { LimitCall, LimitDelta, LimitKeys } from "../../store/kv/types.ts";
 import type { KeyContext } from "../key-context.ts";
 import { candidateModels } from "../routing/model.ts";
 import { choicesOf, clientOutputLimit, worstOutputTokens } from "../budget/output-limits.ts";
@@ -86,8 +86,8 @@ interface Slice {
 
 interface Pending {
   keys: LimitKeys;
-  deltas: string;
-  leases: string;
+  deltas: LimitDelta[];
+  leases: string[];
 }
 
 export class RateLimits {
@@ -213,14 +213,14 @@ export class RateLimits {
     this.slices.delete(keyId);
     const requests = Number.isFinite(s.requests) ? s.requests : 0;
     const tokens = Number.isFinite(s.tokens) ? s.tokens : 0;
-    if (requests > 0 || tokens > 0) this.queue(keyId, `${s.entry}\t${-requests}\t${-tokens}\n`, []);
+    if (requests > 0 || tokens > 0) this.queue(keyId, { entry: s.entry, requests: -requests, tokens: -tokens }, []);
   }
 
-  private queue(keyId: string, deltas: string, leases: readonly string[]): void {
+  private queue(keyId: string, delta: LimitDelta | null, leases: readonly string[]): void {
     let p = this.pending.get(keyId);
-    if (!p) this.pending.set(keyId, (p = { keys: limitKeys(keyId), deltas: "", leases: "" }));
-    p.deltas += deltas;
-    for (const id of leases) p.leases += `${id}\n`;
+    if (!p) this.pending.set(keyId, (p = { keys: limitKeys(keyId), deltas: [], leases: [] }));
+    if (delta) p.deltas.push(delta);
+    for (const id of leases) p.leases.push(id);
     if (!this.scheduled) {
       this.scheduled = true;
       setImmediate(() => void this.flush());
@@ -257,7 +257,7 @@ export class RateLimits {
       for (const id of leases) set.delete(id);
       if (!set.size) this.held.delete(hold.keyId);
     }
-    this.queue(hold.keyId, delta !== 0 ? `${hold.entry}\t0\t${delta}\n` : "", leases);
+    this.queue(hold.keyId, delta !== 0 ? { entry: hold.entry, requests: 0, tokens: delta } : null, leases);
   }
 
   /** This turn's refunds and lease returns: one call per key. A failure leaves them to expire. */

@@ -1,6 +1,6 @@
 // In-process KV for the embedded default: single instance, same semantics as the Redis one.
 import { LimitWindow } from "./limit-window.ts";
-import type { KV, LimitCall, LimitKeys, ReserveResult } from "./types.ts";
+import type { KV, LimitCall, LimitDelta, LimitKeys, ReserveResult } from "./types.ts";
 
 interface Entry { value: string; expiresAt: number }
 
@@ -69,14 +69,11 @@ export class MemoryKV implements KV {
     if (!w) this.windows.set(keys.log, (w = new LimitWindow()));
     return w;
   }
-  async releaseLimits(keys: LimitKeys, deltas: string, leaseIds: string) {
+  async releaseLimits(keys: LimitKeys, deltas: readonly LimitDelta[], leaseIds: readonly string[]) {
     const w = this.windows.get(keys.log);
     if (!w) return;
-    for (const line of deltas.split("\n")) {
-      const [entry, requests, tokens] = line.split("\t");
-      if (entry && tokens !== undefined) w.release(entry, Number(tokens), [], Number(requests));
-    }
-    w.release("", 0, leaseIds.split("\n").filter(Boolean));
+    for (const d of deltas) w.release(d.entry, d.tokens, [], d.requests);
+    if (leaseIds.length) w.release("", 0, leaseIds);
   }
   async renewLeases() {} // in process a lease lives until its request settles (ttl Infinity)
   async adjust(key: string, delta: number, _ttlSeconds: number) {

@@ -3,7 +3,7 @@
 import type Redis from "ioredis";
 import type { RedisTarget } from "../../config.ts";
 import { COMMAND_TIMEOUT_MS, connectRedis, describeRedis, writable } from "./connect.ts";
-import type { KV, LedgerEntry, LimitCall, LimitKeys, ReserveResult } from "./types.ts";
+import type { KV, LedgerEntry, LimitCall, LimitDelta, LimitKeys, ReserveResult } from "./types.ts";
 import { verdict } from "./types.ts";
 import { watchReplies } from "./reply-watchdog.ts";
 import { defineLedgerCommands, type LedgerCmds } from "./ledger-scripts.ts";
@@ -131,7 +131,8 @@ return {1, total, 0, amount, 0, 0, remN, reset, remT, reset}`;
 // RELEASE (settlements of one routing key in one event-loop turn): lowers window entries' requests
 // and tokens (token refunds to the real count; a slice's unused part) and gives leases back.
 //   KEYS[1] rate amounts  KEYS[2] leases
-//   ARGV[1] "entry\\trequest delta\\ttoken delta\\n…"  ARGV[2] "lease id\\n…". An entry already out of the window is skipped.
+//   ARGV[1] "entry\\trequest delta\\ttoken delta\\n…"  ARGV[2] "lease id\\n…" (packed from the typed
+//   records by releaseLimits() below, the only place they are strings). An entry already out of the window is skipped.
 const RELEASE = `
 for id, dn, dt in string.gmatch(ARGV[1], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\n]+)\\n') do
   local e = redis.call('HGET', KEYS[1], id)
@@ -230,8 +231,13 @@ export class RedisKV implements KV {
       limits: limits ? verdict(n(4), n(5), n(6), n(7), n(8), n(9)) : undefined,
     };
   }
-  async releaseLimits(keys: LimitKeys, deltas: string, leaseIds: string): Promise<void> {
-    await this.r.gwRelease(keys.amounts, keys.leases, deltas, leaseIds);
+  async releaseLimits(keys: LimitKeys, deltas: readonly LimitDelta[], leaseIds: readonly string[]): Promise<void> {
+    // RELEASE's argument format, built here at the Redis boundary (one string per list).
+    let d = "";
+    for (const x of deltas) d += `${x.entry}\t${x.requests}\t${x.tokens}\n`;
+    let l = "";
+    for (const id of leaseIds) l += `${id}\n`;
+    await this.r.gwRelease(keys.amounts, keys.leases, d, l);
   }
   async renewLeases(keys: LimitKeys, ttlMs: number, ids: string[]): Promise<void> {
     if (ids.length) await this.r.gwRenew(keys.leases, ttlMs, ...ids);

@@ -42,6 +42,16 @@ export function verdict(refused: number, retryMs: number, remainingRequests: num
   return { refused: KINDS[refused] ?? null, retryMs, remainingRequests, resetRequestsMs, remainingTokens, resetTokensMs };
 }
 
+/**
+ * A settlement's change to one rate-window entry: requests and token deltas (≤ 0: a token refund
+ * down to the real count, or a slice's unused part going back).
+ */
+export interface LimitDelta {
+  entry: string;
+  requests: number;
+  tokens: number;
+}
+
 /** The in-flight ledger entry the reservation writes in the same atomic step (see redis.ts ADMIT). */
 export interface LedgerEntry {
   ledger: string;
@@ -65,8 +75,8 @@ export interface KV {
    * the budget, and nothing is added unless both fit.
    */
   reserve(key: string, amount: number, min: number, limit: number, ttlSeconds: number, entry?: LedgerEntry, limits?: LimitCall): Promise<ReserveResult>;
-  /** Settlements: window entries' request and token deltas ("entry\trequest delta\ttoken delta\n…", one line each, newline-terminated) and leases given back ("lease id\n…"). */
-  releaseLimits(keys: LimitKeys, deltas: string, leaseIds: string): Promise<void>;
+  /** Settlements: window entries' request and token deltas, and the leases given back. */
+  releaseLimits(keys: LimitKeys, deltas: readonly LimitDelta[], leaseIds: readonly string[]): Promise<void>;
   /** Pushes out the expiry of leases still held (their requests are running). */
   renewLeases(keys: LimitKeys, ttlMs: number, ids: string[]): Promise<void>;
   /** Atomically add delta (may be negative) to an existing counter; a missing counter stays missing. */
