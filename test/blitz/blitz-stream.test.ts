@@ -1,13 +1,11 @@
 // Streamed POST /blitz over real HTTP (CONTRACT §8): `item` events in finishing order, keep-alive
 // comments while nothing finished, a `done` summary, admission errors still as JSON, and a client
 // that disconnects cancels what has not started and is charged for what ran.
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import type { MockUpstream } from "../mocks/openai-upstream.ts";
-import { addRoutingKey, lane, startOpenAIGroqWorld } from "../relay/fixtures.ts";
+import { storesLabel } from "../helpers/gateway.ts";
+import { useBlitzWorld } from "../helpers/relay-world.ts";
 import { Semaphore } from "../../src/relay/blitz/pool.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -44,37 +42,21 @@ function frames(res: Response) {
 }
 
 describe(`POST /blitz streamed (${storesLabel})`, () => {
-  let gw: TestGateway;
-  let A: MockUpstream, B: MockUpstream;
-  let acct: { id: string; token: string };
-  let credA: { id: string };
+  const w = useBlitzWorld();
+  afterEach(() => w.A.setDefault({}), 60_000);
 
-  beforeAll(async () => {
-    ({ gw, A, B, acct, credA } = await startOpenAIGroqWorld());
-  }, 60_000);
-  afterEach(() => A.setDefault({}), 60_000);
-  afterAll(async () => {
-    await gw?.stop();
-    await Promise.all([A, B].map((m) => m?.stop()));
-  }, 60_000);
-
-  const oneLane = (extra: { monthlyBudgetUsd?: number | null } = {}) =>
-    addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)], ...extra });
   const post = (token: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal) =>
-    fetch(`${gw.url}/blitz`, {
+    fetch(`${w.gw.url}/blitz`, {
       method: "POST", signal,
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json", ...headers },
       body: JSON.stringify(body),
     });
-  const recordsOf = async (keyId: string) => {
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
-    return gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, keyId));
-  };
+  const recordsOf = (keyId: string) => w.records(eq(usageRecords.routingKeyId, keyId));
 
   test("CONTRACT §8: one item event per prompt as it finishes (slow prompt last), keep-alive comments while none finished, then done", async () => {
-    const key = await oneLane();
-    const keepAlive = gw.ctx.config.KEEPALIVE_MS;
-    (gw.ctx.config as { KEEPALIVE_MS: number }).KEEPALIVE_MS = 100;
+    const key = await w.oneLane();
+    const keepAlive = w.gw.ctx.config.KEEPALIVE_MS;
+    (w.gw.ctx.config as { KEEPALIVE_MS: number }).KEEPALIVE_MS = 100;
     try {
       const prompts = [
         { ...user("slow"), mock: { latency_ms: 1500, content: "slow answer", prompt_tokens: 7, completion_tokens: 3 } },
@@ -112,12 +94,12 @@ describe(`POST /blitz streamed (${storesLabel})`, () => {
       const sum = items.reduce((a, i) => a + i.usage.total_tokens, 0);
       expect(done).toEqual({ object: "blitz.summary", prompts: 3, succeeded: 3, failed: 0, cancelled: 0, usage: expect.objectContaining({ total_tokens: sum }) });
     } finally {
-      (gw.ctx.config as { KEEPALIVE_MS: number }).KEEPALIVE_MS = keepAlive;
+      (w.gw.ctx.config as { KEEPALIVE_MS: number }).KEEPALIVE_MS = keepAlive;
     }
   });
 
   test("CONTRACT §8: Accept: text/event-stream streams too; a failing prompt is an error item and counts as failed", async () => {
-    const key = await oneLane();
+    const key = await w.oneLane();
     const res = await post(key.raw, { model: "gpt-4o-mini", prompts: ["ok", { ...user("bad"), mock: { status: 503 } }] }, { accept: "text/event-stream" });
     expect(res.headers.get("content-type")).toStartWith("text/event-stream");
     const f = frames(res);
@@ -135,23 +117,23 @@ describe(`POST /blitz streamed (${storesLabel})`, () => {
   });
 
   test("CONTRACT §8: admission refusals stay JSON (402 before any event, nothing upstream)", async () => {
-    const key = await oneLane({ monthlyBudgetUsd: 0.000001 });
-    const a0 = A.received.length;
+    const key = await w.oneLane({ monthlyBudgetUsd: 0.000001 });
+    const a0 = w.A.received.length;
     const res = await post(key.raw, { model: "gpt-4o-mini", stream: true, max_tokens: 100000, prompts: ["a"] });
     expect(res.status).toBe(402);
     expect(res.headers.get("content-type")).toContain("application/json");
     expect(((await res.json()) as { code: string }).code).toBe("budget_exceeded");
-    expect(A.received.length).toBe(a0);
+    expect(w.A.received.length).toBe(a0);
   });
 
   test("CONTRACT §8: a client that disconnects cancels the prompts not started and is charged for the one that ran", async () => {
-    const key = await oneLane({ monthlyBudgetUsd: 5 });
-    const original = gw.ctx.services.blitzSlots;
+    const key = await w.oneLane({ monthlyBudgetUsd: 5 });
+    const original = w.gw.ctx.services.blitzSlots;
     const small = new Semaphore(2);
-    gw.ctx.services.blitzSlots = small;
+    w.gw.ctx.services.blitzSlots = small;
     try {
-      const a0 = A.received.length;
-      const aborted0 = A.aborted;
+      const a0 = w.A.received.length;
+      const aborted0 = w.A.aborted;
       const ac = new AbortController();
       // Two run at a time: the fast one finishes and frees its slot for a hanging one; two stay queued.
       const prompts = [
@@ -169,16 +151,16 @@ describe(`POST /blitz streamed (${storesLabel})`, () => {
         if (fr && !("comment" in fr) && fr.event === "item") item = fr.data;
       }
       expect(item.index).toBe(0);
-      for (let i = 0; i < 100 && A.received.length - a0 < 3; i++) await sleep(20);
-      expect(A.received.length - a0).toBe(3);
+      for (let i = 0; i < 100 && w.A.received.length - a0 < 3; i++) await sleep(20);
+      expect(w.A.received.length - a0).toBe(3);
       ac.abort();
       await f.cancel().catch(() => {});
-      await A.waitForAborts(aborted0 + 2);
+      await w.A.waitForAborts(aborted0 + 2);
       for (let i = 0; i < 100 && (small.inUse > 0 || small.waiting > 0); i++) await sleep(20);
       expect(small.inUse).toBe(0);
       expect(small.waiting).toBe(0);
       await sleep(100);
-      expect(A.received.length - a0).toBe(3); // the two queued never went upstream
+      expect(w.A.received.length - a0).toBe(3); // the two queued never went upstream
       const rows = await recordsOf(key.id);
       expect(rows).toHaveLength(3);
       const ok = rows.filter((r) => r.outcome === "ok");
@@ -186,17 +168,17 @@ describe(`POST /blitz streamed (${storesLabel})`, () => {
       expect(ok[0]!.costUsd).toBeGreaterThan(0);
       expect(rows.filter((r) => r.outcome === "aborted")).toHaveLength(2);
       // The key's spend is what ran: the recorded costs, nothing of the cancelled reservation.
-      await (gw.ctx.services.settleBatcher as { flush(): Promise<void> }).flush();
+      await (w.gw.ctx.services.settleBatcher as { flush(): Promise<void> }).flush();
       const recorded = rows.reduce((a, r) => a + r.costUsd, 0);
       let spend = -1;
       for (let i = 0; i < 50; i++) {
-        spend = (await gw.call("/v1/key", { token: key.raw })).body.budget.current_month_spend_usd;
+        spend = (await w.gw.call("/v1/key", { token: key.raw })).body.budget.current_month_spend_usd;
         if (Math.abs(spend - recorded) <= 1e-6) break;
         await sleep(20);
       }
       expect(Math.abs(spend - recorded)).toBeLessThanOrEqual(1e-6);
     } finally {
-      gw.ctx.services.blitzSlots = original;
+      w.gw.ctx.services.blitzSlots = original;
     }
   });
 });

@@ -2,10 +2,13 @@
 // base URLs point at them, an account, and a saved credential per provider (inserted directly, as
 // management stores them). Started once per test file (beforeAll); stop() stops the gateway, then
 // the mocks.
+import { afterAll, beforeAll } from "bun:test";
+import type { SQL } from "drizzle-orm";
 import type { Gateway } from "../../src/gateway.ts";
-import { randomToken } from "../../src/lib/crypto.ts";
+import { randomToken, sha256Hex } from "../../src/lib/crypto.ts";
 import { newId } from "../../src/lib/ids.ts";
-import { credentials } from "../../src/store/db/schema/index.ts";
+import type { UsageQueue } from "../../src/relay/usage-queue.ts";
+import { credentials, routingKeys, usageRecords, type LaneRow } from "../../src/store/db/schema/index.ts";
 import { startMockAnthropic, type MockAnthropic } from "../mocks/anthropic-upstream.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { createAccount, startTestGateway, type StartOptions, type TestGateway } from "./gateway.ts";
@@ -19,6 +22,56 @@ export async function addCredential(gw: Gateway, accountId: string, provider: st
     keyFingerprint: apiKey.slice(-4),
   });
   return { id, apiKey };
+}
+
+/** A lane of a routing key, with every setting at its default unless given. */
+export function lane(provider: string, credentialId: string | null, extra: Partial<LaneRow> = {}): LaneRow {
+  return {
+    provider,
+    model: null,
+    credential_id: credentialId,
+    sub_session_id: null,
+    bridge_instance_id: null,
+    category_key: null,
+    category_description: null,
+    fallback_to_default_model: true,
+    reasoning_effort: null,
+    verbosity: null,
+    service_tier: null,
+    ...extra,
+  };
+}
+
+export interface KeyOptions {
+  lanes: LaneRow[];
+  monthlyBudgetUsd?: number | null;
+  budgetExcludesSeats?: boolean;
+  label?: string;
+  rpmLimit?: number | null;
+  tpmLimit?: number | null;
+  maxConcurrentRequests?: number | null;
+  /** The response cache setting (null: off). */
+  cache?: { ttl_seconds: number; shared: boolean } | null;
+}
+
+/** A routing key, inserted directly, hashed exactly as management stores it. */
+export async function addRoutingKey(gw: Gateway, accountId: string, opts: KeyOptions) {
+  const id = newId("rkey");
+  const raw = `gw_${randomToken(40)}`;
+  await gw.ctx.db.insert(routingKeys).values({
+    id, accountId,
+    label: opts.label ?? "test",
+    keyHash: sha256Hex(raw),
+    keyPrefix: raw.slice(0, 10),
+    monthlyBudgetUsd: opts.monthlyBudgetUsd ?? null,
+    budgetExcludesSeats: opts.budgetExcludesSeats ?? true,
+    rpmLimit: opts.rpmLimit ?? null,
+    tpmLimit: opts.tpmLimit ?? null,
+    maxConcurrentRequests: opts.maxConcurrentRequests ?? null,
+    cache: opts.cache ?? null,
+    lanes: opts.lanes,
+  });
+  return { id, raw, hash: sha256Hex(raw) };
 }
 
 /** Providers with a mock of their own protocol; every other provider gets an OpenAI-compatible mock. */
@@ -77,4 +130,47 @@ export async function startRelayWorld<P extends string>(opts: RelayWorldOptions<
     await stopMocks().catch(() => {});
     throw e;
   }
+}
+
+/** The key-and-lane world the /blitz tests share: openai lanes go to mock A, groq lanes to mock B. */
+export interface BlitzWorld {
+  gw: TestGateway;
+  A: MockUpstream;
+  B: MockUpstream;
+  acct: { id: string; email: string; token: string };
+  credA: { id: string; apiKey: string };
+  credB: { id: string; apiKey: string };
+  /** A routing key with one openai lane (mock A) and any other settings. */
+  oneLane(extra?: Omit<KeyOptions, "lanes">): Promise<{ id: string; raw: string; hash: string }>;
+  /** A routing key whose openai lane (mock A) falls back to its groq lane (mock B). */
+  twoLanes(extra?: Omit<KeyOptions, "lanes">): Promise<{ id: string; raw: string; hash: string }>;
+  /** Writes the queued usage records now. */
+  flush(): Promise<void>;
+  /** The usage records matching `where`, after the queue is flushed. */
+  records(where: SQL | undefined): Promise<Array<typeof usageRecords.$inferSelect>>;
+}
+
+/**
+ * The /blitz world for the enclosing describe block: started in its beforeAll, stopped in its
+ * afterAll. The returned object is filled once beforeAll has run; read its fields inside tests.
+ */
+export function useBlitzWorld(): BlitzWorld {
+  let world: RelayWorld<"openai" | "groq"> | undefined;
+  const w = {
+    oneLane: (extra = {}) => addRoutingKey(w.gw, w.acct.id, { lanes: [lane("openai", w.credA.id)], ...extra }),
+    twoLanes: (extra = {}) => addRoutingKey(w.gw, w.acct.id, { lanes: [lane("openai", w.credA.id), lane("groq", w.credB.id)], ...extra }),
+    flush: () => (w.gw.ctx.services.usageQueue as UsageQueue).flush(),
+    async records(where) {
+      await w.flush();
+      return w.gw.ctx.db.select().from(usageRecords).where(where);
+    },
+  } as BlitzWorld;
+  beforeAll(async () => {
+    world = await startRelayWorld({ providers: ["openai", "groq"] });
+    Object.assign(w, { gw: world.gw, A: world.up.openai, B: world.up.groq, acct: world.acct, credA: world.cred.openai, credB: world.cred.groq });
+  }, 60_000);
+  afterAll(async () => {
+    await world?.stop();
+  }, 60_000);
+  return w;
 }
