@@ -7,33 +7,10 @@
 // published schemas, Messages hits read by the official Anthropic SDK.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
-import Ajv2020 from "ajv/dist/2020";
-import addFormats from "ajv-formats";
-import spec from "../fixtures/openai-openapi/openapi.subset.json";
 import { parseSse } from "../protocols/helpers.ts";
+import { expectValid, expectValidEvent } from "./openai-schema.ts";
 import { startWorld, type World } from "./world.ts";
 
-function nullableAsJsonSchema(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(nullableAsJsonSchema);
-  if (!v || typeof v !== "object") return v;
-  const { nullable, ...rest } = v as Record<string, unknown>;
-  const out = Object.fromEntries(Object.entries(rest).map(([k, x]) => [k, nullableAsJsonSchema(x)]));
-  return nullable === true ? { anyOf: [out, { type: "null" }] } : out;
-}
-const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
-addFormats(ajv);
-ajv.addFormat("unixtime", { type: "number", validate: (n: number) => Number.isInteger(n) });
-ajv.addSchema(nullableAsJsonSchema(spec) as object, "openai");
-function expectValid(schema: string, value: unknown, where: string) {
-  const v = ajv.getSchema(`openai#/components/schemas/${schema}`) ?? ajv.compile({ $ref: `openai#/components/schemas/${schema}` });
-  if (!v(value)) throw new Error(`${where}: not a valid ${schema}: ${JSON.stringify(v.errors?.slice(0, 5))}\n${JSON.stringify(value).slice(0, 400)}`);
-}
-const EVENT_VARIANT = new Map<string, string>(
-  ((spec as any).components.schemas.ResponseStreamEvent.anyOf as { $ref: string }[]).map((r) => {
-    const name = r.$ref.split("/").at(-1)!;
-    return [(spec as any).components.schemas[name].properties.type.enum[0] as string, name];
-  }),
-);
 const events = (text: string) => parseSse(text).filter((e) => e.data && e.data !== "[DONE]").map((e) => JSON.parse(e.data));
 
 // ---- the vendors' answers, in their own wire formats ----
@@ -182,9 +159,7 @@ describe("CONTRACT §8: a cached answer's reasoning replays as the live answer c
       expect(sse.xcache).toBe("HIT");
       const evs = events(sse.text);
       evs.forEach((e, i) => {
-        const variant = EVENT_VARIANT.get(e.type);
-        if (!variant) throw new Error(`no OpenAI event of type ${e.type}`);
-        expectValid(variant, e, `stream hit event ${i}`);
+        expectValidEvent(e, `stream hit event ${i}`);
       });
       expect(evs.map((e) => e.sequence_number)).toEqual(evs.map((_, i) => i));
       const deltas = (k: number) => evs.filter((e) => e.type === "response.reasoning_summary_text.delta" && e.summary_index === k).map((e) => e.delta).join("");

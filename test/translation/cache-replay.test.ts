@@ -7,37 +7,11 @@
 // reader for Messages.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
-import Ajv2020 from "ajv/dist/2020";
-import addFormats from "ajv-formats";
-import spec from "../fixtures/openai-openapi/openapi.subset.json";
 import { fixtureJson, fixtureLines } from "../fixtures/index.ts";
 import { parseSse } from "../protocols/helpers.ts";
+import { expectValid, expectValidEvent } from "./openai-schema.ts";
 import { startWorld, type World } from "./world.ts";
 
-// The same reading of OpenAI's document as test/translation/openai-openapi.test.ts.
-function nullableAsJsonSchema(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(nullableAsJsonSchema);
-  if (!v || typeof v !== "object") return v;
-  const { nullable, ...rest } = v as Record<string, unknown>;
-  const out = Object.fromEntries(Object.entries(rest).map(([k, x]) => [k, nullableAsJsonSchema(x)]));
-  return nullable === true ? { anyOf: [out, { type: "null" }] } : out;
-}
-const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
-addFormats(ajv);
-ajv.addFormat("unixtime", { type: "number", validate: (n: number) => Number.isInteger(n) });
-ajv.addSchema(nullableAsJsonSchema(spec) as object, "openai");
-const validators = new Map<string, ReturnType<typeof ajv.compile>>();
-function expectValid(schema: string, value: unknown, where: string) {
-  let v = validators.get(schema);
-  if (!v) validators.set(schema, (v = ajv.compile({ $ref: `openai#/components/schemas/${schema}` })));
-  if (!v(value)) throw new Error(`${where}: not a valid ${schema}: ${JSON.stringify(v.errors?.slice(0, 5))}\n${JSON.stringify(value).slice(0, 400)}`);
-}
-const EVENT_VARIANT = new Map<string, string>(
-  ((spec as any).components.schemas.ResponseStreamEvent.anyOf as { $ref: string }[]).map((r) => {
-    const name = r.$ref.split("/").at(-1)!;
-    return [(spec as any).components.schemas[name].properties.type.enum[0] as string, name];
-  }),
-);
 
 type Shape = "chat" | "responses" | "anthropic";
 type Lane = "openai" | "anthropic";
@@ -177,9 +151,7 @@ async function checkedHit(lane: Lane, shape: Shape, body: Record<string, unknown
   if (shape === "chat") evs.forEach((c, i) => expectValid("CreateChatCompletionStreamResponse", c, `${where} chunk ${i}`));
   else {
     evs.forEach((e, i) => {
-      const variant = EVENT_VARIANT.get(e.type);
-      if (!variant) throw new Error(`${where}: no OpenAI event of type ${e.type}`);
-      expectValid(variant, e, `${where} event ${i}`);
+      expectValidEvent(e, `${where} event ${i}`);
     });
     expect(evs.map((e) => e.sequence_number)).toEqual(evs.map((_, i) => i));
   }
