@@ -7,6 +7,7 @@ import type { SQL } from "drizzle-orm";
 import type { Gateway } from "../../src/gateway.ts";
 import { randomToken, sha256Hex } from "../../src/lib/crypto.ts";
 import { newId } from "../../src/lib/ids.ts";
+import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { credentials, routingKeys, usageRecords, type LaneRow } from "../../src/store/db/schema/index.ts";
 import { startMockAnthropic, type MockAnthropic } from "../mocks/anthropic-upstream.ts";
@@ -72,6 +73,17 @@ export async function addRoutingKey(gw: Gateway, accountId: string, opts: KeyOpt
     lanes: opts.lanes,
   });
   return { id, raw, hash: sha256Hex(raw) };
+}
+
+/** A routing key's context as the relay resolves it from a request's Authorization header. */
+export function keyContextOf(gw: Gateway, raw: string) {
+  return resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${raw}` } }));
+}
+
+/** addRoutingKey(), with the key's context as the relay resolves it (`ctx`, for estimates and counters). */
+export async function addKeyWithContext(gw: Gateway, accountId: string, opts: KeyOptions) {
+  const k = await addRoutingKey(gw, accountId, opts);
+  return { ...k, ctx: await keyContextOf(gw, k.raw) };
 }
 
 /** Providers with a mock of their own protocol; every other provider gets an OpenAI-compatible mock. */

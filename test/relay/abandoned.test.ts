@@ -7,10 +7,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import { addKeyWithContext, type RelayWorld, startRelayWorld } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import type { MockAnthropic } from "../mocks/anthropic-upstream.ts";
-import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { costUsd } from "../../src/relay/pricing.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
@@ -35,9 +34,7 @@ describe(`abandoned requests are charged (${storesLabel})`, () => {
   afterAll(() => w?.stop(), 60_000);
 
   async function key(provider = "openai") {
-    const k = await addRoutingKey(gw, acct.id, { lanes: [lane(provider, provider === "openai" ? openai.id : anthropic.id)], monthlyBudgetUsd: 100 });
-    const ctx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${k.raw}` } }));
-    return { ...k, ctx };
+    return addKeyWithContext(gw, acct.id, { lanes: [lane(provider, provider === "openai" ? openai.id : anthropic.id)], monthlyBudgetUsd: 100 });
   }
   async function rowOf(requestId: string) {
     for (let i = 0; i < 100; i++) {

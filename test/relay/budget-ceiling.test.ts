@@ -6,9 +6,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import { addKeyWithContext, type RelayWorld, startRelayWorld } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
-import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateRequest } from "../../src/relay/budget/estimate.ts";
 import { MIN_USEFUL_OUTPUT_TOKENS } from "../../src/relay/budget/output-limits.ts";
@@ -34,9 +33,7 @@ describe(`budget as a ceiling (${storesLabel})`, () => {
   afterAll(() => w?.stop(), 60_000);
 
   async function key(usd: number, model: string | null = null) {
-    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id, { model })], monthlyBudgetUsd: usd });
-    const ctx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${k.raw}` } }));
-    return { ...k, ctx };
+    return addKeyWithContext(gw, acct.id, { lanes: [lane("openai", cred.id, { model })], monthlyBudgetUsd: usd });
   }
   async function records(ids: string[]) {
     await (gw.ctx.services.usageQueue as UsageQueue).flush();

@@ -7,9 +7,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { keyContextOf } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { inflightKey, monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
@@ -71,10 +71,9 @@ describe.if(REAL_STORES)(name, () => {
     await (gw.ctx.services.usageQueue as UsageQueue).flush();
     return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [keyId]));
   };
-  const keyCtx = (raw: string) => resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${raw}` } }));
   const estimateOf = async (body: ReturnType<typeof chatBody>) => {
     const probe = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 1 });
-    return estimateCostUsd(gw.ctx, await keyCtx(probe.raw), body, bytesOf(body))!;
+    return estimateCostUsd(gw.ctx, await keyContextOf(gw, probe.raw), body, bytesOf(body))!;
   };
 
   test("CONTRACT §7 leases: a hot budgeted key is admitted from a lease, not a Redis admission per request; given back whole, counter = Σ records", async () => {
@@ -93,7 +92,7 @@ describe.if(REAL_STORES)(name, () => {
     expect(rows.length).toBe(100);
     expect(rows.every((r) => r.outcome === "ok")).toBe(true);
     const spent = rows.reduce((a, r) => a + r.costUsd, 0);
-    expect((await monthSpendUsd(gw.ctx, await keyCtx(k.raw))).usd).toBeCloseTo(spent, 9);
+    expect((await monthSpendUsd(gw.ctx, await keyContextOf(gw, k.raw))).usd).toBeCloseTo(spent, 9);
     expect(await c.terminate()).toBe(0);
   }, 60_000);
 
@@ -128,7 +127,7 @@ describe.if(REAL_STORES)(name, () => {
     // The prompt estimate (a token per byte) is an upper bound here, so no estimate error to allow.
     const spent = rows.reduce((a, r) => a + r.costUsd, 0);
     expect(spent).toBeLessThanOrEqual(budget + 1e-12);
-    expect((await monthSpendUsd(gw.ctx, await keyCtx(k.raw))).usd).toBeCloseTo(spent, 9);
+    expect((await monthSpendUsd(gw.ctx, await keyContextOf(gw, k.raw))).usd).toBeCloseTo(spent, 9);
   }, 90_000);
 
   test("CONTRACT §7 leases: a SIGKILLed instance's lease is charged as interrupted at its slice less what its records settled; counter = Σ records", async () => {
@@ -156,7 +155,7 @@ describe.if(REAL_STORES)(name, () => {
     expect(lost.length).toBe(1);
     expect(lost[0]!.costUsd).toBeGreaterThanOrEqual(10 * est - 1e-9);
     const spent = rows.reduce((a, r) => a + r.costUsd, 0);
-    expect((await monthSpendUsd(gw.ctx, await keyCtx(k.raw))).usd).toBeCloseTo(spent, 9);
+    expect((await monthSpendUsd(gw.ctx, await keyContextOf(gw, k.raw))).usd).toBeCloseTo(spent, 9);
     expect(Object.keys(await watch.hgetall(inflightKey(k.id)))).toEqual([]);
   }, 60_000);
 });

@@ -5,9 +5,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { eq, inArray } from "drizzle-orm";
 import { REAL_STORES, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import { addKeyWithContext, type RelayWorld, startRelayWorld } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
-import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { estimateCostUsd } from "../../src/relay/pipeline.ts";
 import { costUsd } from "../../src/relay/pricing.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
@@ -33,9 +32,7 @@ describe(`budgets (${storesLabel})`, () => {
   afterAll(() => w?.stop(), 60_000);
 
   async function keyWithBudget(usd: number) {
-    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: usd });
-    const ctx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${k.raw}` } }));
-    return { ...k, ctx };
+    return addKeyWithContext(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: usd });
   }
 
   async function spendOf(requestIds: string[]): Promise<number> {

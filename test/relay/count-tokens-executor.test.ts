@@ -4,12 +4,12 @@
 // other call, and free: no usage record, no budget reserved.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateInputTokens } from "../../src/relay/count-tokens.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { keyContextOf } from "../helpers/relay-world.ts";
 import { startMockAnthropic, type MockAnthropic } from "../mocks/anthropic-upstream.ts";
 import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
 
@@ -46,7 +46,7 @@ describe(`count_tokens on the upstream executor (${storesLabel})`, () => {
     await (gw.ctx.services.usageQueue as UsageQueue).flush();
     await gw.ctx.services.settleBatcher.flush();
     expect(await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, k.id))).toEqual([]);
-    const key = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${k.raw}` } }));
+    const key = await keyContextOf(gw, k.raw);
     expect((await monthSpendUsd(gw.ctx, key)).usd).toBe(0);
   });
 

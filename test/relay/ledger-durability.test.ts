@@ -7,9 +7,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { inArray } from "drizzle-orm";
 import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { keyContextOf } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { monthSpendUsd, reserve } from "../../src/relay/budget/counters.ts";
 import type { Ledger } from "../../src/relay/budget/ledger/index.ts";
 import { monthKey } from "../../src/lib/time.ts";
@@ -61,7 +61,6 @@ describe.if(REAL_STORES)(name, () => {
     await (gw.ctx.services.usageQueue as UsageQueue).flush();
     return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, keyIds));
   };
-  const keyCtx = (raw: string) => resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${raw}` } }));
 
   // With budget leases (on by default) the budgeted key's requests after the first are admitted
   // from this instance's lease, without a round trip: one whose instance dies before its batch
@@ -96,7 +95,7 @@ describe.if(REAL_STORES)(name, () => {
     expect(freeRows.filter((r) => r.outcome === "interrupted").length).toBe(30);
     expect(new Set(freeRows.map((r) => r.requestId)).size).toBe(35);
     // …and the budgeted key one per request it finished or admitted in Redis, plus its leases'.
-    const worst = estimateCostUsd(gw.ctx, await keyCtx(budgeted.raw), chatBody({ ...slow, max_tokens: 500 }), bytesOf(chatBody({ ...slow, max_tokens: 500 })))!;
+    const worst = estimateCostUsd(gw.ctx, await keyContextOf(gw, budgeted.raw), chatBody({ ...slow, max_tokens: 500 }), bytesOf(chatBody({ ...slow, max_tokens: 500 })))!;
     const rows = await until("the budgeted key's in-flight requests written off", async () => {
       const r = await recordsOf([budgeted.id, free.id]);
       const lost = r.filter((x) => x.routingKeyId === budgeted.id && x.outcome === "interrupted");
@@ -109,14 +108,14 @@ describe.if(REAL_STORES)(name, () => {
     expect(new Set(mine.filter((r) => r.requestId !== null).map((r) => r.requestId)).size).toBe(mine.filter((r) => r.requestId !== null).length);
     // The killed requests' reservations stay as their interrupted records' cost: counter = Σ records.
     const spent = rows.filter((r) => r.routingKeyId === budgeted.id).reduce((a, r) => a + r.costUsd, 0);
-    const counter = await monthSpendUsd(gw.ctx, await keyCtx(budgeted.raw));
+    const counter = await monthSpendUsd(gw.ctx, await keyContextOf(gw, budgeted.raw));
     expect(counter.usd).toBeCloseTo(spent, 9);
     expect(rows.filter((r) => r.routingKeyId === budgeted.id && r.outcome === "interrupted").every((r) => r.costUsd > 0)).toBe(true);
   }, 60_000);
 
   test("CONTRACT §7 durability: reservations and settlements are idempotent by request id (a resent command never charges twice)", async () => {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 10 });
-    const key = await keyCtx(k.raw);
+    const key = await keyContextOf(gw, k.raw);
     const ledger = gw.ctx.services.ledger as Ledger;
     const spend = async () => (await monthSpendUsd(gw.ctx, key)).usd;
     const entry = (id: string) => ledger.admission(key.id, id, ledger.facts(key, "chat", "gpt-4o-mini", monthKey()));
@@ -179,7 +178,7 @@ describe.if(REAL_STORES)(name, () => {
     for (const k of [budgeted, free]) {
       const spent = again.filter((r) => r.routingKeyId === k.id).reduce((a, r) => a + r.costUsd, 0);
       expect(spent).toBeGreaterThan(0);
-      expect((await monthSpendUsd(gw.ctx, await keyCtx(k.raw))).usd).toBeCloseTo(spent, 9);
+      expect((await monthSpendUsd(gw.ctx, await keyContextOf(gw, k.raw))).usd).toBeCloseTo(spent, 9);
     }
     // Once a drain has committed what this instance streams, its copies go (memory stays flat).
     for (let i = 0; i < 3; i++) expect((await tryPost(gw.url, free.raw, chatBody()))!.status).toBe(200);
@@ -211,7 +210,7 @@ describe.if(REAL_STORES)(name, () => {
       if (await gw.ctx.kv.getNumber("probe").then(() => true, () => false)) break;
       await Bun.sleep(5);
     }
-    const key = await keyCtx(k.raw);
+    const key = await keyContextOf(gw, k.raw);
     const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [k.id]));
     expect(rows.length).toBe(4);
     const spent = rows.reduce((a, r) => a + r.costUsd, 0);
@@ -224,7 +223,7 @@ describe.if(REAL_STORES)(name, () => {
     test(`CONTRACT §7 durability: Redis restarted empty with requests in flight → spend ≤ budget (${capped ? "with" : "without"} output limits)`, async () => {
       const body = capped ? chatBody({ max_tokens: 100, mock: { completion_tokens: 100, latency_ms: 1500 } }) : chatBody({ mock: { completion_tokens: 16_384, latency_ms: 1500 } });
       const probe = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 1 });
-      const est = estimateCostUsd(gw.ctx, await keyCtx(probe.raw), body, bytesOf(body))!;
+      const est = estimateCostUsd(gw.ctx, await keyContextOf(gw, probe.raw), body, bytesOf(body))!;
       const budget = est * 10.5;
       const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: budget });
       const c = await child();
@@ -261,7 +260,7 @@ describe.if(REAL_STORES)(REAL_STORES ? "budget ceiling across instances (3 gatew
       // Answers as long as the model allows: each real cost is close to the reserved worst case.
       const body = chatBody({ mock: { completion_tokens: 16_384, latency_ms: 150 } });
       const probe = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 1 });
-      const probeCtx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${probe.raw}` } }));
+      const probeCtx = await keyContextOf(gw, probe.raw);
       const est = estimateCostUsd(gw.ctx, probeCtx, body, bytesOf(body))!;
       const budget = est * 10.5;
       const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: budget });

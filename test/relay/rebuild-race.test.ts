@@ -10,9 +10,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { keyContextOf } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { addingKey, counterKey, fromNano, reserve, toNano } from "../../src/relay/budget/counters.ts";
 import type { Ledger } from "../../src/relay/budget/ledger/index.ts";
 import { monthKey } from "../../src/lib/time.ts";
@@ -73,7 +73,7 @@ describe.if(REAL_STORES)(name, () => {
 
     // On A: a money call admitted, its attempt recorded (through the usage stream into Postgres),
     // and its settlement sent, but held on the wire.
-    const key = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${k.raw}` } }));
+    const key = await keyContextOf(gw, k.raw);
     const ledger = gw.ctx.services.ledger as Ledger;
     const client = (gw.ctx.kv as unknown as { client: Cmds }).client;
     const month = monthKey();

@@ -7,9 +7,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { keyContextOf } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
@@ -48,7 +48,7 @@ describe.if(REAL_STORES)(name, () => {
     // Each answer is as long as its output limit, so a request costs what it reserved.
     const body = chatBody({ max_tokens: 100, mock: { completion_tokens: 100, latency_ms: 8000 } });
     const probe = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 1 });
-    const probeKey = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${probe.raw}` } }));
+    const probeKey = await keyContextOf(gw, probe.raw);
     const est = estimateCostUsd(gw.ctx, probeKey, body, Buffer.byteLength(JSON.stringify(body)))!;
     const budget = est * 10.5;
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: budget });

@@ -5,10 +5,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import { addKeyWithContext, type RelayWorld, startRelayWorld } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import type { MockAnthropic } from "../mocks/anthropic-upstream.ts";
-import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateRequest } from "../../src/relay/budget/estimate.ts";
 import { unitPrices } from "../../src/relay/pricing.ts";
@@ -35,9 +34,7 @@ describe(`reservations after translation (${storesLabel})`, () => {
   afterAll(() => w?.stop(), 60_000);
 
   async function key(usd: number | null, provider = "openai") {
-    const k = await addRoutingKey(gw, acct.id, { lanes: [lane(provider, provider === "openai" ? openai.id : anthropic.id)], monthlyBudgetUsd: usd });
-    const ctx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${k.raw}` } }));
-    return { ...k, ctx };
+    return addKeyWithContext(gw, acct.id, { lanes: [lane(provider, provider === "openai" ? openai.id : anthropic.id)], monthlyBudgetUsd: usd });
   }
   async function records(ids: string[]) {
     await (gw.ctx.services.usageQueue as UsageQueue).flush();
