@@ -102,6 +102,10 @@ describe("rate-limit window arithmetic (property-based, against a reference mode
     }), { numRuns: 300 });
   });
 
+  // A concurrency lease held in Redis expires after its TTL (a crashed instance's holds come back);
+  // the reference holds a lease until it is returned, and a run's clock steps add up to an hour at
+  // most (60 ops × 61 s): with a 10-minute TTL a long run saw a lease lapse that the model still held.
+  const LEASE_TTL_MS = 24 * 3600_000;
   test.if(REAL_STORES)("Redis's admission script agrees with the definition on every admission (clock passed in)", async () => {
     const kv = new RedisKV(process.env.REDIS_URL!);
     await kv.ping();
@@ -111,7 +115,7 @@ describe("rate-limit window arithmetic (property-based, against a reference mode
         const keys = { log: `${tag}:rl:w`, amounts: `${tag}:rl:a`, leases: `${tag}:rl:l` };
         await check(limits, ops, {
           admit: async (now, entry, requests, tokens, leases, ahead) => {
-            const r = await kv.reserve(`${tag}:budget`, 0, 0, -1, 60, undefined, { keys, limits, ask: { entry, requests, tokens, leases }, leaseTtlMs: 10 * 60_000, now, aheadMs: ahead });
+            const r = await kv.reserve(`${tag}:budget`, 0, 0, -1, 60, undefined, { keys, limits, ask: { entry, requests, tokens, leases }, leaseTtlMs: LEASE_TTL_MS, now, aheadMs: ahead });
             return r.limits!.refused;
           },
           release: (id, delta, leaseIds, requestDelta) => kv.releaseLimits(keys, delta || requestDelta ? [{ entry: id, requests: requestDelta, tokens: delta }] : [], leaseIds),
