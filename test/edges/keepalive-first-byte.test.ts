@@ -5,10 +5,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import { type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { addRoutingKey, chatBody, dataLines, lane } from "../relay/fixtures.ts";
 
 let gw: TestGateway;
@@ -31,9 +30,8 @@ afterEach(() => {
 }, 60_000);
 afterAll(() => w?.stop(), 60_000);
 
-async function usageRows(requestId: string) {
-  await (gw.ctx.services.usageQueue as UsageQueue).flush();
-  return gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, requestId));
+async function recordsOf(requestId: string) {
+  return usageRows(gw, eq(usageRecords.requestId, requestId));
 }
 
 /** The key's month spend (reservations in flight included), polled until `ok` holds or 5 s pass. */
@@ -87,7 +85,7 @@ describe(`CONTRACT §8: keep-alive before the upstream's first byte (${storesLab
     const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
     expect(chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("")).not.toBe("");
     expect(text).not.toContain("event: error");
-    const rows = await usageRows(requestId);
+    const rows = await recordsOf(requestId);
     expect(rows.map((r) => [r.provider, r.outcome])).toEqual([["openai", "ok"]]);
     expect(rows[0]!.costUsd).toBeGreaterThan(0);
     // Settled once, to the real cost.
@@ -103,7 +101,7 @@ describe(`CONTRACT §8: keep-alive before the upstream's first byte (${storesLab
     const { text, commentsBeforeData } = await readSse(res);
     expect(commentsBeforeData).toBeGreaterThanOrEqual(2);
     expect(dataLines(text).at(-1)).toBe("[DONE]");
-    const rows = await usageRows(res.headers.get("x-request-id")!);
+    const rows = await recordsOf(res.headers.get("x-request-id")!);
     expect(rows.map((r) => [r.provider, r.outcome]).sort()).toEqual([["groq", "ok"], ["openai", "error"]]);
   });
 
@@ -139,7 +137,7 @@ describe(`CONTRACT §8: keep-alive before the upstream's first byte (${storesLab
       }
       expect(text).not.toContain("[DONE]");
       // …and settled once: a failed request costs nothing, each attempt has its record.
-      const rows = await usageRows(res.headers.get("x-request-id")!);
+      const rows = await recordsOf(res.headers.get("x-request-id")!);
       expect(rows.map((r) => [r.provider, r.outcome]).sort()).toEqual([["groq", "error"], ["openai", "error"]]);
       expect(await spendUntil(budgeted.raw, (usd) => usd === 0)).toBe(0);
     });
@@ -185,10 +183,10 @@ describe(`CONTRACT §8: keep-alive before the upstream's first byte (${storesLab
     const reserved = await spendUntil(budgeted.raw, () => true);
     ac.abort();
     await A.waitForAborts(a0 + 1, 3000);
-    let rows = await usageRows(requestId);
+    let rows = await recordsOf(requestId);
     for (let i = 0; rows.length === 0 && i < 40; i++) {
       await Bun.sleep(25);
-      rows = await usageRows(requestId);
+      rows = await recordsOf(requestId);
     }
     expect(rows.map((r) => r.outcome)).toEqual(["aborted"]);
     // The upstream had the request: it pays its prompt (CONTRACT §7), and the rest of the reservation goes back.

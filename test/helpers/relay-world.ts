@@ -86,6 +86,12 @@ export async function addKeyWithContext(gw: Gateway, accountId: string, opts: Ke
   return { ...k, ctx: await keyContextOf(gw, k.raw) };
 }
 
+/** The usage records matching `where`, after the gateway's usage queue is written out. */
+export async function usageRows(gw: Gateway, where: SQL | undefined) {
+  await (gw.ctx.services.usageQueue as UsageQueue).flush();
+  return gw.ctx.db.select().from(usageRecords).where(where);
+}
+
 /** Providers with a mock of their own protocol; every other provider gets an OpenAI-compatible mock. */
 interface Mocks { anthropic: MockAnthropic }
 type MockFor<P extends string> = P extends keyof Mocks ? Mocks[P] : MockUpstream;
@@ -172,10 +178,7 @@ export function useBlitzWorld(): BlitzWorld {
     oneLane: (extra = {}) => addRoutingKey(w.gw, w.acct.id, { lanes: [lane("openai", w.credA.id)], ...extra }),
     twoLanes: (extra = {}) => addRoutingKey(w.gw, w.acct.id, { lanes: [lane("openai", w.credA.id), lane("groq", w.credB.id)], ...extra }),
     flush: () => (w.gw.ctx.services.usageQueue as UsageQueue).flush(),
-    async records(where) {
-      await w.flush();
-      return w.gw.ctx.db.select().from(usageRecords).where(where);
-    },
+    records: (where) => usageRows(w.gw, where),
   } as BlitzWorld;
   beforeAll(async () => {
     world = await startRelayWorld({ providers: ["openai", "groq"] });

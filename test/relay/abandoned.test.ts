@@ -7,12 +7,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { addKeyWithContext, type RelayWorld, startRelayWorld } from "../helpers/relay-world.ts";
+import { addKeyWithContext, type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import type { MockAnthropic } from "../mocks/anthropic-upstream.ts";
 import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { costUsd } from "../../src/relay/pricing.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
@@ -38,8 +37,7 @@ describe(`abandoned requests are charged (${storesLabel})`, () => {
   }
   async function rowOf(requestId: string) {
     for (let i = 0; i < 100; i++) {
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
-      const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, [requestId]));
+      const rows = await usageRows(gw, inArray(usageRecords.requestId, [requestId]));
       if (rows.length) return rows;
       await Bun.sleep(20);
     }
@@ -189,8 +187,7 @@ describe(`abandoned requests are charged (${storesLabel})`, () => {
 
   async function waitRows(keyId: string) {
     for (let i = 0; i < 100; i++) {
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
-      const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [keyId]));
+      const rows = await usageRows(gw, inArray(usageRecords.routingKeyId, [keyId]));
       if (rows.length) return rows;
       await Bun.sleep(20);
     }

@@ -6,13 +6,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { addKeyWithContext, type RelayWorld, startRelayWorld } from "../helpers/relay-world.ts";
+import { addKeyWithContext, type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateRequest } from "../../src/relay/budget/estimate.ts";
 import { MIN_USEFUL_OUTPUT_TOKENS } from "../../src/relay/budget/output-limits.ts";
 import { unitPrices } from "../../src/relay/pricing.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
@@ -36,8 +35,7 @@ describe(`budget as a ceiling (${storesLabel})`, () => {
     return addKeyWithContext(gw, acct.id, { lanes: [lane("openai", cred.id, { model })], monthlyBudgetUsd: usd });
   }
   async function records(ids: string[]) {
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
-    return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, ids));
+    return usageRows(gw, inArray(usageRecords.requestId, ids));
   }
 
   test("CONTRACT §7: without max_tokens the model's maximum output is reserved", async () => {

@@ -7,12 +7,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
-import { keyContextOf } from "../helpers/relay-world.ts";
+import { keyContextOf, usageRows } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { inflightKey, monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
@@ -68,8 +67,7 @@ describe.if(REAL_STORES)(name, () => {
     return c;
   };
   const recordsOf = async (keyId: string) => {
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
-    return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [keyId]));
+    return usageRows(gw, inArray(usageRecords.routingKeyId, [keyId]));
   };
   const estimateOf = async (body: ReturnType<typeof chatBody>) => {
     const probe = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 1 });

@@ -5,11 +5,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { eq, inArray } from "drizzle-orm";
 import { REAL_STORES, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { addKeyWithContext, type RelayWorld, startRelayWorld } from "../helpers/relay-world.ts";
+import { addKeyWithContext, type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { estimateCostUsd } from "../../src/relay/pipeline.ts";
 import { costUsd } from "../../src/relay/pricing.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { connectSub, createKey, startSubWorld, type SubWorld } from "../lanes/helpers.ts";
 import { post, spawnSibling } from "./child-gateway.ts";
@@ -36,8 +35,7 @@ describe(`budgets (${storesLabel})`, () => {
   }
 
   async function spendOf(requestIds: string[]): Promise<number> {
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
-    const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, requestIds));
+    const rows = await usageRows(gw, inArray(usageRecords.requestId, requestIds));
     return rows.reduce((s, r) => s + r.costUsd, 0);
   }
 
@@ -220,8 +218,7 @@ describe(`budgets (${storesLabel})`, () => {
       const r = await w.gw.call("/v1/chat/completions", { token: counted.rawKey, body: chatBody({ model: "flagship" }) });
       expect(r.status).toBe(402);
       expect(r.body.error.code).toBe("budget_exceeded");
-      await (w.gw.ctx.services.usageQueue as UsageQueue).flush();
-      const rows = await w.gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, excluded.key.id));
+      const rows = await usageRows(w.gw, eq(usageRecords.routingKeyId, excluded.key.id));
       expect(rows.length).toBe(3);
       expect(rows.every((x) => x.seat && x.costUsd > 0)).toBe(true);
     });

@@ -6,9 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import { type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockAnthropic } from "../mocks/anthropic-upstream.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { addRoutingKey, lane } from "./fixtures.ts";
 
@@ -57,8 +56,7 @@ describe(`cache writes priced by TTL through the gateway (${storesLabel})`, () =
     const body = await res.text();
     const id = res.headers.get("x-request-id")!;
     for (let i = 0; i < 100; i++) {
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
-      const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, [id]));
+      const rows = await usageRows(gw, inArray(usageRecords.requestId, [id]));
       if (rows.length) return { row: rows[0]!, body };
       await Bun.sleep(20);
     }

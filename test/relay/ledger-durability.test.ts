@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { inArray } from "drizzle-orm";
 import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
-import { keyContextOf } from "../helpers/relay-world.ts";
+import { keyContextOf, usageRows } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { monthSpendUsd, reserve } from "../../src/relay/budget/counters.ts";
@@ -58,8 +58,7 @@ describe.if(REAL_STORES)(name, () => {
     return c;
   };
   const recordsOf = async (keyIds: string[]) => {
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
-    return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, keyIds));
+    return usageRows(gw, inArray(usageRecords.routingKeyId, keyIds));
   };
 
   // With budget leases (on by default) the budgeted key's requests after the first are admitted
@@ -275,8 +274,7 @@ describe.if(REAL_STORES)(REAL_STORES ? "budget ceiling across instances (3 gatew
       expect(ok.length).toBeGreaterThanOrEqual(10);
       for (const c of kids) expect(await c.terminate()).toBe(0);
       kids.length = 0;
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
-      const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [k.id]));
+      const rows = await usageRows(gw, inArray(usageRecords.routingKeyId, [k.id]));
       expect(rows.length).toBe(ok.length);
       expect(rows.reduce((a, r) => a + r.costUsd, 0)).toBeLessThanOrEqual(budget + 1e-12);
     } finally {

@@ -10,14 +10,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inArray } from "drizzle-orm";
 import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
-import { keyContextOf } from "../helpers/relay-world.ts";
+import { keyContextOf, usageRows } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addingKey, counterKey, fromNano, reserve, toNano } from "../../src/relay/budget/counters.ts";
 import type { Ledger } from "../../src/relay/budget/ledger/index.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import type { Cmds } from "../../src/store/kv/redis.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { spawnGateway, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
@@ -54,8 +53,7 @@ describe.if(REAL_STORES)(name, () => {
   const post = (url: string, raw: string) =>
     fetch(url + "/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${raw}`, "content-type": "application/json" }, body: JSON.stringify(chatBody({ max_tokens: 50 })) }).catch(() => null);
   const recordsOf = async (keyId: string) => {
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
-    return gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [keyId]));
+    return usageRows(gw, inArray(usageRecords.routingKeyId, [keyId]));
   };
 
   test("CONTRACT §7 budget: a counter rebuilt by another instance leaves out this instance's settlements in flight (their records already in Postgres), so counter = Σ records exactly", async () => {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { usageRows } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import type { UsageQueue } from "../../src/relay/usage-queue.ts";
@@ -99,8 +100,7 @@ describe.if(REAL_STORES)(name, () => {
       let interrupted = 0;
       for (let i = 0; i < 200 && interrupted < 2; i++) {
         await Bun.sleep(100);
-        await (gw.ctx.services.usageQueue as UsageQueue).flush();
-        const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, k.id));
+        const rows = await usageRows(gw, eq(usageRecords.routingKeyId, k.id));
         interrupted = rows.filter((r) => r.outcome === "interrupted").length;
       }
       expect(interrupted).toBe(2);

@@ -3,10 +3,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import { type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { addRoutingKey, lane } from "./fixtures.ts";
 
 describe(`responses endpoint (${storesLabel})`, () => {
@@ -27,8 +26,7 @@ describe(`responses endpoint (${storesLabel})`, () => {
     fetch(`${A.url}/responses`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 
   async function rowFor(res: Response) {
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
-    const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, res.headers.get("x-request-id")!));
+    const rows = await usageRows(gw, eq(usageRecords.requestId, res.headers.get("x-request-id")!));
     expect(rows).toHaveLength(1);
     return rows[0]!;
   }

@@ -6,9 +6,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { usageRows } from "../helpers/relay-world.ts";
 import { serveLoopback, type LoopbackServer } from "../mocks/scaffold.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
 const enc = new TextEncoder();
@@ -92,8 +92,7 @@ describe(`client stream over awkward upstream splits (${storesLabel})`, () => {
       let at = 0;
       for (const p of parts) { sent.set(p, at); at += p.length; }
       expect(new TextDecoder().decode(got)).toBe(new TextDecoder().decode(sent));
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
-      const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, res.headers.get("x-request-id")!));
+      const rows = await usageRows(gw, eq(usageRecords.requestId, res.headers.get("x-request-id")!));
       expect(rows.length).toBe(1);
       expect(rows[0]).toMatchObject({ outcome: "ok", status: 200, promptTokens: 17, completionTokens: 5 });
     });
@@ -154,8 +153,7 @@ describe(`translated client stream over awkward upstream splits (${storesLabel})
       expect(chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("")).toBe("héllo ✓ 😀");
       expect(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0].finish_reason).toBe("stop");
       expect(chunks.at(-1).usage).toMatchObject({ prompt_tokens: 17, completion_tokens: 5 });
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
-      const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, res.headers.get("x-request-id")!));
+      const rows = await usageRows(gw, eq(usageRecords.requestId, res.headers.get("x-request-id")!));
       expect(rows[0]).toMatchObject({ outcome: "ok", status: 200, promptTokens: 17, completionTokens: 5 });
     });
   }

@@ -4,10 +4,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
+import { type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { addRoutingKey, chatBody, dataLines, lane } from "./fixtures.ts";
 
 describe(`streaming (${storesLabel})`, () => {
@@ -34,8 +33,7 @@ describe(`streaming (${storesLabel})`, () => {
     fetch(`${A.url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 
   async function usageRowsFor(requestId: string) {
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
-    return gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, requestId));
+    return usageRows(gw, eq(usageRecords.requestId, requestId));
   }
 
   test("stream pass-through: the client receives the upstream's bytes unchanged (odd spacing, field order, CRLF)", async () => {
