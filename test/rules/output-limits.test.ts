@@ -40,7 +40,7 @@ describe("output limits", () => {
   });
 });
 
-describe("the output limit a lane receives (unit)", () => {
+describe("the output limit a lane receives", () => {
   test("CONTRACT §7: a wire limit above what was admitted is lowered, a missing one set, per protocol and per choice", () => {
     const chat: Record<string, unknown> = { max_tokens: 5000, n: 2 };
     fitWireLimit(chat, "chat", 100, 2);
