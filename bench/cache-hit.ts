@@ -34,7 +34,7 @@ async function one(b: unknown, headers: Record<string, string> = {}, token = key
 
 async function scenario(name: string, make: (i: number) => [unknown, Record<string, string>?, string?]) {
   // Every scenario's usage records are written inside its own window: what a request costs includes its record.
-  await gw.ctx.services.usageQueue.flush();
+  await gw.ctx.services.usage.flush();
   for (let i = 0; i < 20; i++) await one(...make(-1 - i)); // warm-up
   const ms: number[] = [];
   let hits = 0;
@@ -44,7 +44,7 @@ async function scenario(name: string, make: (i: number) => [unknown, Record<stri
     ms.push(r.ms);
     if (r.xcache === "HIT") hits++;
   }
-  await gw.ctx.services.usageQueue.flush();
+  await gw.ctx.services.usage.flush();
   const cpu = process.cpuUsage(cpu0);
   const row = { scenario: name, p50_ms: +median(ms).toFixed(3), cpu_us_per_request: Math.round((cpu.user + cpu.system) / N), hit_rate: +(hits / N).toFixed(3) };
   console.log(JSON.stringify(row));

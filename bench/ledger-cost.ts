@@ -8,7 +8,6 @@ import { createAccount } from "../test/helpers/gateway.ts";
 import { addCredential, addRoutingKey, lane } from "../test/relay/fixtures.ts";
 import { resolveRoutingKey } from "../src/relay/auth.ts";
 import { MoneyCall } from "../src/relay/budget/money.ts";
-import type { UsageQueue } from "../src/relay/usage-queue.ts";
 
 const gw = await startTestGateway({});
 const acct = await createAccount(gw);
@@ -20,7 +19,7 @@ const mk = async (budget: number | null) => {
 const adapter = { id: "openai", seat: false };
 const body = { model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello." }], max_tokens: 50 };
 const usage = { prompt_tokens: 10, completion_tokens: 20, cached_tokens: 0, cache_write_tokens: 0 };
-(gw.ctx.services.usageQueue as UsageQueue).pause();
+const release = gw.ctx.services.usage.hold();
 
 async function run(label: string, budget: number | null, n: number) {
   const key = await mk(budget);
@@ -44,7 +43,7 @@ async function run(label: string, budget: number | null, n: number) {
 const mode = gw.ctx.kv.kind;
 await run(`${mode} no budget`, null, 20_000);
 await run(`${mode} budgeted`, 1000, 20_000);
-(gw.ctx.services.usageQueue as UsageQueue).resume();
+release();
 const warnings = gw.logs.filter((l) => /"level":(40|50)/.test(l));
 if (warnings.length) console.log(`${warnings.length} warnings, e.g. ${warnings[0]!.slice(0, 300)}`);
 await gw.stop();

@@ -9,6 +9,7 @@ import type { RequestTracker } from "./http/access-log.ts";
 import type { Lifecycle } from "./http/lifecycle.ts";
 import type { KeyCache } from "./relay/key-cache.ts";
 import type { UsageQueue } from "./relay/usage-queue.ts";
+import type { UsagePipeline } from "./relay/usage-pipeline.ts";
 import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
 import type { Ledger } from "./relay/budget/ledger/index.ts";
 import type { BudgetLeases } from "./relay/budget/leases.ts";
@@ -32,8 +33,10 @@ export interface Ctx extends Base {
 export interface Services {
   /** Resolved routing keys, subscribed to invalidations; also this instance's invalidation listener (relay/key-cache.ts). */
   keyCache: KeyCache;
-  /** Usage records and last-used touches, flushed in batches (relay/usage-queue.ts). */
+  /** Usage records, refusals and last-used touches, written to Postgres in batches (relay/usage-queue.ts). */
   usageQueue: UsageQueue;
+  /** Settlements out → ledger drain in → Postgres write: flush(), hold(), the timed flush and the shutdown drain (relay/usage-pipeline.ts). */
+  usage: UsagePipeline;
   /** Budget settlements off the hot path (relay/budget/settle-batch.ts). */
   settleBatcher: SettleBatcher;
   /** The opt-in response cache of routing keys with `cache` (relay/cache/). */

@@ -13,8 +13,9 @@ import { createGatewayMetrics } from "./metrics/index.ts";
 import { installTracing } from "./metrics/tracing.ts";
 import { installAccessLog, RequestTracker } from "./http/access-log.ts";
 import { startKeyCache } from "./relay/key-cache.ts";
-import { startUsageQueue } from "./relay/usage-queue.ts";
-import { startSettleBatcher } from "./relay/budget/settle-batch.ts";
+import { createUsageQueue } from "./relay/usage-queue.ts";
+import { startUsagePipeline } from "./relay/usage-pipeline.ts";
+import { createSettleBatcher } from "./relay/budget/settle-batch.ts";
 import { usagePartitionsJob } from "./jobs/usage-partitions.ts";
 import { startLedger } from "./relay/budget/ledger/index.ts";
 import { startBudgetLeases } from "./relay/budget/leases.ts";
@@ -33,13 +34,13 @@ import { budgetAlertsJob } from "./webhooks/budget-alerts.ts";
 
 export async function buildServices(base: Base): Promise<Services> {
   const keyCache = await startKeyCache(base);
-  const usageQueue = startUsageQueue(base);
-  // After the queue: shutdown runs in reverse, so settlements go out before the last usage flush.
-  const settleBatcher = startSettleBatcher(base);
-  usageQueue.setBeforeWrite(() => settleBatcher.flush());
-  // Last of the three so its shutdown runs first: the ledger's last writes and the usage stream's
-  // last entries reach the queue before the queue's own drain.
+  // The usage pipeline, in its order: settlements out → ledger drain in (Redis mode) → Postgres
+  // write (relay/usage-pipeline.ts). Its shutdown stops them in that order: the ledger's last
+  // writes and stream entries reach the queue, the pending settlements go out, then the last flush.
+  const settleBatcher = createSettleBatcher(base);
+  const usageQueue = createUsageQueue(base, settleBatcher);
   const ledger = await startLedger(base, usageQueue);
+  const usage = startUsagePipeline(base, { settlements: settleBatcher, ledger, queue: usageQueue });
   const leases = startBudgetLeases(base, ledger);
   const rateLimits = new RateLimits(base, () => ledger?.liveInstances ?? 1);
   rateLimits.onRefused = (key) => usageQueue.refusal(key.accountId, key.id, "rate_limit");
@@ -69,6 +70,7 @@ export async function buildServices(base: Base): Promise<Services> {
   return {
     keyCache,
     usageQueue,
+    usage,
     settleBatcher,
     ledger,
     leases,
@@ -95,5 +97,5 @@ export async function startServices(ctx: Ctx): Promise<Job[]> {
   // Partitions for this month and the next ones exist before the first record is written.
   const partitions = usagePartitionsJob(ctx);
   await partitions.runOnce();
-  return [ctx.services.usageQueue.job, accountExpiryJob(ctx), bridgeHealthJob(ctx), partitions, ...blitzJobsJobs(ctx), budgetAlertsJob(ctx), ctx.services.webhooks];
+  return [ctx.services.usage.job, accountExpiryJob(ctx), bridgeHealthJob(ctx), partitions, ...blitzJobsJobs(ctx), budgetAlertsJob(ctx), ctx.services.webhooks];
 }

@@ -17,6 +17,7 @@ import type { MoneyDeps, PriceConfig } from "./budget/money-deps.ts";
 import type { ResponseCache } from "./cache/response-cache.ts";
 import type { KeyCache } from "./key-cache.ts";
 import type { UsageQueue } from "./usage-queue.ts";
+import type { UsagePipeline } from "./usage-pipeline.ts";
 
 /** The settings the request path reads. */
 export type RelayConfig = PriceConfig & ProviderConfig & Pick<Config,
@@ -31,7 +32,9 @@ export interface RelayDeps extends MoneyDeps, AdapterEnv {
   instanceId: string;
   services: MoneyDeps["services"] & AdapterEnv["services"] & {
     keyCache: Pick<KeyCache, "peek" | "load">;
-    usageQueue: Pick<UsageQueue, "push" | "refusal" | "touchKey" | "flush">;
+    usageQueue: Pick<UsageQueue, "push" | "refusal" | "touchKey">;
+    /** A /blitz job item's rerun check writes everything recorded so far before it reads Postgres. */
+    usage: Pick<UsagePipeline, "flush">;
     responseCache: ResponseCache;
     /** Opens the record of a /blitz prompt or job item that has no HTTP request of its own. */
     requestTracker: Pick<RequestTracker, "openPart">;

@@ -1,18 +1,17 @@
 // Usage records (one per attempt, CONTRACT §7) and routing keys' last_used_at, written off the
-// hot path: requests push into memory, a job flushes every second or as soon as a batch fills,
-// and shutdown drains what is left. A flush that cannot reach the database keeps its rows for
+// hot path: requests push into memory, and this queue writes them to Postgres, the last stage of
+// the usage pipeline (usage-pipeline.ts: its timed flush, its hold and its shutdown drain); a
+// batch that fills is written at once. A write that cannot reach the database keeps its rows for
 // the next one. A row the database refuses must not block the rows behind it forever: rows are
 // sanitised when queued, and a batch refused for its data is split until the bad row is alone,
 // then that row alone is dropped with a log line.
 import { getTableColumns, sql } from "drizzle-orm";
 import type { Base } from "../base.ts";
-import { intervalJob, type Job } from "../jobs/job.ts";
 import { usageRecords } from "../store/db/schema/index.ts";
 import { createRefusalCounts, type RefusalKind } from "./refusal-counts.ts";
 
 export type UsageRow = typeof usageRecords.$inferInsert;
 
-const FLUSH_INTERVAL_MS = 1000;
 /** Rows that trigger a flush before the interval, and the size of one INSERT. */
 const BATCH_ROWS = 500;
 /** Beyond this (a long database outage) the oldest rows are dropped, loudly, to protect memory. */
@@ -127,33 +126,34 @@ export interface UsageQueue {
   refusal(accountId: string, routingKeyId: string | null, kind: RefusalKind): void;
   /** Marks a routing key used now; written with the next flush (one UPDATE per flush, not per request). */
   touchKey(keyId: string): void;
-  /** Writes everything recorded so far, including records still on their way through a source (the usage stream). */
-  flush(): Promise<void>;
-  /** Writes what is in this queue now (a source's own drain uses it). */
-  flushQueued(): Promise<void>;
-  /** Records that reach the queue from elsewhere (Redis mode: the usage stream); flush() pulls them first. */
-  setSource(pull: () => Promise<void>): void;
   /**
-   * Runs before every write (the pending budget settlements): a counter rebuilt from Postgres
-   * must never already hold a record whose settlement has yet to add it.
+   * Writes what is in this queue now, after the pending settlements (the `settlements` it was
+   * built with): the usage pipeline's write stage, also called by the ledger's drain and counter
+   * rebuilds. Records still on their way (the usage stream) wait: UsagePipeline.flush() has all.
    */
-  setBeforeWrite(fn: () => Promise<void>): void;
+  flushQueued(): Promise<void>;
   depth(): number;
-  /** Holds timed flushes (tests that count queries around one request; shutdown ordering). */
-  pause(): void;
-  resume(): void;
-  isPaused(): boolean;
-  job: Job;
+  /**
+   * True while the usage pipeline is held (UsagePipeline.hold()): timed and size-triggered writes
+   * wait, and the ledger's drain leaves its entries in the stream. Explicit writes still go.
+   */
+  held(): boolean;
+  /** Holds the writes until the returned function is called; UsagePipeline.hold() is the way in. */
+  hold(): () => void;
 }
 
-export function createUsageQueue(ctx: Base): UsageQueue {
+/** The settlements a write sends first: a counter rebuilt from Postgres must never already hold a record whose settlement has yet to add it. */
+export interface PendingSettlements {
+  flush(): Promise<void>;
+}
+
+export function createUsageQueue(ctx: Base, settlements: PendingSettlements): UsageQueue {
   let rows: UsageRow[] = [];
   let touched = new Map<string, number>();
-  let paused = false;
+  /** Holds not yet released (UsagePipeline.hold()). */
+  let holds = 0;
   let flushing: Promise<void> | null = null;
   let sizeFlushScheduled = false;
-  let source: (() => Promise<void>) | null = null;
-  let beforeWrite: (() => Promise<void>) | null = null;
   const refusals = createRefusalCounts();
 
   const insert = (part: UsageRow[]) => ctx.db.execute(sql`${INSERT_HEAD}${JSON.stringify(part)}${INSERT_TAIL}`);
@@ -211,22 +211,14 @@ export function createUsageQueue(ctx: Base): UsageQueue {
     // One writer at a time; whoever comes while one runs waits for it, then writes what is left.
     while (flushing) await flushing;
     if (rows.length === 0 && touched.size === 0 && refusals.pending() === 0) return;
-    flushing = (beforeWrite ? beforeWrite().catch(() => {}).then(writeOnce) : writeOnce()).finally(() => { flushing = null; });
+    flushing = settlements.flush().catch(() => {}).then(writeOnce).finally(() => { flushing = null; });
     await flushing;
   }
-
-  const job = intervalJob(ctx, "usage-flush", FLUSH_INTERVAL_MS, async () => {
-    if (!paused) await flush();
-  });
-  const flushAll = async () => {
-    if (source) await source();
-    await flush();
-  };
 
   return {
     push(row) {
       rows.push(sanitizeUsageRow(row));
-      if (rows.length >= BATCH_ROWS && !paused && !sizeFlushScheduled) {
+      if (rows.length >= BATCH_ROWS && holds === 0 && !sizeFlushScheduled) {
         sizeFlushScheduled = true;
         setTimeout(() => {
           sizeFlushScheduled = false;
@@ -240,33 +232,17 @@ export function createUsageQueue(ctx: Base): UsageQueue {
     touchKey(keyId) {
       touched.set(keyId, Date.now());
     },
-    flush: flushAll,
     flushQueued: flush,
-    setSource(pull) { source = pull; },
-    setBeforeWrite(fn) { beforeWrite = fn; },
     depth: () => rows.length,
-    pause() { paused = true; },
-    resume() { paused = false; },
-    isPaused: () => paused,
-    job,
+    held: () => holds > 0,
+    hold() {
+      holds++;
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        holds--;
+      };
+    },
   };
-}
-
-/** Creates the queue and registers its drain on shutdown (its job is started by the gateway). */
-export function startUsageQueue(ctx: Base): UsageQueue {
-  const q = createUsageQueue(ctx);
-  ctx.onShutdown(async () => {
-    await q.job.stop();
-    // Drain: retry a few times so a blip at shutdown does not lose records.
-    for (let i = 0; i < 3; i++) {
-      try {
-        await q.flush();
-        return;
-      } catch (e) {
-        ctx.log.error({ err: e instanceof Error ? e.message : String(e), pending: q.depth() }, "usage drain failed; retrying");
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    }
-  });
-  return q;
 }

@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq, like } from "drizzle-orm";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { blitzJobItems, usageRecords } from "../../src/store/db/schema/index.ts";
 import { spawnSibling, type ChildGateway } from "../relay/child-gateway.ts";
 import { addCredential, addRoutingKey, lane } from "../relay/fixtures.ts";
@@ -99,7 +98,7 @@ describe.if(REAL_STORES)(name, () => {
     // Exactly one usage record per item, once the dead instance's in-flight entries are reconciled.
     const itemOf = (requestId: string | null) => Number((requestId ?? "").slice(id.length + 1).split(".")[0]);
     const rows = await until("one usage record per item", async () => {
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
+      await gw.ctx.services.usage.flush();
       const rs = await gw.ctx.db.select().from(usageRecords).where(like(usageRecords.requestId, `${id}.%`));
       return new Set(rs.map((r) => itemOf(r.requestId))).size === n ? rs : null;
     }, 60_000);

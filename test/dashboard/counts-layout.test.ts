@@ -81,7 +81,7 @@ describe.skipIf(!run)(`dashboard counts and layout after real traffic, in chromi
     // A model the pricing catalog does not know, on a key with a budget: priced at the fallback price, marked estimated.
     expect((await chat("slow", chatBody({ model: "mock-unpriced-model-for-dashboard-layout-checks", mock: { prompt_tokens: 3, completion_tokens: 2 } }))).status).toBe(200);
     expect((await chat("slow")).status).toBe(429);
-    await gw.ctx.services.usageQueue.flush();
+    await gw.ctx.services.usage.flush();
     browser = await launchChromium();
   }, 90_000);
   afterAll(async () => {

@@ -89,7 +89,7 @@ describe(`refused where a person reads them (${storesLabel})`, () => {
     const res = await gw.req("/v1/chat/completions", { token: k.raw, body: chatBody({ model }) });
     expect(res.status).toBe(200);
     await res.text();
-    await gw.ctx.services.usageQueue.flush();
+    await gw.ctx.services.usage.flush();
     const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, k.id));
     expect(rows.map((r) => r.model)).toContain(model);
     expect(visible(model)).toBe("gpt-4o-mini<U+202E>nimda");

@@ -8,7 +8,6 @@ import type { Gateway } from "../../src/gateway.ts";
 import { randomToken, sha256Hex } from "../../src/lib/crypto.ts";
 import { newId } from "../../src/lib/ids.ts";
 import { resolveRoutingKey } from "../../src/relay/auth.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { credentials, routingKeys, usageRecords, type LaneRow } from "../../src/store/db/schema/index.ts";
 import { startMockAnthropic, type MockAnthropic } from "../mocks/anthropic-upstream.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
@@ -86,9 +85,9 @@ export async function addKeyWithContext(gw: Gateway, accountId: string, opts: Ke
   return { ...k, ctx: await keyContextOf(gw, k.raw) };
 }
 
-/** The usage records matching `where`, after the gateway's usage queue is written out. */
+/** The usage records matching `where`, after the gateway's usage pipeline has written out everything recorded. */
 export async function usageRows(gw: Gateway, where: SQL | undefined) {
-  await (gw.ctx.services.usageQueue as UsageQueue).flush();
+  await gw.ctx.services.usage.flush();
   return gw.ctx.db.select().from(usageRecords).where(where);
 }
 
@@ -177,7 +176,7 @@ export function useBlitzWorld(): BlitzWorld {
   const w = {
     oneLane: (extra = {}) => addRoutingKey(w.gw, w.acct.id, { lanes: [lane("openai", w.credA.id)], ...extra }),
     twoLanes: (extra = {}) => addRoutingKey(w.gw, w.acct.id, { lanes: [lane("openai", w.credA.id), lane("groq", w.credB.id)], ...extra }),
-    flush: () => (w.gw.ctx.services.usageQueue as UsageQueue).flush(),
+    flush: () => w.gw.ctx.services.usage.flush(),
     records: (where) => usageRows(w.gw, where),
   } as BlitzWorld;
   beforeAll(async () => {

@@ -118,7 +118,7 @@ export async function eventually<T>(check: () => Promise<T> | T, ms = 5000, what
 
 /** Usage records of a key after the queue flushed. */
 export async function usageOf(gw: TestGateway, keyId: string) {
-  const q = gw.ctx.services.usageQueue as { flush(): Promise<void> } | undefined;
+  const q = gw.ctx.services.usage as { flush(): Promise<void> } | undefined;
   await q?.flush();
   const { usageRecords } = await import("../../src/store/db/schema/index.ts");
   return gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, keyId));

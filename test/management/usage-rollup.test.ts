@@ -79,7 +79,7 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
     } finally {
       A.setDefault({});
     }
-    await gw.ctx.services.usageQueue.flush();
+    await gw.ctx.services.usage.flush();
     const summary = (await gw.call("/v1/organizations/usage", { token: acct.token })).body;
     expect(summary.totals).toMatchObject({ requests: 3, errors: 0, attempts: 6, fallbacks: 3, budget_refusals: 0, rate_limit_refusals: 0 });
     const lanes = Object.fromEntries((await groups(acct.token, "lane")).groups.map((g: any) => [g.provider, g]));
@@ -115,7 +115,7 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) statuses.push((await gw.call("/v1/chat/completions", { token: slow.raw, body: chatBody() })).status);
     expect(statuses).toEqual([200, 429, 429]);
-    await gw.ctx.services.usageQueue.flush();
+    await gw.ctx.services.usage.flush();
     const keys = Object.fromEntries((await groups(acct.token, "key")).groups.map((g: any) => [g.label, g]));
     expect(keys.broke).toMatchObject({ requests: 0, budget_refusals: 3, rate_limit_refusals: 0 });
     expect(keys.slow).toMatchObject({ requests: 1, budget_refusals: 0, rate_limit_refusals: 2 });

@@ -4,11 +4,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { createAccount, startTestGateway, storesLabel, type TestGateway, REAL_STORES } from "../helpers/gateway.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { sample } from "./scrape.ts";
 
 describe(`metrics through the relay (${storesLabel})`, () => {
   let gw: TestGateway;
+  /** Releases the usage pipeline after a test that held it. */
+  let release = () => {};
   let A: MockUpstream;
   let B: MockUpstream;
   let token: string;
@@ -41,7 +42,7 @@ describe(`metrics through the relay (${storesLabel})`, () => {
   }, 30_000); // an embedded gateway's first start (PGlite migrations) outlasts 5 s on a loaded machine
   afterEach(() => {
     A.setDefault({});
-    (gw.ctx.services.usageQueue as UsageQueue).resume();
+    release();
   }, 60_000);
   afterAll(async () => {
     await gw?.stop();
@@ -197,13 +198,13 @@ describe(`metrics through the relay (${storesLabel})`, () => {
 
   test("the usage-queue depth gauge shows records waiting to be written", async () => {
     const key = await newKey({ label: "metrics-queue", providers: [{ provider: "openai", credential_id: openaiCred }] });
-    const q = gw.ctx.services.usageQueue as UsageQueue;
+    const q = gw.ctx.services.usage;
     await q.flush();
-    q.pause();
+    release = q.hold();
     for (let i = 0; i < 3; i++) await (await chat(key)).text();
     // With Redis the records wait in the usage stream (durable), not in this process's queue.
     if (!REAL_STORES) expect(sample(await scrape(), "gateway_usage_queue_depth")).toBeGreaterThanOrEqual(3);
-    q.resume();
+    release();
     await q.flush();
     expect(sample(await scrape(), "gateway_usage_queue_depth")).toBe(0);
   });

@@ -12,7 +12,6 @@ import { createAccount, REAL_STORES, storesLabel, type TestGateway } from "../he
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { startGateway } from "../../src/gateway.ts";
 import { routingKeys, usageRecords } from "../../src/store/db/schema/index.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { post, spawnGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane, startOpenAIGroqWorld } from "./fixtures.ts";
 
@@ -21,14 +20,16 @@ describe(`accounting (${storesLabel})`, () => {
   let A: MockUpstream, B: MockUpstream;
   let acct: { id: string; token: string };
   let credA: { id: string }, credB: { id: string };
-  const queue = () => gw.ctx.services.usageQueue as UsageQueue;
+  const queue = () => gw.ctx.services.usage;
+  /** Releases the usage pipeline after a test that held it. */
+  let release = () => {};
 
   beforeAll(async () => {
     ({ gw, A, B, acct, credA, credB } = await startOpenAIGroqWorld());
   }, 60_000);
   afterEach(() => {
     A.setDefault({});
-    queue().resume();
+    release();
   }, 60_000);
   afterAll(async () => {
     await gw?.stop();
@@ -76,7 +77,7 @@ describe(`accounting (${storesLabel})`, () => {
   test("usage records are written in batches off the hot path, with last_used_at in the same flush", async () => {
     const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)] });
     await queue().flush();
-    queue().pause();
+    release = queue().hold();
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       const r = await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody() });
@@ -88,7 +89,7 @@ describe(`accounting (${storesLabel})`, () => {
     const [k0] = await gw.ctx.db.select().from(routingKeys).where(eq(routingKeys.id, key.id));
     expect(k0!.lastUsedAt).toBeNull();
     // Embedded: in the in-memory queue; with Redis: in the usage stream, drained by the next flush.
-    if (!REAL_STORES) expect(queue().depth()).toBe(5);
+    if (!REAL_STORES) expect(gw.ctx.services.usageQueue.depth()).toBe(5);
     // One flush: one INSERT for the batch and one UPDATE for last_used_at. The query counter is
     // per gateway, so background jobs (bridge health, expiry sweep) and the budget settlements
     // still in their 10 ms batch are quieted first: only the flush's own statements are counted.

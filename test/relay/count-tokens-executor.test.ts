@@ -6,7 +6,6 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateInputTokens } from "../../src/relay/count-tokens.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { keyContextOf } from "../helpers/relay-world.ts";
@@ -43,7 +42,7 @@ describe(`count_tokens on the upstream executor (${storesLabel})`, () => {
     expect(r.headers.get("x-token-count")).toBe("exact");
     expect(r.body.input_tokens).toBeGreaterThan(0);
     expect(M.served.at(-1)!.path).toBe("/v1/messages/count_tokens");
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
+    await gw.ctx.services.usage.flush();
     await gw.ctx.services.settleBatcher.flush();
     expect(await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, k.id))).toEqual([]);
     const key = await keyContextOf(gw, k.raw);

@@ -3,7 +3,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createAccount, REAL_STORES, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
 async function waitFor(cond: () => Promise<boolean>, ms = 3000) {
@@ -32,7 +31,7 @@ describe(`key cache (${storesLabel})`, () => {
     const acct = await createAccount(gw);
     const cred = await addCredential(gw, acct.id, "openai");
     const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 50 });
-    const q = gw.ctx.services.usageQueue as UsageQueue;
+    const q = gw.ctx.services.usage;
     // Warm up: the key is loaded, the month's budget counter is seeded.
     for (let i = 0; i < 2; i++) expect((await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status).toBe(200);
     // The query counter is per gateway: its background jobs (webhook outbox, alerts, expiry sweep,
@@ -40,7 +39,7 @@ describe(`key cache (${storesLabel})`, () => {
     for (const j of gw.jobs) await j.stop();
     await Bun.sleep(50);
     await q.flush();
-    q.pause();
+    const release = q.hold();
     try {
       const before = gw.ctx.dbh.queries();
       const r = await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody() });
@@ -48,9 +47,9 @@ describe(`key cache (${storesLabel})`, () => {
       await Bun.sleep(50); // the settle after the answer must not reach Postgres either
       expect(gw.ctx.dbh.queries()).toBe(before);
       // Its usage record waits for the batch (with Redis: in the usage stream, not in this process).
-      if (!REAL_STORES) expect(q.depth()).toBe(1);
+      if (!REAL_STORES) expect(gw.ctx.services.usageQueue.depth()).toBe(1);
     } finally {
-      q.resume();
+      release();
       for (const j of gw.jobs) j.start();
     }
     await q.flush();
@@ -108,13 +107,13 @@ describe(`key cache (${storesLabel})`, () => {
       expect((await gw2.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status).toBe(200);
       // Quiet the background writers (usage drain, the first settlement's counter seed) first:
       // only the request's own queries are counted.
-      const usage = gw2.ctx.services.usageQueue as UsageQueue;
+      const usage = gw2.ctx.services.usage;
       await Bun.sleep(50);
-      usage.pause();
+      const release = usage.hold();
       const q0 = gw2.ctx.dbh.queries();
       expect((await gw2.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status).toBe(200);
       expect(gw2.ctx.dbh.queries()).toBe(q0); // cached on instance 2
-      usage.resume();
+      release();
       // Revoked through instance 1's management API.
       expect((await gw.call(`/v1/organizations/routing-keys?id=${key.id}`, { method: "PATCH", token: acct.token, body: { revoked: true } })).status).toBe(200);
       const refused = await waitFor(async () => (await gw2.call("/v1/chat/completions", { token: key.raw, body: chatBody() })).status === 401, 2000);

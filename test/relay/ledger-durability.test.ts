@@ -14,7 +14,6 @@ import { monthSpendUsd, reserve } from "../../src/relay/budget/counters.ts";
 import type { Ledger } from "../../src/relay/budget/ledger/index.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { post, spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
@@ -140,7 +139,7 @@ describe.if(REAL_STORES)(name, () => {
   test("CONTRACT §7 durability: Redis restarted empty with records still in the usage stream → the instance that sent them writes them from its copy, once each, and counter = Σ records", async () => {
     const budgeted = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
     const free = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
-    const queue = gw.ctx.services.usageQueue as UsageQueue;
+    const usage = gw.ctx.services.usage;
     const ledger = gw.ctx.services.ledger as Ledger;
     const streamed = async () => {
       const c = new Redis(redis.url);
@@ -151,8 +150,8 @@ describe.if(REAL_STORES)(name, () => {
         c.disconnect();
       }
     };
-    // No drain runs while the queue is paused: the records wait in the stream, in Redis only.
-    queue.pause();
+    // No drain runs while the usage pipeline is held: the records wait in the stream, in Redis only.
+    const release = usage.hold();
     try {
       for (let i = 0; i < 4; i++) {
         expect((await tryPost(gw.url, budgeted.raw, chatBody()))!.status).toBe(200);
@@ -162,7 +161,7 @@ describe.if(REAL_STORES)(name, () => {
       expect((await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [budgeted.id, free.id]))).length).toBe(0);
       await redis.restart(); // empty: the stream and its 8 records are gone from Redis
     } finally {
-      queue.resume();
+      release();
     }
     const rows = await until("the 8 records in Postgres", async () => {
       const r = await recordsOf([budgeted.id, free.id]);
@@ -186,7 +185,7 @@ describe.if(REAL_STORES)(name, () => {
 
   test("CONTRACT §7 durability: records written straight to Postgres while Redis was down are counted once, even when the counter is rebuilt before their settlement comes back", async () => {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
-    const queue = gw.ctx.services.usageQueue as UsageQueue;
+    const usage = gw.ctx.services.usage;
     expect((await tryPost(gw.url, k.raw, chatBody()))!.status).toBe(200); // warm: key cached, counter made
     await until("the first record drained", async () => ((await recordsOf([k.id])).length === 1 ? true : null));
     await redis.kill();
@@ -197,7 +196,7 @@ describe.if(REAL_STORES)(name, () => {
       await until("the 3 records written straight to Postgres", async () => {
         // A full flush pulls the usage stream first: with Redis away that read is dropped (the
         // stream waits for Redis) and what this instance holds is written, never a rejection.
-        await queue.flush();
+        await usage.flush();
         return (await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [k.id]))).length === 4 ? true : null;
       });
     } finally {

@@ -11,7 +11,6 @@ import { keyContextOf } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
@@ -90,7 +89,7 @@ describe.if(REAL_STORES)(name, () => {
     expect(ok).toBeGreaterThanOrEqual(10);
     for (const g of kids) expect(await g.terminate()).toBe(0); // each drains its records
     kids.length = 0;
-    await (gw.ctx.services.usageQueue as UsageQueue).flush();
+    await gw.ctx.services.usage.flush();
     const rows = await until("a record per answered request", async () => {
       const r = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [k.id]));
       return r.length >= ok ? r : null;

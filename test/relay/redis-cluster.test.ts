@@ -13,7 +13,6 @@ import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "
 import { usageRows } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { post, spawnSibling, tryPost } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
@@ -79,7 +78,7 @@ describe.if(REAL_STORES)(name, () => {
     let recorded = 0;
     for (let i = 0; i < 100 && recorded < 6; i++) {
       await Bun.sleep(100);
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
+      await gw.ctx.services.usage.flush();
       recorded = (await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, k.id))).length;
     }
     expect(recorded).toBe(6);

@@ -244,9 +244,9 @@ describe(`response cache (${storesLabel})`, () => {
     const live = await post(k.raw, unique());
     expect(live.status).toBe(429);
     await live.text();
-    await (gw.ctx.services.usageQueue as { flush(): Promise<void> }).flush();
+    await gw.ctx.services.usage.flush();
     await Bun.sleep(REAL_STORES ? 300 : 0);
-    await (gw.ctx.services.usageQueue as { flush(): Promise<void> }).flush();
+    await gw.ctx.services.usage.flush();
     const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, k.id));
     const miss = rows.find((r) => r.requestId === missId)!;
     expect(miss.outcome).toBe("ok");

@@ -104,7 +104,7 @@ describe(`an upstream echoing the lane's key (${storesLabel})`, () => {
         expect(text).not.toContain(s);
         expect(gw.logs.join("")).not.toContain(s);
       }
-      await gw.ctx.services.usageQueue.flush();
+      await gw.ctx.services.usage.flush();
       const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, keyId));
       for (const r of rows) expect(JSON.stringify(r)).not.toContain(fragment.slice(0, 8));
     });

@@ -13,7 +13,6 @@ import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-p
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { post, spawnSibling, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
@@ -67,7 +66,7 @@ run(`store outages (${label})`, () => {
     try {
       const unknownKey = `gw_${"x".repeat(40)}`;
       expect((await chat(gw.url, key.raw)).status).toBe(200); // the key is now known (cached)
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
+      await gw.ctx.services.usage.flush();
 
       await pg.stopServer();
       await Bun.sleep(1200); // past the fresh period: the key would be re-read now

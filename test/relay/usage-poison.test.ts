@@ -7,7 +7,7 @@ import { inArray } from "drizzle-orm";
 import { storesLabel, type TestGateway, REAL_STORES } from "../helpers/gateway.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { createUsageQueue, type UsageQueue, type UsageRow } from "../../src/relay/usage-queue.ts";
+import { createUsageQueue, type UsageRow } from "../../src/relay/usage-queue.ts";
 import { addRoutingKey, chatBody, lane, startOpenAIGroqWorld } from "./fixtures.ts";
 
 describe(`usage records the database would refuse (${storesLabel})`, () => {
@@ -15,12 +15,14 @@ describe(`usage records the database would refuse (${storesLabel})`, () => {
   let A: MockUpstream, B: MockUpstream;
   let acct: { id: string; token: string };
   let credA: { id: string };
-  const queue = () => gw.ctx.services.usageQueue as UsageQueue;
+  const queue = () => gw.ctx.services.usage;
+  /** Releases the usage pipeline after a test that held it. */
+  let release = () => {};
 
   beforeAll(async () => {
     ({ gw, A, B, acct, credA } = await startOpenAIGroqWorld());
   }, 60_000);
-  afterEach(() => queue().resume(), 60_000);
+  afterEach(() => release(), 60_000);
   afterAll(async () => {
     await gw?.stop();
     await Promise.all([A?.stop(), B?.stop()]);
@@ -29,7 +31,7 @@ describe(`usage records the database would refuse (${storesLabel})`, () => {
   test("one usage record per attempt, none lost: a model name with a NUL byte is recorded and does not block the queue", async () => {
     const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", credA.id)] });
     await queue().flush();
-    queue().pause();
+    release = queue().hold();
     const ids: string[] = [];
     const send = async (body: Record<string, unknown>) => {
       const r = await gw.call("/v1/chat/completions", { token: key.raw, body });
@@ -41,10 +43,10 @@ describe(`usage records the database would refuse (${storesLabel})`, () => {
     // Token counts beyond int4 (an upstream reporting nonsense) are clamped, not fatal.
     await send(chatBody({ mock: { prompt_tokens: 3_000_000_000, completion_tokens: 5 } }));
     await send(chatBody());
-    if (!REAL_STORES) expect(queue().depth()).toBe(4); // with Redis they wait in the usage stream
-    queue().resume();
+    if (!REAL_STORES) expect(gw.ctx.services.usageQueue.depth()).toBe(4); // with Redis they wait in the usage stream
+    release();
     await queue().flush();
-    expect(queue().depth()).toBe(0);
+    expect(gw.ctx.services.usageQueue.depth()).toBe(0);
     const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, ids));
     expect(rows).toHaveLength(4);
     const byId = new Map(rows.map((r) => [r.requestId, r]));
@@ -54,14 +56,14 @@ describe(`usage records the database would refuse (${storesLabel})`, () => {
     // The queue keeps moving: a later record is written by the next flush.
     await send(chatBody());
     await queue().flush();
-    expect(queue().depth()).toBe(0);
+    expect(gw.ctx.services.usageQueue.depth()).toBe(0);
     expect(await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, ids))).toHaveLength(5);
   });
 
   test("none lost: a batch the database still refuses is written row by row, the refused row dropped with a log line", async () => {
     // A second queue over the same database (its job never started), fed a row the sanitiser
     // cannot repair (no account id: a NOT NULL column), between two good ones.
-    const q = createUsageQueue(gw.ctx);
+    const q = createUsageQueue(gw.ctx, gw.ctx.services.settleBatcher);
     const base = (requestId: string): UsageRow => ({
       requestId, accountId: acct.id, routingKeyId: null, endpoint: "chat", laneIndex: 0, provider: "openai",
       model: "gpt-4o-mini", status: 200, outcome: "ok", errorCode: null, createdAt: new Date(),
@@ -72,7 +74,7 @@ describe(`usage records the database would refuse (${storesLabel})`, () => {
     q.push(base(good1));
     q.push({ ...base(bad), accountId: null as unknown as string });
     q.push(base(good2));
-    await q.flush();
+    await q.flushQueued();
     expect(q.depth()).toBe(0);
     const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, [good1, bad, good2]));
     expect(rows.map((r) => r.requestId).sort()).toEqual([good1, good2].sort());

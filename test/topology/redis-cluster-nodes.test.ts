@@ -8,7 +8,6 @@ import { eq } from "drizzle-orm";
 import Redis from "ioredis";
 import { counterKey } from "../../src/relay/budget/counters.ts";
 import { monthKey } from "../../src/lib/time.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { RedisKV } from "../../src/store/kv/redis.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
@@ -83,7 +82,7 @@ describe.if(HAVE)(`REDIS_CLUSTER_NODES: a three-master Redis Cluster (${label})`
     let n = 0;
     for (let i = 0; i < 100 && n < 24; i++) {
       await Bun.sleep(100);
-      await (gw.ctx.services.usageQueue as UsageQueue).flush();
+      await gw.ctx.services.usage.flush();
       n = 0;
       for (const k of keys) n += (await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, k.id))).length;
     }

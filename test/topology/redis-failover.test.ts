@@ -7,7 +7,6 @@ import { eq } from "drizzle-orm";
 import Redis from "ioredis";
 import { counterKey, inflightKey } from "../../src/relay/budget/counters.ts";
 import { monthKey } from "../../src/lib/time.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
@@ -20,7 +19,7 @@ const HAVE = Boolean(Bun.which("redis-server"));
 const label = HAVE ? storesLabel : "SKIPPED: redis-server is missing (apt-get install redis-server)";
 
 async function records(gw: TestGateway, keyId: string) {
-  await (gw.ctx.services.usageQueue as UsageQueue).flush();
+  await gw.ctx.services.usage.flush();
   return gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, keyId));
 }
 

@@ -10,7 +10,6 @@ import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { randomToken } from "../../src/lib/crypto.ts";
-import type { UsageQueue } from "../../src/relay/usage-queue.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { findBinary, startPrivatePgBouncer, type PrivatePgBouncer } from "../helpers/private-pgbouncer.ts";
@@ -137,7 +136,7 @@ describe.if(REAL_STORES && missing.length === 0)(name, () => {
     let rows = 0;
     for (let i = 0; i < 150 && rows < upstream; i++) {
       await Bun.sleep(100);
-      await (setup.ctx.services.usageQueue as UsageQueue).flush();
+      await setup.ctx.services.usage.flush();
       rows = (await setup.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, k.id))).length;
     }
     expect(rows).toBe(upstream);

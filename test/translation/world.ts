@@ -76,7 +76,7 @@ export async function startWorld(env: Record<string, string> = {}): Promise<Worl
 
 /** The usage records of one request (matched by the x-request-id the test sent). */
 export async function usageRowsOf(gw: TestGateway, requestId: string) {
-  const q = gw.ctx.services.usageQueue as { flush(): Promise<void> } | undefined;
+  const q = gw.ctx.services.usage as { flush(): Promise<void> } | undefined;
   await q?.flush();
   return gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, requestId));
 }

@@ -5,6 +5,7 @@
 // cost passed the estimate) goes out at once, so admission sees the overshoot immediately.
 // A settlement the KV refuses (Redis down or frozen) is kept, summed with later ones, and retried
 // every RETRY_MS until it goes through: spend is never dropped because Redis was away.
+// The usage pipeline (usage-pipeline.ts) flushes it before every usage write and on shutdown.
 import type { Base } from "../../base.ts";
 import { settle, settleMany, toNano, type BudgetedKey, type Reservation } from "./counters.ts";
 
@@ -67,11 +68,4 @@ export function createSettleBatcher(ctx: Pick<Base, "db" | "kv" | "log">): Settl
     },
     flush,
   };
-}
-
-/** Creates the batcher, flushed on shutdown. */
-export function startSettleBatcher(ctx: Base): SettleBatcher {
-  const b = createSettleBatcher(ctx);
-  ctx.onShutdown(() => b.flush());
-  return b;
 }

@@ -65,7 +65,7 @@ export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
     // Records first: they carry the real cost (an answer that came back just before the death) or
     // the reconciler's reserved one; the ledger entry stands in for a record not yet written.
     const recorded = async () => {
-      await ctx.services.usageQueue.flush();
+      await ctx.services.usage.flush();
       const rows = await ctx.db.select({ cost: usageRecords.costUsd }).from(usageRecords).where(eq(usageRecords.requestId, requestId));
       return rows.length ? { costUsd: rows.reduce((a, r) => a + r.cost, 0) } : null;
     };

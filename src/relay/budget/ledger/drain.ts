@@ -45,7 +45,7 @@ export class StreamDrain {
         if (e instanceof Error && /NOGROUP/.test(e.message)) await this.ensureGroup();
         // Redis away or reconnecting: the connection has no offline queue, so a read sent now
         // fails at once. The entries wait in the stream for the next drain, and a caller flushing
-        // the usage queue (queue.flush() pulls the stream first) still gets its own rows written.
+        // the usage pipeline (its flush() pulls the stream first) still gets its own rows written.
         else if (this.away(e)) return total;
         else throw e;
       }
@@ -55,9 +55,9 @@ export class StreamDrain {
         if (i < 0) continue;
         for (const row of JSON.parse(fields[i + 1]!) as UsageRow[]) q.push(row);
       }
-      // A paused queue (tests, shutdown ordering) writes later: the entries stay unacknowledged
-      // and come back after CLAIM_IDLE_MS, a no-op for rows written meanwhile.
-      if (q.isPaused()) break;
+      // A held pipeline (tests) writes later: the entries stay unacknowledged and come back
+      // after CLAIM_IDLE_MS, a no-op for rows written meanwhile.
+      if (q.held()) break;
       await q.flushQueued();
       const ids = got.map(([id]) => id);
       try {

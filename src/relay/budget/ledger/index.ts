@@ -70,7 +70,7 @@ export class Ledger {
     this.jobs = [
       intervalJob(ctx, "ledger-heartbeat", HEARTBEAT_MS, () => this.heartbeat()),
       intervalJob(ctx, "usage-stream-drain", DRAIN_MS, async () => {
-        if (!this.queue.isPaused()) await this.drain();
+        if (!this.queue.held()) await this.drain();
       }),
     ];
   }
@@ -186,16 +186,14 @@ export class Ledger {
   }
 }
 
-/** Starts the ledger in Redis mode (`ctx.services.ledger`; null embedded); its shutdown flushes and drains. */
+/**
+ * Starts the ledger in Redis mode (`ctx.services.ledger`; null embedded). It is the usage
+ * pipeline's drain stage (usage-pipeline.ts), which flushes, drains and stops it.
+ */
 export async function startLedger(ctx: Base, queue: UsageQueue): Promise<Ledger | null> {
   const kv = ctx.kv as { kind: string; client?: Cmds };
   if (kv.kind !== "redis" || !kv.client) return null;
   const ledger = new Ledger(ctx, kv.client, queue);
   await ledger.start();
-  queue.setSource(async () => {
-    await ledger.flush();
-    await ledger.drain();
-  });
-  ctx.onShutdown(() => ledger.stop());
   return ledger;
 }

@@ -201,10 +201,10 @@ export class LedgerWrites {
 
   /**
    * What this instance holds for Postgres, written before a counter rebuild reads Postgres. A
-   * paused queue (shutdown ordering, tests) writes later by design, and is left paused.
+   * held pipeline (tests) writes later by design, and is left held.
    */
   private writeQueued(): Promise<void> {
-    return this.queue.isPaused() ? Promise.resolve() : this.queue.flushQueued();
+    return this.queue.held() ? Promise.resolve() : this.queue.flushQueued();
   }
 
   /**
