@@ -439,7 +439,8 @@ async function main(): Promise<number> {
     const idleRssAfterMb = isAlive(gw) ? memory(gw.pid).rssKb / 1024 : NaN;
 
     const stopStarted = Date.now();
-    await stopChild(gw, 30_000);
+    // Longer than the gateway's own SHUTDOWN_TIMEOUT_SECONDS (60 s): its drain of what the run left in the usage stream is part of the result.
+    await stopChild(gw, 75_000);
     const gatewayExit = gw.exitCode === 0 ? `clean (SIGTERM drain in ${Date.now() - stopStarted} ms)` : `code ${gw.exitCode} signal ${gw.signalCode}`;
 
     // After the gateway under test is gone: an in-process gateway of its own counts the commands.

@@ -6,12 +6,22 @@ import type { Cmds } from "../../../store/kv/redis.ts";
 import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
 import { GROUP, type LedgerKeys } from "./types.ts";
 
-/** Stream entries read per round; a tick reads on while rounds come back full. */
+/**
+ * Stream entries read per round at most; a tick reads on while rounds come back full. An entry is
+ * one flush's records: a few per event-loop turn for most keys, but up to a second of a hot leased
+ * key's traffic (thousands). A round asks for as many entries as hold about ROUND_ROWS rows by the
+ * size of the entries seen so far, so one read never pulls a million rows into memory and a
+ * backlog drains round by round, each acknowledged after its commit.
+ */
 const DRAIN_BATCH = 200;
+const ROUND_ROWS = 5_000;
 /** A stream entry delivered to a consumer that did not acknowledge it this long is taken over. */
 const CLAIM_IDLE_MS = 15_000;
 
 export class StreamDrain {
+  /** Rows per stream entry, a moving average of what the drain has read. */
+  private rowsPerEntry = 1;
+
   constructor(private ctx: Base, private r: Cmds, private queue: UsageQueue, private k: LedgerKeys) {}
 
   async ensureGroup(): Promise<void> {
@@ -34,9 +44,10 @@ export class StreamDrain {
       const got: Array<[string, string[]]> = [];
       let full = false;
       try {
-        const fresh = (await this.r.xreadgroup("GROUP", GROUP, me, "COUNT", DRAIN_BATCH, "STREAMS", this.k.stream, ">")) as Array<[string, Array<[string, string[]]>]> | null;
+        const count = Math.max(1, Math.min(DRAIN_BATCH, Math.floor(ROUND_ROWS / this.rowsPerEntry)));
+        const fresh = (await this.r.xreadgroup("GROUP", GROUP, me, "COUNT", count, "STREAMS", this.k.stream, ">")) as Array<[string, Array<[string, string[]]>]> | null;
         if (fresh) got.push(...fresh[0]![1]);
-        full = (fresh?.[0]?.[1].length ?? 0) >= DRAIN_BATCH;
+        full = (fresh?.[0]?.[1].length ?? 0) >= count;
         if (round === 0) {
           const claimed = (await this.r.xautoclaim(this.k.stream, GROUP, me, CLAIM_IDLE_MS, "0", "COUNT", 200)) as [string, Array<[string, string[]] | null>];
           for (const e of claimed[1]) if (e) got.push(e);
@@ -50,11 +61,15 @@ export class StreamDrain {
         else throw e;
       }
       if (!got.length) break;
+      let rows = 0;
       for (const [, fields] of got) {
         const i = fields.indexOf("r");
         if (i < 0) continue;
-        for (const row of JSON.parse(fields[i + 1]!) as UsageRow[]) q.push(row);
+        const records = JSON.parse(fields[i + 1]!) as UsageRow[];
+        rows += records.length;
+        for (const row of records) q.push(row);
       }
+      this.rowsPerEntry = 0.5 * this.rowsPerEntry + 0.5 * Math.max(1, rows / got.length);
       // A held pipeline (tests) writes later: the entries stay unacknowledged and come back
       // after CLAIM_IDLE_MS, a no-op for rows written meanwhile.
       if (q.held()) break;
