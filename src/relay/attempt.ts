@@ -275,7 +275,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   // From here the stream driver owns the timeout (idle-based) and the abort.
   clearTimeout(timer);
   const tap = client === null
-    ? new PassThroughTap(codec as UpstreamCodec, rr.body, clientCodecs[rr.shape])
+    ? new PassThroughTap(codec as UpstreamCodec, rr.body, clientCodecs[rr.shape], secrets)
     : new TranslateTap(codec.streamDecoder!({ model, id: `chatcmpl-${rr.requestId}`, created: Math.floor(Date.now() / 1000) }), client.streamEncoder(rr.body));
   return { kind: "stream", attempt, res, tap, ac, done: release };
 }

@@ -102,3 +102,43 @@ describe("delta count of an answer cut short (CONTRACT §7), counted only when a
     expect(lazy.outputTokens).toBe(want);
   });
 });
+
+describe("pass-through tap: the lane's secret never reaches the client (README \"Secrets\", CONTRACT §8)", () => {
+  const KEY = "Zq7xKp2mWv9tLr4sNb6yHc3dFg8jUe5aQw1o";
+  const content = 'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi \\"error\\" talk"},"finish_reason":null}]}\n\n';
+
+  function through(text: string, cuts: number[]) {
+    const bytes = enc.encode(text);
+    const tap = new PassThroughTap(chatUpstreamCodec, {}, undefined, [KEY]);
+    let out = "";
+    let at = 0;
+    for (const c of [...cuts, bytes.length]) {
+      const o = tap.push(bytes.slice(at, c));
+      if (o) out += dec.decode(o);
+      at = c;
+    }
+    try {
+      const t = tap.end();
+      if (t) out += dec.decode(t);
+    } catch {}
+    return out;
+  }
+
+  test("an error event mid-stream that echoes part of the key is redacted, however the chunks are cut; the content before it is untouched", () => {
+    const echo = `data: {"error":{"message":"Incorrect API key provided: ${KEY.slice(2, 30)}","type":"invalid_request_error"}}\n\n`;
+    const text = content + echo;
+    for (const cuts of [[], [content.length], [content.length + 40], [10, content.length + 5, content.length + 60]]) {
+      const out = through(text, cuts);
+      expect(out.startsWith(content)).toBe(true);
+      expect(out).toContain("[redacted]");
+      for (let i = 0; i + 8 <= KEY.length; i++) expect(out).not.toContain(KEY.slice(i, i + 8));
+    }
+  });
+
+  test("the whole key in any event is redacted; a stream without it passes through byte for byte", () => {
+    const leak = `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"key=${KEY}"},"finish_reason":null}]}\n\n`;
+    expect(through(content + leak + "data: [DONE]\n\n", [])).not.toContain(KEY);
+    const clean = content + "data: [DONE]\n\n";
+    expect(through(clean, [7])).toBe(clean);
+  });
+});

@@ -3,15 +3,20 @@
 // Only an event carrying a non-null usage block is parsed, once. Complete events are forwarded;
 // a trailing partial event waits for the rest, so the client stream is always at an event
 // boundary (keep-alive comments can go in between, and an event hidden from the client, the
-// include_usage chunk it did not ask for, can be cut out whole).
+// include_usage chunk it did not ask for, can be cut out whole). A region holding an error event or
+// the lane's secret itself goes through the same scrub as every other upstream text
+// (secret-scrub.ts): an upstream that echoes its key mid-stream does not reach the client with it.
 import { chatStreamError } from "../../protocols/chat/index.ts";
 import { UpstreamStreamError, type ClientCodec, type Json, type UpstreamCodec, type Usage } from "../../protocols/types.ts";
+import { scrubSecrets } from "../secret-scrub.ts";
 import { countDeltaTokens } from "./delta-count.ts";
 import { FailedAfterOutput, type Tap } from "./tap.ts";
 
 const LF = 10, CR = 13, BACKSLASH = 92, COLON = 58, SPACE = 32, TAB = 9;
 const USAGE = Buffer.from('"usage"');
 const DATA = Buffer.from("data:");
+/** An error event's marker in every protocol here (`{"error": …}`, `"type":"error"`); escaped inside content it reads `\"error\"`. */
+const ERROR = Buffer.from('"error"');
 const enc = new TextEncoder();
 
 /** End (exclusive) of the last complete event in b[0..n), or 0. Handles \n\n, \r\n\r\n and \n\r\n. */
@@ -104,8 +109,15 @@ export class PassThroughTap implements Tap {
   /** The last region forwarded (it ends on an event boundary, so it holds the last event whole). */
   private last: Uint8Array | null = null;
 
-  /** `client`: the client protocol's codec, for an error event that continues the stream (absent: a chat error event). */
-  constructor(private codec: UpstreamCodec, private request: Json, private client?: ClientCodec) {}
+  private secretBytes: Buffer[];
+
+  /**
+   * `client`: the client protocol's codec, for an error event that continues the stream (absent: a
+   * chat error event). `secrets`: what the lane's call carried that its upstream could echo.
+   */
+  constructor(private codec: UpstreamCodec, private request: Json, private client?: ClientCodec, private secrets: string[] = []) {
+    this.secretBytes = secrets.filter((x) => x.length > 0).map((x) => Buffer.from(x));
+  }
 
   /** The error event continues the upstream's own event numbering (Responses sequence_number). */
   error(message: string, code: string): Uint8Array {
@@ -210,14 +222,30 @@ export class PassThroughTap implements Tap {
     this.forwarded++;
     const region = end === b.length ? b : b.subarray(0, end);
     this.last = region;
-    if (!cuts) return region;
-    const parts: Uint8Array[] = [];
-    let at = 0;
-    for (const [s, e] of cuts) {
-      if (s > at) parts.push(region.subarray(at, s));
-      at = e;
+    let out: Uint8Array = region;
+    if (cuts) {
+      const parts: Uint8Array[] = [];
+      let at = 0;
+      for (const [s, e] of cuts) {
+        if (s > at) parts.push(region.subarray(at, s));
+        at = e;
+      }
+      if (at < end) parts.push(region.subarray(at, end));
+      out = Buffer.concat(parts);
     }
-    if (at < end) parts.push(region.subarray(at, end));
-    return Buffer.concat(parts);
+    return this.secretBytes.length && this.mayEcho(buf) ? this.scrubbed(out) : out;
+  }
+
+  /** Two native searches per region: an error event, or a whole secret. */
+  private mayEcho(buf: Buffer): boolean {
+    if (buf.indexOf(ERROR) >= 0) return true;
+    for (const s of this.secretBytes) if (buf.indexOf(s) >= 0) return true;
+    return false;
+  }
+
+  private scrubbed(out: Uint8Array): Uint8Array {
+    const text = Buffer.from(out.buffer, out.byteOffset, out.byteLength).toString("utf8");
+    const clean = scrubSecrets(text, this.secrets);
+    return clean === text ? out : enc.encode(clean);
   }
 }
