@@ -6,7 +6,7 @@
 // replaced, added or removed at the top level is written fresh. Nothing on a pass-through path
 // changes a nested value in place (the protocols' request builders and the output-limit fitting
 // only set top-level fields), which is what makes the reuse exact.
-import { NESTS_TOO_DEEP, scanJson, type Spans } from "../lib/json-scan.ts";
+import type { Spans } from "../lib/json-scan.ts";
 import type { Json } from "./types.ts";
 
 interface Source {
@@ -51,10 +51,4 @@ export function wireJson(body: Json): string {
     else out += JSON.stringify(k) + ":" + JSON.stringify(v);
   }
   return out + "}";
-}
-
-/** Where each top-level value of a JSON object's text starts and ends (null: not one object, or an escaped key). */
-export function topLevelSpans(text: string): Spans | null {
-  const spans = scanJson(text, Infinity, true);
-  return spans === NESTS_TOO_DEEP ? null : spans;
 }

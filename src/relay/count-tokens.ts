@@ -41,7 +41,7 @@ export async function handleCountTokens(ctx: RelayDeps, rc: RequestContext): Pro
   const money = key.limits ? await MoneyCall.reserveFor(ctx, key, opts, null, { requests: 1, tokens: 0 }) : MoneyCall.free(ctx, key, opts);
   const rr: RelayRequest = {
     ctx, key, endpoint: "count_tokens", shape: "anthropic", body, bytes: 0, stream: false, model: String(body.model),
-    requestId: rc.requestId, signal: rc.request.signal, startedAt: performance.now(), money, access: rc.access,
+    requestId: rc.requestId, signal: rc.request.signal, money, access: rc.access,
     clientHeaders: forwardedHeaders("anthropic", rc.request), count: true,
   };
   let r: LaneResult;

@@ -52,7 +52,7 @@ const noLaneServes = (shape: ClientShape) =>
 /** The usage-record endpoint of a client shape. */
 const ENDPOINT_OF: Record<ClientShape, Endpoint> = { chat: "chat", responses: "responses", anthropic: "messages", embeddings: "embeddings" };
 
-function newRelayRequest(ctx: RelayDeps, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; startedAt?: number; access: AccessEntry }): RelayRequest {
+function newRelayRequest(ctx: RelayDeps, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; access: AccessEntry }): RelayRequest {
   return {
     access: i.access,
     ctx, key,
@@ -64,7 +64,6 @@ function newRelayRequest(ctx: RelayDeps, key: KeyContext, i: { endpoint: Endpoin
     model: String(i.body.model),
     requestId: i.requestId,
     signal: i.signal,
-    startedAt: i.startedAt ?? performance.now(),
     money: i.money,
   };
 }
@@ -91,7 +90,6 @@ function refused(endpoint: Endpoint, e: unknown, access: AccessEntry): void {
 
 /** POST /v1/chat/completions, /v1/responses and /v1/messages. Order: key 401 → body 413/400 → lanes 400 → budget 402 → limits 429. */
 export async function handleInference(ctx: RelayDeps, rc: RequestContext, shape: ClientShape): Promise<Response> {
-  const startedAt = performance.now();
   const endpoint = ENDPOINT_OF[shape];
   rc.access.endpoint = endpoint;
   let key: KeyContext;
@@ -111,19 +109,19 @@ export async function handleInference(ctx: RelayDeps, rc: RequestContext, shape:
     throw e;
   }
   // The response cache (docs/caching.md): a key without one pays this one check and nothing else.
-  if (key.cache) return ctx.services.responseCache.serve(rc, key, shape, endpoint, parsed, (admitted) => relay(ctx, rc, key, shape, parsed, startedAt, admitted));
-  return relay(ctx, rc, key, shape, parsed, startedAt);
+  if (key.cache) return ctx.services.responseCache.serve(rc, key, shape, endpoint, parsed, (admitted) => relay(ctx, rc, key, shape, parsed, admitted));
+  return relay(ctx, rc, key, shape, parsed);
 }
 
 /** Admission (budget 402, limits 429), then the lanes; `admitted` sees the request's money. */
-async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape: ClientShape, parsed: InferenceBody, startedAt: number, admitted?: (money: MoneyCall) => void): Promise<Response> {
+async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape: ClientShape, parsed: InferenceBody, admitted?: (money: MoneyCall) => void): Promise<Response> {
   const endpoint = ENDPOINT_OF[shape];
   let rr: RelayRequest;
   try {
     const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);
     admitted?.(money);
     if (money.rate) rc.headers = rateHeaders(money.rate.limits, money.rate.verdict);
-    rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, startedAt, access: rc.access });
+    rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, access: rc.access });
     rr.clientHeaders = forwardedHeaders(shape, rc.request);
   } catch (e) {
     refused(endpoint, e, rc.access);

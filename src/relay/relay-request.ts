@@ -32,7 +32,6 @@ export interface RelayRequest {
   requestId: string;
   /** Aborts when the client goes away. */
   signal: AbortSignal;
-  startedAt: number;
   /** The request's money: its reservation, the record of every attempt, the settlement. */
   money: MoneyCall;
   /** The request's record (a /blitz prompt's own part record): every attempt, lane and outcome is written there. */

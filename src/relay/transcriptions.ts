@@ -48,7 +48,6 @@ async function readUpload(body: ReadableStream<Uint8Array>, maxBytes: number): P
 export function transcriptionsHandler(ctx: RelayDeps): Handler {
   return async (rc) => {
     const { request, requestId } = rc;
-    const startedAt = performance.now();
     rc.access.endpoint = "transcriptions";
     const key = await resolveRoutingKey(ctx, request);
     rc.access.keyPrefix = key.keyPrefix;
@@ -81,7 +80,7 @@ export function transcriptionsHandler(ctx: RelayDeps): Handler {
     const rr: RelayRequest = {
       ctx, key, endpoint: "transcriptions", shape: "chat", body: {},
       // No prompt estimate from audio bytes: the catalog prices tokens, so an abandoned upload records 0.
-      bytes: 0, stream: false, model: "", requestId, signal: request.signal, startedAt, money, access: rc.access,
+      bytes: 0, stream: false, model: "", requestId, signal: request.signal, money, access: rc.access,
       upload: { contentType, accept: request.headers.get("accept") ?? "application/json", bytes },
     };
     const runner = new LaneRunner(rr, key.lanes.filter((l) => getAdapter(l.provider)?.transcribe));

@@ -13,9 +13,7 @@ import { estimateRequest } from "../../src/relay/budget/estimate.ts";
 import { MIN_USEFUL_OUTPUT_TOKENS } from "../../src/relay/budget/output-limits.ts";
 import { unitPrices } from "../../src/relay/pricing.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { addRoutingKey, chatBody, lane } from "./fixtures.ts";
-
-const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
+import { addRoutingKey, chatBody, lane, bytesOf } from "./fixtures.ts";
 
 describe(`budget as a ceiling (${storesLabel})`, () => {
   let gw: TestGateway;

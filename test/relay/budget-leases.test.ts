@@ -14,14 +14,12 @@ import { inflightKey, monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
-import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { addCredential, addRoutingKey, chatBody, lane, bytesOf } from "./fixtures.ts";
 import { until as waitUntil } from "../helpers/until.ts";
 
 const name = REAL_STORES
   ? "budget leases (child gateways, own redis-server)"
   : "budget leases: skipped in embedded mode (leases are a Redis-mode mechanism; the in-process KV makes no round trip)";
-
-const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
 
 const until = <T>(what: string, fn: () => Promise<T | null>, ms = 30_000) => waitUntil(what, fn, ms);
 

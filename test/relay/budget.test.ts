@@ -12,9 +12,7 @@ import { costUsd } from "../../src/relay/pricing.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { connectSub, createKey, startSubWorld, type SubWorld } from "../lanes/helpers.ts";
 import { post, spawnSibling } from "./child-gateway.ts";
-import { addRoutingKey, chatBody, lane } from "./fixtures.ts";
-
-const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
+import { addRoutingKey, chatBody, lane, bytesOf } from "./fixtures.ts";
 
 describe(`budgets (${storesLabel})`, () => {
   let gw: TestGateway;

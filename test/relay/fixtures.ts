@@ -14,6 +14,9 @@ export async function revokeKey(gw: Gateway, key: { id: string; hash: string }) 
   await publishInvalidation(gw.ctx, { kind: "key", hash: key.hash });
 }
 
+/** A body's size as the gateway reads it (what its reservation is estimated from). */
+export const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
+
 export const chatBody = (extra: Record<string, unknown> = {}) => ({
   model: "gpt-4o-mini",
   messages: [{ role: "user", content: "Say hello." }],

@@ -16,14 +16,12 @@ import { monthKey } from "../../src/lib/time.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { post, spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
-import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { addCredential, addRoutingKey, chatBody, lane, bytesOf } from "./fixtures.ts";
 import { until as waitUntil } from "../helpers/until.ts";
 
 const name = REAL_STORES
   ? "money durability (child gateways, own redis-server)"
   : "money durability: skipped in embedded mode (needs real Redis and several processes; embedded mode is one process, see README)";
-
-const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
 
 const until = <T>(what: string, fn: () => Promise<T | null>, ms = 20_000) => waitUntil(what, fn, ms);
 

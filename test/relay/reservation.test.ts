@@ -12,9 +12,7 @@ import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateRequest } from "../../src/relay/budget/estimate.ts";
 import { unitPrices } from "../../src/relay/pricing.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { addRoutingKey, chatBody, lane } from "./fixtures.ts";
-
-const bytesOf = (body: unknown) => Buffer.byteLength(JSON.stringify(body));
+import { addRoutingKey, chatBody, lane, bytesOf } from "./fixtures.ts";
 
 describe(`reservations after translation (${storesLabel})`, () => {
   let gw: TestGateway;

@@ -135,7 +135,7 @@ async function ask(ctx: RelayDeps, key: KeyContext, lane: ResolvedLane, model: s
   if (money.outputLimit !== null) body = withOutputLimit(body, "chat", money.outputLimit);
   const rr: RelayRequest = {
     ctx, key, endpoint: "classifier", shape: "chat", body, bytes: JSON.stringify(body).length, stream: false,
-    model, requestId: "classifier", signal, startedAt: performance.now(), money, access: record,
+    model, requestId: "classifier", signal, money, access: record,
   };
   // Its attempt goes into the request's record beside the lanes: counted in the metrics, not listed as a lane.
   record.asideStarted(lane.provider, lane.index);
