@@ -41,10 +41,10 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
         laneIndex: 0, provider: i % 2 ? "openai" : "groq", model: `m${i % 4}`, status: 200, outcome: i % 5 ? "ok" : "error",
         promptTokens: i, completionTokens: 2 * i, costUsd: i / 1000, ttfbMs: 10 * i, createdAt: at });
     }
-    for (const r of rows) q.push({ ...r });
+    for (const r of rows) q.push({ ...r, createdAt: at.toISOString() });
     await q.flushQueued();
     // The same records again (a usage-stream redelivery, a retried batch), and half of them a third time.
-    for (const r of rows) q.push({ ...r });
+    for (const r of rows) q.push({ ...r, createdAt: at.toISOString() });
     await q.flushQueued();
     await gw.ctx.db.insert(usageRecords).values(rows.slice(0, 20)).onConflictDoNothing();
 

@@ -85,7 +85,7 @@ describe.if(REAL_STORES)(name, () => {
       requestId: "req-race", attempt: 1, recordKey: `${uid}.1`, accountId: acct.id, routingKeyId: k.id, endpoint: "chat",
       laneIndex: 0, provider: "openai", model: "gpt-4o-mini", status: 200, outcome: "ok", errorCode: null,
       promptTokens: 10, completionTokens: 10, cachedTokens: 0, cacheWriteTokens: 0, costUsd: cost, priceEstimated: false,
-      latencyMs: 5, ttfbMs: 5, seat: false, createdAt: new Date(),
+      latencyMs: 5, ttfbMs: 5, seat: false, createdAt: new Date().toISOString(),
     });
     await until("A's record in Postgres", async () => ((await recordsOf(k.id)).some((r) => r.recordKey === `${uid}.1`) ? true : null));
     // The ledger's writes go through a view of the client whose settlement script waits for

@@ -66,7 +66,7 @@ describe(`usage records the database would refuse (${storesLabel})`, () => {
     const q = createUsageQueue(gw.ctx, gw.ctx.services.settleBatcher);
     const base = (requestId: string): UsageRow => ({
       requestId, accountId: acct.id, routingKeyId: null, endpoint: "chat", laneIndex: 0, provider: "openai",
-      model: "gpt-4o-mini", status: 200, outcome: "ok", errorCode: null, createdAt: new Date(),
+      model: "gpt-4o-mini", status: 200, outcome: "ok", errorCode: null, createdAt: new Date().toISOString(),
     });
     const good1 = `poison-good-${crypto.randomUUID()}`;
     const bad = `poison-bad-${crypto.randomUUID()}`;

@@ -336,7 +336,7 @@ export class MoneyCall {
       latencyMs: a.latencyMs,
       ttfbMs: a.ttfbMs,
       seat: a.adapter.seat,
-      createdAt: new Date(),
+      createdAt: new Date().toISOString(),
     };
     // Redis mode: into the usage stream with this turn's ledger writes; embedded: the usage queue.
     const ledger = this.deps.services.ledger;

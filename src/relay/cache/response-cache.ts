@@ -303,7 +303,7 @@ export class ResponseCache {
       latencyMs: Math.round(latencyMs),
       ttfbMs: null,
       seat: false,
-      createdAt: new Date(),
+      createdAt: new Date().toISOString(),
     });
   }
 }

@@ -29,6 +29,6 @@ export function interruptedRow(keyId: string, uid: string, f: EntryFacts, nano: 
     status: 0, outcome: "interrupted", errorCode: "gateway_instance_lost", attempt: 0,
     promptTokens: 0, completionTokens: 0, cachedTokens: 0, cacheWriteTokens: 0,
     costUsd: fromNano(nano), priceEstimated: true, latencyMs: Math.max(0, now - f.t), ttfbMs: null, seat: f.s,
-    createdAt: new Date(f.t),
+    createdAt: new Date(f.t).toISOString(),
   };
 }
