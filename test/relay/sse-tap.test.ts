@@ -2,7 +2,7 @@
 // read off the stream, whatever way the upstream's chunks are cut.
 import { describe, expect, test } from "bun:test";
 import { chatUpstreamCodec } from "../../src/protocols/chat/index.ts";
-import { PassThroughTap } from "../../src/relay/stream/sse-tap.ts";
+import { eventData, PassThroughTap } from "../../src/relay/stream/sse-tap.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -81,6 +81,26 @@ describe("pass-through tap", () => {
     expect(tap.push(enc.encode('data: {"choices":[{"delta":{"content":"x"}}]}\n\n'))).not.toBeNull();
     expect(tap.push(enc.encode("data: [DONE]"))).toBeNull();
     expect(dec.decode(tap.end()!)).toBe("data: [DONE]");
+  });
+});
+
+describe("an event's data (the SSE field rules), on the one-line fast path and off it", () => {
+  const data = (s: string) => eventData(enc.encode(s));
+  test("one data line, with or without its space, its blank line, or a CR before the LF", () => {
+    expect(data('data: {"a":1}\n\n')).toBe('{"a":1}');
+    expect(data('data:{"a":1}\n\n')).toBe('{"a":1}');
+    expect(data("data: [DONE]")).toBe("[DONE]");
+    expect(data("data: [DONE]\r\n\r\n")).toBe("[DONE]");
+    expect(data("data:  two spaces\n\n")).toBe(" two spaces");
+    expect(data("data: ünï ✓\n\n")).toBe("ünï ✓");
+  });
+  test("several lines join with \\n; a lone CR ends a line; other fields and comments are left out", () => {
+    expect(data("data: a\ndata: b\n\n")).toBe("a\nb");
+    expect(data("data: a\rdata: b\n\n")).toBe("a\nb");
+    expect(data("event: x\ndata: a\n\n")).toBe("a");
+    expect(data(": comment\ndata: a\n\n")).toBe("a");
+    expect(data("data\n\n")).toBe("");
+    expect(data("datax: a\n\n")).toBe("");
   });
 });
 

@@ -52,7 +52,18 @@ function eventEnd(b: Uint8Array, pos: number, limit: number): number {
 
 /** The `data` of one SSE event's bytes (data lines joined by \n). */
 export function eventData(bytes: Uint8Array): string {
-  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  // What upstreams send: one `data: …` line, then the blank line. Read without splitting lines.
+  const lf = buf.indexOf(LF);
+  const eol = lf < 0 ? buf.length : lf;
+  if (eol > 5 && buf[0] === 100 /* d */ && buf.indexOf(DATA) === 0 && onlyLineEnds(buf, eol)) {
+    let from = 5;
+    if (buf[from] === SPACE) from++;
+    const to = buf[eol - 1] === CR ? eol - 1 : eol;
+    const cr = buf.indexOf(CR, from);
+    if (cr < 0 || cr >= to) return buf.toString("utf8", from, to);
+  }
+  const text = buf.toString("utf8");
   let data = "";
   let first = true;
   for (const line of text.split(/\r\n|\n|\r/)) {
@@ -66,9 +77,19 @@ export function eventData(bytes: Uint8Array): string {
   return data;
 }
 
+/** True when b[from..] holds nothing but line ends. */
+function onlyLineEnds(b: Uint8Array, from: number): boolean {
+  for (let i = from; i < b.length; i++) if (b[i] !== LF && b[i] !== CR) return false;
+  return true;
+}
+
+const EVENT = Buffer.from("event:");
+
 /** The `event` name of one SSE event's bytes, or null. */
 function eventName(bytes: Uint8Array): string | null {
-  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (buf.indexOf(EVENT) < 0) return null;
+  const text = buf.toString("utf8");
   const m = /(?:^|[\r\n])event:[ ]?([^\r\n]*)/.exec(text);
   return m ? m[1]!.trim() : null;
 }
@@ -81,6 +102,22 @@ function isNullValue(b: Uint8Array, pos: number, n: number): boolean {
   j++;
   while (j < n && (b[j] === SPACE || b[j] === TAB)) j++;
   return b[j] === 110 && b[j + 1] === 117 && b[j + 2] === 108 && b[j + 3] === 108; // null
+}
+
+/** A lane's secrets as bytes, kept across its streams (the same few credentials serve every request). */
+const secretBytesCache = new Map<string, Buffer>();
+function secretBytesOf(secrets: string[]): Buffer[] {
+  const out: Buffer[] = [];
+  for (const s of secrets) {
+    if (s.length === 0) continue;
+    let b = secretBytesCache.get(s);
+    if (!b) {
+      if (secretBytesCache.size >= 1024) secretBytesCache.clear();
+      secretBytesCache.set(s, (b = Buffer.from(s)));
+    }
+    out.push(b);
+  }
+  return out;
 }
 
 /** Bytes of forwarded events a tap keeps for the delta count before counting them (see outputTokens). */
@@ -116,7 +153,7 @@ export class PassThroughTap implements Tap {
    * chat error event). `secrets`: what the lane's call carried that its upstream could echo.
    */
   constructor(private codec: UpstreamCodec, private request: Json, private client?: ClientCodec, private secrets: string[] = []) {
-    this.secretBytes = secrets.filter((x) => x.length > 0).map((x) => Buffer.from(x));
+    this.secretBytes = secretBytesOf(secrets);
   }
 
   /** The error event continues the upstream's own event numbering (Responses sequence_number). */
@@ -217,7 +254,7 @@ export class PassThroughTap implements Tap {
       }
     }
     if (!this.delivered && buf.indexOf(DATA) >= 0) this.delivered = true;
-    this.uncounted.push(buf.subarray(0, end));
+    this.uncounted.push(buf);
     if ((this.uncountedBytes += end) > UNCOUNTED_MAX) this.countPending();
     this.forwarded++;
     const region = end === b.length ? b : b.subarray(0, end);
