@@ -19,6 +19,8 @@ export type UsageRow = Omit<typeof usageRecords.$inferInsert, "createdAt"> & { c
 
 /** Rows that trigger a flush before the interval, and the size of one INSERT. */
 const BATCH_ROWS = 500;
+/** Streamed records per INSERT: their texts are joined, not serialised, so batches can be larger. */
+const TEXT_BATCH_ROWS = 5_000;
 /** Beyond this (a long database outage) the oldest rows are dropped, loudly, to protect memory. */
 const MAX_PENDING = 200_000;
 
@@ -127,6 +129,12 @@ function errorText(e: unknown): string {
 
 export interface UsageQueue {
   push(row: UsageRow): void;
+  /**
+   * A usage stream entry's records as the JSON array text they were streamed in, sanitised before
+   * they were (LedgerWrites.record): written as they are, never parsed and serialised again. A
+   * text the database refuses for its data is parsed then, and its rows go the row-by-row way.
+   */
+  pushJson(text: string): void;
   /** Counts a refused request (402 budget, 429 rate limit) into the rollup with the next flush. */
   refusal(accountId: string, routingKeyId: string | null, kind: RefusalKind): void;
   /** Marks a routing key used now; written with the next flush (one UPDATE per flush, not per request). */
@@ -152,8 +160,28 @@ export interface PendingSettlements {
   flush(): Promise<void>;
 }
 
+/** Records in a streamed text: every record has a record key. */
+function countRecords(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf('"recordKey":'); i >= 0; i = text.indexOf('"recordKey":', i + 12)) n++;
+  return n;
+}
+
+interface StreamedText {
+  text: string;
+  rows: number;
+}
+
+/** One JSON array of the records of several texts, each `[…]` as JSON.stringify wrote it. */
+function joined(group: StreamedText[]): string {
+  if (group.length === 1) return group[0]!.text;
+  return `[${group.map((g) => g.text.slice(1, -1)).join(",")}]`;
+}
+
 export function createUsageQueue(ctx: Base, settlements: PendingSettlements): UsageQueue {
   let rows: UsageRow[] = [];
+  let texts: StreamedText[] = [];
+  let textRows = 0;
   let touched = new Map<string, number>();
   /** Holds not yet released (UsagePipeline.hold()). */
   let holds = 0;
@@ -163,7 +191,65 @@ export function createUsageQueue(ctx: Base, settlements: PendingSettlements): Us
 
   const insert = (part: UsageRow[]) => ctx.db.execute(sql`${INSERT_HEAD}${JSON.stringify(part)}${INSERT_TAIL}`);
 
+  /**
+   * Writes the streamed texts, a few thousand records an INSERT. Returns the rows of texts the
+   * database refused for their data, parsed, for the row-by-row way. A failure of any other kind
+   * (connection, shutdown) keeps the texts not written for the next write.
+   */
+  async function writeTexts(): Promise<UsageRow[]> {
+    const pending = texts;
+    texts = [];
+    textRows = 0;
+    const refused: UsageRow[] = [];
+    let i = 0;
+    try {
+      while (i < pending.length) {
+        let j = i + 1;
+        for (let n = pending[i]!.rows; j < pending.length && n + pending[j]!.rows <= TEXT_BATCH_ROWS; j++) n += pending[j]!.rows;
+        const group = pending.slice(i, j);
+        try {
+          await ctx.db.execute(sql`${INSERT_HEAD}${joined(group)}${INSERT_TAIL}`);
+        } catch (e) {
+          if (!rowRefused(e)) throw e;
+          for (const g of group) for (const row of recordsOf(g.text)) refused.push(sanitizeUsageRow(row));
+        }
+        i = j;
+      }
+    } catch (e) {
+      texts = pending.slice(i).concat(texts);
+      textRows = texts.reduce((a, t) => a + t.rows, 0);
+      throw e;
+    }
+    return refused;
+  }
+
+  /** The records of a streamed text, parsed; a text that is no JSON array of them is dropped, loudly. */
+  function recordsOf(text: string): UsageRow[] {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {}
+    if (Array.isArray(parsed)) return parsed as UsageRow[];
+    ctx.log.error({ chars: text.length }, "usage stream entry is not a JSON array of records: dropped");
+    return [];
+  }
+
+  function push(row: UsageRow): void {
+    rows.push(sanitizeUsageRow(row));
+    if (rows.length >= BATCH_ROWS && holds === 0 && !sizeFlushScheduled) {
+      sizeFlushScheduled = true;
+      setTimeout(() => {
+        sizeFlushScheduled = false;
+        void flush().catch((e) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "usage flush failed"));
+      }, 0);
+    }
+  }
+
   async function writeOnce(): Promise<void> {
+    if (texts.length) {
+      const refused = await writeTexts();
+      if (refused.length) rows = refused.concat(rows);
+    }
     const batch = rows;
     const keys = touched;
     rows = [];
@@ -215,20 +301,27 @@ export function createUsageQueue(ctx: Base, settlements: PendingSettlements): Us
   async function flush(): Promise<void> {
     // One writer at a time; whoever comes while one runs waits for it, then writes what is left.
     while (flushing) await flushing;
-    if (rows.length === 0 && touched.size === 0 && refusals.pending() === 0) return;
+    if (rows.length === 0 && texts.length === 0 && touched.size === 0 && refusals.pending() === 0) return;
     flushing = settlements.flush().catch(() => {}).then(writeOnce).finally(() => { flushing = null; });
     await flushing;
   }
 
   return {
-    push(row) {
-      rows.push(sanitizeUsageRow(row));
-      if (rows.length >= BATCH_ROWS && holds === 0 && !sizeFlushScheduled) {
-        sizeFlushScheduled = true;
-        setTimeout(() => {
-          sizeFlushScheduled = false;
-          void flush().catch((e) => ctx.log.error({ err: e instanceof Error ? e.message : String(e) }, "usage flush failed"));
-        }, 0);
+    push,
+    pushJson(text) {
+      // Not an array as the ledger writes them, or records without a record key (none of the
+      // gateway's own, but they cannot be counted from the text): read the long way.
+      const n = text.charCodeAt(0) === 91 && text.charCodeAt(text.length - 1) === 93 ? countRecords(text) : 0;
+      if (n === 0) {
+        if (text !== "[]") for (const row of recordsOf(text)) push(row);
+        return;
+      }
+      texts.push({ text, rows: n });
+      textRows += n;
+      while (textRows > MAX_PENDING && texts.length > 1) {
+        const dropped = texts.shift()!;
+        textRows -= dropped.rows;
+        ctx.log.error({ dropped: dropped.rows }, "usage queue over capacity: dropped the oldest usage records");
       }
     },
     refusal(accountId, routingKeyId, kind) {
@@ -238,7 +331,7 @@ export function createUsageQueue(ctx: Base, settlements: PendingSettlements): Us
       touched.set(keyId, Date.now());
     },
     flushQueued: flush,
-    depth: () => rows.length,
+    depth: () => rows.length + textRows,
     held: () => holds > 0,
     hold() {
       holds++;

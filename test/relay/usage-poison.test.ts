@@ -84,4 +84,28 @@ describe(`usage records the database would refuse (${storesLabel})`, () => {
     // The reason and the request id only: the row's values stay out of the log.
     expect(line).not.toContain("gpt-4o-mini");
   });
+
+  test("none lost: streamed records are written from the stream's JSON text as it is; a text the database refuses goes row by row, the refused row dropped", async () => {
+    const q = createUsageQueue(gw.ctx, gw.ctx.services.settleBatcher);
+    const row = (requestId: string): UsageRow => ({
+      requestId, recordKey: `${requestId}.1`, accountId: acct.id, routingKeyId: null, endpoint: "chat", laneIndex: 0, provider: "openai",
+      model: "gpt-4o-mini", status: 200, outcome: "ok", errorCode: null, createdAt: new Date().toISOString(),
+    });
+    const id = (what: string) => `streamed-${what}-${crypto.randomUUID()}`;
+    const [g1, g2, g3, g4, bad, keyless] = [id("g1"), id("g2"), id("g3"), id("g4"), id("bad"), id("keyless")];
+    q.pushJson(JSON.stringify([row(g1), row(g2)]));
+    q.pushJson(JSON.stringify([row(g3), { ...row(bad), accountId: null }, row(g4)]));
+    // A record without a record key is not counted from the text: it is read the long way.
+    q.pushJson(JSON.stringify([{ ...row(keyless), recordKey: undefined }]));
+    q.pushJson("[]");
+    // Not JSON at all (its INSERT is refused, and it cannot be read row by row): dropped, loudly, and nothing else held back.
+    q.pushJson('[{"recordKey": oops}]');
+    expect(q.depth()).toBe(7);
+    await q.flushQueued();
+    expect(q.depth()).toBe(0);
+    const rows = await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, [g1, g2, g3, g4, bad, keyless]));
+    expect(rows.map((r) => r.requestId).sort()).toEqual([g1, g2, g3, g4, keyless].sort());
+    expect(gw.logs.find((l) => l.includes(bad))).toContain("usage record");
+    expect(gw.logs.some((l) => l.includes("not a JSON array of records"))).toBe(true);
+  });
 });

@@ -1,6 +1,6 @@
 // What an in-flight entry says about its request, and the `interrupted` record written from it
 // when its instance died before settling (CONTRACT §7).
-import type { UsageRow } from "../../usage-queue.ts";
+import { sanitizeUsageRow, type UsageRow } from "../../usage-queue.ts";
 import { fromNano } from "../counters.ts";
 import type { EntryFacts, FactsJson } from "./types.ts";
 
@@ -22,13 +22,13 @@ export class FactsCache {
   }
 }
 
-/** The record of a request whose instance died: its reserved (unsettled) cost, estimated. */
+/** The record of a request whose instance died: its reserved (unsettled) cost, estimated; sanitised (it is streamed as it is). */
 export function interruptedRow(keyId: string, uid: string, f: EntryFacts, nano: number, now: number): UsageRow {
-  return {
+  return sanitizeUsageRow({
     requestId: f.r ?? null, recordKey: `${uid}.0`, accountId: f.a, routingKeyId: keyId, endpoint: f.e, laneIndex: null, provider: f.p, model: f.md,
     status: 0, outcome: "interrupted", errorCode: "gateway_instance_lost", attempt: 0,
     promptTokens: 0, completionTokens: 0, cachedTokens: 0, cacheWriteTokens: 0,
     costUsd: fromNano(nano), priceEstimated: true, latencyMs: Math.max(0, now - f.t), ttfbMs: null, seat: f.s,
     createdAt: new Date(f.t).toISOString(),
-  };
+  });
 }

@@ -18,7 +18,7 @@
 import type { Base } from "../../../base.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
 import type { LedgerEntry } from "../../../store/kv/types.ts";
-import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
+import { sanitizeUsageRow, type UsageQueue, type UsageRow } from "../../usage-queue.ts";
 import { addingKey, counterKey, inflightKey, seed, settledKey, ttl, type BudgetedKey } from "../counters.ts";
 import { UnackedRecords } from "./unacked.ts";
 import type { FactsJson, LedgerKeys, LocalEntry, SentSettles, Settlement, WriteGroup } from "./types.ts";
@@ -124,7 +124,8 @@ export class LedgerWrites {
 
   /** `later`: a request admitted from a lease (its record waits for the lease's batch). */
   record(row: UsageRow, later = false): void {
-    this.records.push(row);
+    // Sanitised before it is streamed: the drain writes the streamed text as it is (pushJson).
+    this.records.push(sanitizeUsageRow(row));
     if (later) this.scheduleLater();
     else this.schedule();
   }
