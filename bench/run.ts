@@ -18,7 +18,7 @@ import { parseArgs, type RunOptions } from "./lib/args.ts";
 import { runHttpLoad, type LoadResult } from "./lib/http-load.ts";
 import { probe, runLoop, type Shot } from "./lib/loop-client.ts";
 import {
-  HAS_TASKSET, closeFd, cpuMicros, cpuSplit, machineBusyMicros, firstLine, freePort, isAlive, logFile, memory, pinned, stopChild, waitHealthy,
+  HAS_TASKSET, closeFd, cpuMicros, cpuSplit, machineBusyMicros, firstLine, freePort, isAlive, logFile, memory, pinned, stopChild, waitHealthy, jitSplit,
 } from "./lib/processes.ts";
 import { provision } from "./lib/provision.ts";
 import {
@@ -36,6 +36,8 @@ import type { JsonShot } from "./lib/loop-client.ts";
 const ROOT = resolve(import.meta.dir, "..");
 const RESULTS = join(ROOT, "bench", "results");
 const opts = parseArgs(process.argv.slice(2));
+/** Set once the timed rounds are about to start (settleJit). */
+let jitWarmup: JitWarmup | null = null;
 // Allocator studies (PROFILE.md, lever 2): MIMALLOC_PURGE_DELAY=-1 npm run bench runs the gateway and
 // the bare proxy with that mimalloc setting; unset, both run with Bun's default, as shipped.
 const ALLOCATOR_ENV: Record<string, string> = process.env.MIMALLOC_PURGE_DELAY ? { MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY } : {};
@@ -317,6 +319,7 @@ async function main(): Promise<number> {
     for (const sc of runnable) {
       for (const side of sidesBy.get(sc.id)!) await drive(sc, shots.get(sc.id)![side]!, side === "direct" ? opts.warmupS / 2 : opts.warmupS);
     }
+    jitWarmup = await settleJit(runnable, sidesBy, shots, gw, children.refs.base?.proc ?? null);
     // The gateway's work a request leaves behind (settlements and ledger writes of the last turns,
     // the usage drain and flush once a second, the garbage it made) is CPU the request costs too:
     // after each gateway segment its CPU keeps being counted for GATEWAY_TAIL_MS, less what the
@@ -459,6 +462,7 @@ async function main(): Promise<number> {
       mode: opts.mode, startedAt, finishedAt: new Date().toISOString(),
       machine: { ...machineFacts(stores.label), ...otherLoad(segments) },
       settings: { rounds: opts.rounds, segmentS: opts.segmentS, pattern: opts.pattern === "AB" ? "A B (C)" : "A B B A (A C D B B D C A with the bare proxy C and Portkey D)", warmupS: opts.warmupS },
+      jitWarmup,
       idleBootRssMb, idleRssMb, idleRssAfterMb, scenarios: figures, verdicts, errors, gatewayExit, admissionTrips, blitzJobs,
       generator: WRK && opts.generator === "wrk" ? "wrk" : "autocannon", generatorCheck,
       ...(opts.baseRoot ? { baseRoot: opts.baseRoot } : {}),
@@ -608,6 +612,44 @@ function writeResults(report: RunReport, md: string): void {
 }
 
 process.exit(await main());
+
+/** How long the gateway's JIT compiled before the timed rounds, and how much CPU it took. */
+interface JitWarmup {
+  loadS: number;
+  compileMs: number;
+  settled: boolean;
+  /** Compiler threads' share of the gateway's CPU in the last warm-up slice. */
+  lastShare: number;
+}
+/**
+ * The gateway carries far more code than the bare proxy, and JavaScriptCore compiles it on its
+ * compiler threads (`JITWorker`) for the first ~20,000 requests: about a second of CPU, once per
+ * process. The figures are of a warm instance, as one serving a fleet is: the scenarios keep
+ * driving the gateway (and the base tree's, in an A/B) in 2 s slices until its compiler threads
+ * take under 3 % of its CPU, at most 40 s; the warm-up's compile CPU is reported beside the figures.
+ */
+async function settleJit(runnable: Scenario[], sidesBy: Map<string, Side[]>, shots: Map<string, Partial<Record<Side, () => Shot>>>, gw: Subprocess, base: Subprocess | null): Promise<JitWarmup> {
+  const SLICE_S = opts.mode === "smoke" ? 0.5 : 2;
+  const MAX_S = opts.mode === "smoke" ? 1 : 40;
+  const first = jitSplit(gw.pid);
+  let loadS = 0;
+  let lastShare = 1;
+  while (loadS < MAX_S) {
+    const before = jitSplit(gw.pid);
+    for (const sc of runnable) {
+      const sides = sidesBy.get(sc.id)!.filter((s) => s === "gateway" || (s === "base" && base));
+      for (const side of sides) await drive(sc, shots.get(sc.id)![side]!, SLICE_S / runnable.length);
+    }
+    loadS += SLICE_S;
+    const after = jitSplit(gw.pid);
+    lastShare = (after.jitUs - before.jitUs) / Math.max(1, after.allUs - before.allUs);
+    if (lastShare < 0.03) break;
+  }
+  const end = jitSplit(gw.pid);
+  const w = { loadS, compileMs: (end.jitUs - first.jitUs) / 1000, settled: lastShare < 0.03, lastShare };
+  log(`JIT warm-up: ${w.loadS} s more load, ${w.compileMs.toFixed(0)} ms on the compiler threads; last slice ${(100 * lastShare).toFixed(1)} % of the gateway's CPU${w.settled ? "" : " (not settled)"}`);
+  return w;
+}
 
 /**
  * CPU per request of one process (whole process, every thread; the gateway's tail included and its

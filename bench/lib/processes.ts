@@ -1,7 +1,7 @@
 // Child processes of a benchmark run (mock upstream, gateway) and what /proc says about them:
 // CPU time (utime + stime, all threads) and memory (VmRSS, VmHWM). Pinning uses taskset when the
 // machine has it and at least two cores: the gateway gets core 0, everything else core 1.
-import { existsSync, readFileSync, openSync, closeSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, openSync, closeSync } from "node:fs";
 import { cpus } from "node:os";
 import type { Subprocess } from "bun";
 
@@ -33,6 +33,23 @@ export function cpuMicros(pid: number): number {
   const utime = Number(rest[11]);
   const stime = Number(rest[12]);
   return ((utime + stime) * 1e6) / ticksPerSecond();
+}
+
+/**
+ * CPU time of the process's threads so far, in microseconds, split into JavaScriptCore's compiler
+ * threads (`JITWorker`) and everything else (`/proc/<pid>/task/<tid>/schedstat`, nanoseconds).
+ */
+export function jitSplit(pid: number): { jitUs: number; allUs: number } {
+  let jitNs = 0;
+  let allNs = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ", 1)[0]);
+      allNs += ns;
+      if (readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").startsWith("JITWorker")) jitNs += ns;
+    } catch {} // the thread ended meanwhile
+  }
+  return { jitUs: jitNs / 1000, allUs: allNs / 1000 };
 }
 
 /** User and system CPU time of the process so far, in microseconds. */

@@ -286,6 +286,8 @@ export interface RunReport {
   finishedAt: string;
   machine: MachineFacts;
   settings: { rounds: number; segmentS: number; pattern: string; warmupS: number };
+  /** Load after the warm-up until the gateway's JIT compiler threads went quiet (bench/run.ts settleJit), and their CPU meanwhile. */
+  jitWarmup?: { loadS: number; compileMs: number; settled: boolean; lastShare: number } | null;
   /** Booted and connected, before the first request. */
   idleBootRssMb: number;
   /** After signup, activation, credential and key creation (the signup path loads its own modules). */
@@ -325,7 +327,9 @@ export function markdown(r: RunReport): string {
     (r.machine.otherLoadPct !== undefined ? ` Other processes (Redis and Postgres included) used ${r.machine.otherLoadPct.toFixed(0)}% of the machine's CPU during the measured segments.` : ""));
   if (r.scenarios.length) {
     out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B, the bare Bun proxy = C, Portkey = D), ` +
-      `${r.settings.segmentS} s per segment after a ${r.settings.warmupS} s warm-up; figures are medians over rounds. ` +
+      `${r.settings.segmentS} s per segment after a ${r.settings.warmupS} s warm-up` +
+      (r.jitWarmup ? ` and ${r.jitWarmup.loadS} s more of load on the gateway until its JIT compiler threads took under 3 % of its CPU (${r.jitWarmup.compileMs.toFixed(0)} ms of compile CPU meanwhile, once per process${r.jitWarmup.settled ? "" : "; not settled"})` : "") +
+      `; figures are medians over rounds. ` +
       `Added = gateway − direct. CPU = utime+stime of the whole process (every thread, /proc/PID/stat) over its segments ÷ requests served; the gateway's counted on for 1.2 s after its last request, less its idle rate. ` +
       `Plain request/response scenarios are driven by ${r.generator === "wrk" ? "wrk (one thread, keep-alive, a Lua script POSTing the same body; latencies from its histogram)" : "autocannon (in process, keep-alive)"}, streams by the runner's own fetch loop.`);
     out.push("");
