@@ -104,7 +104,11 @@ function isNullValue(b: Uint8Array, pos: number, n: number): boolean {
   return b[j] === 110 && b[j + 1] === 117 && b[j + 2] === 108 && b[j + 3] === 108; // null
 }
 
-/** A lane's secrets as bytes, kept across its streams (the same few credentials serve every request). */
+/**
+ * A lane's secrets as bytes, kept across its streams (the same few credentials serve every
+ * request). Small: a rotated key's bytes stay at most until 64 others have been seen, like the
+ * decrypted key itself stays on the key cache's lanes until they are dropped.
+ */
 const secretBytesCache = new Map<string, Buffer>();
 function secretBytesOf(secrets: string[]): Buffer[] {
   const out: Buffer[] = [];
@@ -112,7 +116,7 @@ function secretBytesOf(secrets: string[]): Buffer[] {
     if (s.length === 0) continue;
     let b = secretBytesCache.get(s);
     if (!b) {
-      if (secretBytesCache.size >= 1024) secretBytesCache.clear();
+      if (secretBytesCache.size >= 64) secretBytesCache.clear();
       secretBytesCache.set(s, (b = Buffer.from(s)));
     }
     out.push(b);
