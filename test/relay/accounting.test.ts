@@ -136,11 +136,15 @@ describe(`accounting (${storesLabel})`, () => {
     const child = await spawnGateway(env);
     const ids: string[] = [];
     try {
-      // Slow answers, so requests are still in flight (and their records queued) at SIGTERM.
+      // Slow answers, so requests are still in flight (and their records queued) at SIGTERM: it is
+      // sent once the upstream holds all twelve (a fixed wait lost the race on a loaded machine,
+      // SIGTERM landing before the child had read them).
+      const seen = A.received.length;
       const inflight = Array.from({ length: 12 }, () =>
-        post(child.url, key.raw, chatBody({ mock: { latency_ms: 300 } }))
+        post(child.url, key.raw, chatBody({ mock: { latency_ms: 1000 } }))
           .then((r) => { ids.push(r.headers.get("x-request-id")!); return r.status; }));
-      await Bun.sleep(100);
+      for (let i = 0; i < 400 && A.received.length - seen < 12; i++) await Bun.sleep(25);
+      expect(A.received.length - seen).toBe(12);
       const code = child.terminate();
       const statuses = await Promise.all(inflight);
       expect(statuses.every((s) => s === 200)).toBe(true);
