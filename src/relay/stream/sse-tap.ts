@@ -56,7 +56,7 @@ export function eventData(bytes: Uint8Array): string {
   // What upstreams send: one `data: …` line, then the blank line. Read without splitting lines.
   const lf = buf.indexOf(LF);
   const eol = lf < 0 ? buf.length : lf;
-  if (eol > 5 && buf[0] === 100 /* d */ && buf.indexOf(DATA) === 0 && onlyLineEnds(buf, eol)) {
+  if (eol > 5 && startsWithData(buf) && onlyLineEnds(buf, eol)) {
     let from = 5;
     if (buf[from] === SPACE) from++;
     const to = buf[eol - 1] === CR ? eol - 1 : eol;
@@ -75,6 +75,11 @@ export function eventData(bytes: Uint8Array): string {
     first = false;
   }
   return data;
+}
+
+/** True when b opens with `data:` (compared in place: a search would scan the rest on a miss). */
+function startsWithData(b: Uint8Array): boolean {
+  return b[0] === 100 && b[1] === 97 && b[2] === 116 && b[3] === 97 && b[4] === COLON;
 }
 
 /** True when b[from..] holds nothing but line ends. */
