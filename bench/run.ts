@@ -18,7 +18,7 @@ import { parseArgs, type RunOptions } from "./lib/args.ts";
 import { runHttpLoad, type LoadResult } from "./lib/http-load.ts";
 import { probe, runLoop, type Shot } from "./lib/loop-client.ts";
 import {
-  HAS_TASKSET, closeFd, cpuMicros, cpuSplit, machineBusyMicros, firstLine, freePort, isAlive, logFile, memory, pinned, stopChild, waitHealthy, jitSplit,
+  HAS_TASKSET, closeFd, cpuMicros, cpuSplit, machineBusyMicros, firstLine, freePort, isAlive, logFile, memory, pinned, stopChild, waitHealthy, jitSplit, threadSplit,
 } from "./lib/processes.ts";
 import { provision } from "./lib/provision.ts";
 import {
@@ -39,8 +39,9 @@ const opts = parseArgs(process.argv.slice(2));
 /** Set once the timed rounds are about to start (settleJit). */
 let jitWarmup: JitWarmup | null = null;
 // Allocator studies (PROFILE.md, lever 2): MIMALLOC_PURGE_DELAY=-1 npm run bench runs the gateway and
-// the bare proxy with that mimalloc setting; unset, both run with Bun's default, as shipped.
-const ALLOCATOR_ENV: Record<string, string> = process.env.MIMALLOC_PURGE_DELAY ? { MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY } : {};
+// the bare proxy with that mimalloc setting (any MIMALLOC_* variable passes through); unset, both run
+// with Bun's default, as shipped.
+const ALLOCATOR_ENV: Record<string, string> = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith("MIMALLOC_") && v !== undefined)) as Record<string, string>;
 
 // The load generator runs in this process. Re-run it pinned to core 1, and with Bun's fetch allowed
 // enough simultaneous connections for the soak's 500 streams (its default is 256).
@@ -73,7 +74,7 @@ function machineFacts(stores: string): MachineFacts {
     pinning: HAS_TASKSET ? "gateway on core 0 (taskset -c 0); mock upstream and load generator on core 1" : "none (taskset missing or a single core)",
     stores,
     logLevel: opts.logLevel,
-    allocatorPurgeDelay: ALLOCATOR_ENV.MIMALLOC_PURGE_DELAY ?? "Bun's default",
+    allocator: Object.keys(ALLOCATOR_ENV).length ? Object.entries(ALLOCATOR_ENV).map(([k, v]) => `${k}=${v}`).join(" ") : "Bun's default",
   };
 }
 
@@ -345,7 +346,13 @@ async function main(): Promise<number> {
           const m0 = cpuMicros(mock.pid);
           const r0 = cpuMicros(process.pid);
           const all0 = machineBusyMicros();
+          const t0 = opts.threads && proc ? threadSplit(proc.pid) : null;
           const result = await drive(sc, shots.get(sc.id)![side]!, opts.segmentS);
+          if (t0 && proc) {
+            const t1 = threadSplit(proc.pid);
+            const n = result.ok || 1;
+            log(`threads ${sc.id} ${side}: ${Object.keys(t1).map((k) => `${k} ${(((t1[k] ?? 0) - (t0[k] ?? 0)) / 1000 / n).toFixed(1)}`).join(", ")} µs/req`);
+          }
           const all1 = machineBusyMicros();
           const c1 = core0.map((p) => cpuSplit(p.pid));
           const m1 = cpuMicros(mock.pid);
@@ -680,3 +687,4 @@ async function compareGenerators(sc: Scenario, side: "gateway" | "bare", shot: (
     wrkP50Ms: median(per.wrkP50), autocannonP50Ms: median(per.autocannonP50),
   };
 }
+

@@ -13,6 +13,8 @@ export interface RunOptions {
   logLevel: string;
   /** Run the gateway under Bun's CPU profiler; profiles land in bench/results/tmp-profile/. */
   profile: boolean;
+  /** Log each segment's CPU per request split by the proxy's threads (main, HTTP client, JIT, allocator). */
+  threads: boolean;
   /** Run Portkey beside the gateway (full runs; installed into bench/portkey on first use). */
   portkey: boolean;
   /** What drives the plain request/response scenarios: wrk where installed (default), or autocannon. */
@@ -36,6 +38,8 @@ const HELP = `npm run bench [-- options]
   --log-level L     the gateway's LOG_LEVEL (default info, as deployed)
   --strict          exit 1 when a timing target is missed (default: only on errors)
   --profile         run the gateway under bun --cpu-prof (profile in bench/results/tmp-profile/)
+  --threads         log every segment's CPU per request by thread of the proxy measured
+                    (/proc/PID/task/*/schedstat: main, HTTP Client, JITWorker, JSCWarmUp, mi-scavenger)
   --no-portkey      leave Portkey out (it is installed into bench/portkey with npm ci on first use)
   --generator G     wrk (default where installed) or autocannon: what drives the plain
                     request/response scenarios; the other one still runs in the generator check
@@ -44,7 +48,7 @@ const HELP = `npm run bench [-- options]
   --no-generator-check  leave out the wrk / autocannon comparison`;
 
 export function parseArgs(argv: string[]): RunOptions {
-  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false, portkey: true, generator: "wrk", baseRoot: null, generatorCheck: true };
+  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false, threads: false, portkey: true, generator: "wrk", baseRoot: null, generatorCheck: true };
   const num = (i: number, name: string) => {
     const v = Number(argv[i + 1]);
     if (!Number.isFinite(v) || v < 0) throw new Error(`${name} needs a number`);
@@ -62,6 +66,7 @@ export function parseArgs(argv: string[]): RunOptions {
     else if (a === "--log-level") o.logLevel = argv[++i] ?? "info";
     else if (a === "--strict") o.strict = true;
     else if (a === "--profile") o.profile = true;
+    else if (a === "--threads") o.threads = true;
     else if (a === "--no-portkey") o.portkey = false;
     else if (a === "--base-root") o.baseRoot = argv[++i] ?? null;
     else if (a === "--no-generator-check") o.generatorCheck = false;

@@ -35,24 +35,29 @@ export function cpuMicros(pid: number): number {
   return ((utime + stime) * 1e6) / ticksPerSecond();
 }
 
+/** CPU (ns) of a process by thread name, digits dropped (`JITWorker`, `HTTP Client`, `mi-scavenger`, the main thread's `bun`). */
+export function threadSplit(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ", 1)[0]);
+      const name = readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim().replace(/[0-9]+$/, "");
+      out[name] = (out[name] ?? 0) + ns;
+    } catch {} // the thread ended meanwhile
+  }
+  return out;
+}
+
 /**
  * CPU time of the process's threads so far, in microseconds, split into JavaScriptCore's compiler
  * threads (`JITWorker`) and everything else (`/proc/<pid>/task/<tid>/schedstat`, nanoseconds).
  */
 export function jitSplit(pid: number): { jitUs: number; allUs: number } {
-  let jitNs = 0;
+  const byName = threadSplit(pid);
   let allNs = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ", 1)[0]);
-      allNs += ns;
-      if (readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").startsWith("JITWorker")) jitNs += ns;
-    } catch {} // the thread ended meanwhile
-  }
-  return { jitUs: jitNs / 1000, allUs: allNs / 1000 };
+  for (const ns of Object.values(byName)) allNs += ns;
+  return { jitUs: (byName.JITWorker ?? 0) / 1000, allUs: allNs / 1000 };
 }
-
-/** User and system CPU time of the process so far, in microseconds. */
 export function cpuSplit(pid: number): { userUs: number; sysUs: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");

@@ -260,8 +260,8 @@ export interface MachineFacts {
   pinning: string;
   stores: string;
   logLevel: string;
-  /** MIMALLOC_PURGE_DELAY the gateway and the bare proxy ran with. */
-  allocatorPurgeDelay?: string;
+  /** The MIMALLOC_* settings of the gateway and the bare proxy, or Bun's default. */
+  allocator?: string;
   /** Share of the machine's CPU (all cores) used by other processes during the measured segments, %. */
   otherLoadPct?: number;
 }
@@ -323,7 +323,7 @@ export function markdown(r: RunReport): string {
   out.push(`# Gateway benchmark (${r.mode}) — ${r.startedAt}`);
   out.push("");
   out.push(`Machine: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGb} GB, Linux ${r.machine.kernel}, Bun ${r.machine.bun}. ` +
-    `Pinning: ${r.machine.pinning}. Stores: ${r.machine.stores}; budgets and usage accounting on. Gateway LOG_LEVEL=${r.machine.logLevel}, MIMALLOC_PURGE_DELAY=${r.machine.allocatorPurgeDelay ?? "default"} (gateway and bare proxy).` +
+    `Pinning: ${r.machine.pinning}. Stores: ${r.machine.stores}; budgets and usage accounting on. Gateway LOG_LEVEL=${r.machine.logLevel}, allocator ${r.machine.allocator ?? "Bun's default"} (gateway and bare proxy).` +
     (r.machine.otherLoadPct !== undefined ? ` Other processes (Redis and Postgres included) used ${r.machine.otherLoadPct.toFixed(0)}% of the machine's CPU during the measured segments.` : ""));
   if (r.scenarios.length) {
     out.push(`Method: ${r.settings.rounds} round(s); in each, every scenario runs ${r.settings.pattern} (direct to the mock = A, through the gateway = B, the bare Bun proxy = C, Portkey = D), ` +
