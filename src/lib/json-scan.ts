@@ -43,12 +43,18 @@ export function nestsDeeperThan(text: string, max: number): boolean {
 
 export const NESTS_TOO_DEEP = Symbol("nests too deep");
 
+/** Adds a top-level member's span; a key seen before gives up the spans (null). */
+function member(spans: Spans, key: string, start: number, end: number, keyStart: number): Spans | null {
+  if (spans.has(key)) return null;
+  return spans.set(key, [start, end, keyStart]);
+}
+
 /**
  * Walks `text` once. NESTS_TOO_DEEP when it nests deeper than `max`; otherwise, with `wantSpans`, the
- * spans of its top-level values (null when the text is not one object, or a key holds an escape:
- * then nothing is reused), without, null. The spans are right for text that JSON.parse accepts
- * (the caller parses next and uses them only then); a duplicated key maps to its last value, as
- * JSON.parse keeps the last.
+ * spans of its top-level values (null when the text is not one object, a key holds an escape or
+ * a key comes twice: then nothing is reused), without, null. The spans are right for text that
+ * JSON.parse accepts (the caller parses next and uses them only then). With spans, the text holds
+ * exactly one member per key, so a body whose every member is unchanged is the text itself.
  */
 export function scanJson(text: string, max: number, wantSpans: boolean): Spans | null | typeof NESTS_TOO_DEEP {
   const n = text.length;
@@ -74,7 +80,7 @@ export function scanJson(text: string, max: number, wantSpans: boolean): Spans |
           keyStart = i;
           if (key.includes("\\")) spans = null;
         } else {
-          spans.set(key, [i, j + 1, keyStart]);
+          spans = member(spans, key, i, j + 1, keyStart);
           key = null;
         }
       }
@@ -84,7 +90,7 @@ export function scanJson(text: string, max: number, wantSpans: boolean): Spans |
       if (depth === 2) start = i;
     } else if (c === 125 /* } */ || c === 93 /* ] */) {
       if (spans !== null && depth === 2 && key !== null) {
-        spans.set(key, [start, i + 1, keyStart]);
+        spans = member(spans, key, start, i + 1, keyStart);
         key = null;
       }
       depth--;
@@ -95,7 +101,7 @@ export function scanJson(text: string, max: number, wantSpans: boolean): Spans |
         const d = text.charCodeAt(j);
         if (d === 44 /* , */ || d === 125 /* } */ || isSpace(d)) break;
       }
-      spans.set(key, [i, j, keyStart]);
+      spans = member(spans, key, i, j, keyStart);
       key = null;
       i = j - 1;
     }

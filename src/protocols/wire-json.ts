@@ -34,11 +34,16 @@ export function builtFrom(wire: Json, from: Json): void {
   if (wire !== from && sources.has(from)) wireSources.set(wire, from);
 }
 
-/** `body` as JSON: the client's text for every top-level value unchanged since it was parsed. */
+/**
+ * `body` as JSON: the client's text for every top-level value unchanged since it was parsed. When
+ * every member is unchanged and none was added or removed (a pass-through whose lane keeps the
+ * model and whose client already asked for usage), that is the client's text itself: no new string.
+ */
 export function wireJson(body: Json): string {
   const from = wireSources.get(body);
   const src = from ? sources.get(from) : undefined;
   if (!src) return JSON.stringify(body);
+  if (unchanged(body, src)) return src.text;
   const { spans, parsed } = src;
   let out = "{";
   for (const k in body) {
@@ -51,4 +56,16 @@ export function wireJson(body: Json): string {
     else out += JSON.stringify(k) + ":" + JSON.stringify(v);
   }
   return out + "}";
+}
+
+/** Every member of `body` is the very value parsed from the text, and the text has no other (json-scan.ts gives no spans to a text with a key twice). */
+function unchanged(body: Json, { spans, parsed }: Source): boolean {
+  let n = 0;
+  for (const k in body) {
+    const v = body[k];
+    if (v === undefined || typeof v === "function" || typeof v === "symbol") continue;
+    if (parsed[k] !== v || !Object.hasOwn(parsed, k) || !spans.has(k)) return false;
+    n++;
+  }
+  return n === spans.size;
 }

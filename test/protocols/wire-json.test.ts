@@ -67,12 +67,43 @@ describe("pass-through body: the client's bytes for what the gateway did not cha
     expect(wireJson(plain)).toBe(JSON.stringify(plain));
   });
 
-  test("a duplicated key maps to its last value, as JSON.parse keeps it", () => {
+  test("a duplicated key: nothing is reused, the body goes out serialized with the value JSON.parse kept", () => {
     const dup = text.replace('"stream": false', '"stream": false, "stream": true');
+    expect(topLevelSpans(dup)).toBeNull();
     const body = clientBody(dup);
     const wire = { ...body, model: "m" };
     builtFrom(wire, body);
-    expect(JSON.parse(wireJson(wire)).stream).toBe(true);
+    const out = wireJson(wire);
+    expect(out).toBe(JSON.stringify(wire));
+    expect(JSON.parse(out).stream).toBe(true);
+  });
+
+  test("nothing changed, added or removed: the client's text itself goes out (no new string)", () => {
+    const body = clientBody();
+    const wire = chatUpstreamCodec.passThroughRequest!(body, { model: "gpt-4o-mini", stream: false });
+    builtFrom(wire, body);
+    expect(wireJson(wire)).toBe(text);
+    // One member changed, or one dropped: written member by member again.
+    const lowered = { ...wire, max_tokens: 10 };
+    builtFrom(lowered, body);
+    expect(JSON.parse(wireJson(lowered)).max_tokens).toBe(10);
+    const { temperature: _t, ...dropped } = wire;
+    builtFrom(dropped, body);
+    expect(wireJson(dropped)).not.toContain("temperature");
+  });
+
+  test("a stream whose client asked for usage keeps its stream_options, so its text goes out as it came", () => {
+    const asked = text.replace('"stream": false', '"stream": true, "stream_options": {"include_usage": true}');
+    const body = clientBody(asked);
+    const wire = chatUpstreamCodec.passThroughRequest!(body, { model: "gpt-4o-mini", stream: true });
+    builtFrom(wire, body);
+    expect(wire.stream_options).toBe(body.stream_options);
+    expect(wireJson(wire)).toBe(asked);
+    // A client that did not ask still gets usage requested upstream (the relay reads it).
+    const plain = clientBody(text.replace('"stream": false', '"stream": true'));
+    const wire2 = chatUpstreamCodec.passThroughRequest!(plain, { model: "gpt-4o-mini", stream: true });
+    builtFrom(wire2, plain);
+    expect(JSON.parse(wireJson(wire2)).stream_options).toEqual({ include_usage: true });
   });
 });
 

@@ -6,10 +6,14 @@ import type { ChatRequest, Json, UpstreamCodec } from "../types.ts";
 import { chatErrorOf } from "./errors.ts";
 import { chatStreamDecoder } from "./stream-decoder.ts";
 
-/** Shallow copy with `model` set and, on streams, usage requested (the relay reads it; the client sees it only if it asked). */
+/**
+ * Shallow copy with `model` set and, on streams, usage requested (the relay reads it; the client
+ * sees it only if it asked). A client that asked already keeps its own `stream_options` object, so
+ * a pass-through body can go out as the client's text (wire-json.ts).
+ */
 function withModel(body: Json, model: string, stream: boolean): Json {
   const out: Json = { ...body, model };
-  if (stream) out.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
+  if (stream && body.stream_options?.include_usage !== true) out.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
   return out;
 }
 
