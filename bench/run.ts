@@ -687,4 +687,3 @@ async function compareGenerators(sc: Scenario, side: "gateway" | "bare", shot: (
     wrkP50Ms: median(per.wrkP50), autocannonP50Ms: median(per.autocannonP50),
   };
 }
-

@@ -58,6 +58,8 @@ export function jitSplit(pid: number): { jitUs: number; allUs: number } {
   for (const ns of Object.values(byName)) allNs += ns;
   return { jitUs: (byName.JITWorker ?? 0) / 1000, allUs: allNs / 1000 };
 }
+
+/** User and system CPU time of the process so far, in microseconds. */
 export function cpuSplit(pid: number): { userUs: number; sysUs: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");

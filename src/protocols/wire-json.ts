@@ -48,23 +48,29 @@ export function wireJson(body: Json): string {
   let out = "{";
   for (const k in body) {
     const v = body[k];
-    if (v === undefined || typeof v === "function" || typeof v === "symbol") continue;
+    if (omitted(v)) continue;
     if (out.length > 1) out += ",";
     const span = spans.get(k);
     // Unchanged: the client's own `"key": value` text, as it came.
-    if (span && parsed[k] === v && Object.hasOwn(parsed, k)) out += src.text.slice(span[2], span[1]);
+    if (span && asParsed(parsed, k, v)) out += src.text.slice(span[2], span[1]);
     else out += JSON.stringify(k) + ":" + JSON.stringify(v);
   }
   return out + "}";
 }
 
-/** Every member of `body` is the very value parsed from the text, and the text has no other (json-scan.ts gives no spans to a text with a key twice). */
+/** What JSON.stringify leaves out of an object. */
+const omitted = (v: unknown) => v === undefined || typeof v === "function" || typeof v === "symbol";
+
+/** `v` is the very value parsed for `k` (not replaced since, nor added). */
+const asParsed = (parsed: Record<string, unknown>, k: string, v: unknown) => parsed[k] === v && Object.hasOwn(parsed, k);
+
+/** Every member of `body` is as parsed, and the text has no other (json-scan.ts gives no spans to a text with a key twice). */
 function unchanged(body: Json, { spans, parsed }: Source): boolean {
   let n = 0;
   for (const k in body) {
     const v = body[k];
-    if (v === undefined || typeof v === "function" || typeof v === "symbol") continue;
-    if (parsed[k] !== v || !Object.hasOwn(parsed, k) || !spans.has(k)) return false;
+    if (omitted(v)) continue;
+    if (!spans.has(k) || !asParsed(parsed, k, v)) return false;
     n++;
   }
   return n === spans.size;
