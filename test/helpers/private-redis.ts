@@ -1,6 +1,6 @@
 // A redis-server of the test's own (free port, temporary directory, no persistence) for fault
 // tests that stop, freeze or restart it. Never the machine's shared Redis. Stopped by its PID.
-import { mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,8 +15,13 @@ export interface PrivateRedis {
   thaw(): void;
   /** Kills the process (its data, kept only in memory, is gone). */
   kill(): Promise<void>;
-  /** Starts a fresh, empty process on the same port. */
+  /** Starts a new process on the same port: empty, or with the last SAVE's snapshot when there is one. */
   restart(): Promise<void>;
+  /**
+   * Reads the last SAVE's snapshot (what restart() loads) in a scratch redis-server of its own, so
+   * a test can see what a restart will lose without racing the clients that reconnect to it.
+   */
+  readSnapshot<T>(read: (r: Redis) => Promise<T>): Promise<T>;
   stop(): Promise<void>;
 }
 
@@ -97,6 +102,24 @@ export async function startPrivateRedis(opts: PrivateRedisOptions = {}): Promise
     restart: async () => {
       await kill();
       await start();
+    },
+    readSnapshot: async (read) => {
+      const scratchDir = mkdtempSync(join(tmpdir(), "gw-redis-snapshot-"));
+      copyFileSync(join(dir, "dump.rdb"), join(scratchDir, "dump.rdb"));
+      const scratchPort = await freePort();
+      const p = Bun.spawn(["redis-server", "--port", String(scratchPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", scratchDir], { stdout: "ignore", stderr: "ignore" });
+      const c = new Redis(`redis://127.0.0.1:${scratchPort}`, { lazyConnect: true, maxRetriesPerRequest: 0 });
+      c.on("error", () => {});
+      try {
+        await waitReady(`redis://127.0.0.1:${scratchPort}`);
+        await c.connect();
+        return await read(c);
+      } finally {
+        c.disconnect();
+        p.kill("SIGKILL");
+        await p.exited;
+        rmSync(scratchDir, { recursive: true, force: true });
+      }
     },
     stop: async () => {
       await kill();
