@@ -4,10 +4,12 @@
 // already wrote). Either way the gateway says when it has stopped.
 import { ConfigError } from "./config.ts";
 import { startGateway } from "./gateway.ts";
+import { logStrayRejections } from "./stray-rejections.ts";
 
 try {
   const gw = await startGateway(process.env);
   const log = gw.ctx.log;
+  logStrayRejections(log);
   // A terminal also gets plain sentences (the JSON lines are for log collectors).
   const say = (line: string) => { if (process.stdout.isTTY) console.error(line); };
   let stopping = false;

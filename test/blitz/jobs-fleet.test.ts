@@ -56,6 +56,14 @@ describe.if(REAL_STORES)(name, () => {
     const progress = async (url: string) =>
       ((await (await fetch(`${url}/blitz/jobs/${id}?limit=1`, { headers: { authorization: `Bearer ${key.raw}` } })).json()) as any);
 
+    // What a stuck job was waiting for: its unfinished items by state and owner, and the children's logs.
+    const stuck = async () => {
+      const open = (await gw.ctx.db.select().from(blitzJobItems).where(eq(blitzJobItems.jobId, id))).filter((i) => i.status === "queued" || i.status === "running");
+      const by = new Map<string, number>();
+      for (const i of open) by.set(`${i.status}@${i.owner ?? "-"}#${i.attempts}`, (by.get(`${i.status}@${i.owner ?? "-"}#${i.attempts}`) ?? 0) + 1);
+      const tails = [c0, c1].map((c) => c.output().split("\n").filter((l) => /"level":(40|50)|error/i.test(l)).slice(-5).join("\n"));
+      return `${JSON.stringify(Object.fromEntries(by))}\n${tails.join("\n---\n")}`;
+    };
     await until("a third of the job", async () => ((await progress(c0.url)).progress.done >= n / 3 ? true : null));
     await c2.kill();
     // The end is waited for while the job moves: a loaded machine runs it slowly, a stuck job
@@ -65,7 +73,7 @@ describe.if(REAL_STORES)(name, () => {
     const done = await until("the job's end", async () => {
       const p = await progress(c1.url);
       if (p.progress.done !== last) [last, movedAt] = [p.progress.done, Date.now()];
-      else if (Date.now() - movedAt > 60_000) throw new Error(`the job stopped moving at ${last} of ${n} items`);
+      else if (Date.now() - movedAt > 60_000) throw new Error(`the job stopped moving at ${last} of ${n} items: ${await stuck()}`);
       return p.progress.remaining === 0 ? p : null;
     }, 240_000);
     expect(done.status).toBe("completed");

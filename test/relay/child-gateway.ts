@@ -27,6 +27,19 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 30_0
     stderr: "pipe",
   });
   let out = "";
+  // Keep draining stdout and stderr so the child never blocks on a full pipe (a runtime's report
+  // of an error it did not expect goes to stderr; 64 kB of it unread would freeze the child).
+  // Each stream is kept apart, so a stderr chunk never lands inside a stdout log line.
+  let err = "";
+  const drain = async (r: { read(): Promise<{ done: boolean; value?: Uint8Array }> }, into: (s: string) => void) => {
+    const d = new TextDecoder();
+    for (;;) {
+      const { done, value } = await r.read().catch(() => ({ done: true, value: undefined }));
+      if (done) break;
+      into(d.decode(value));
+    }
+  };
+  void drain(proc.stderr.getReader(), (s) => (err += s));
   const reader = proc.stdout.getReader();
   const dec = new TextDecoder();
   const port = await new Promise<number>((resolve, reject) => {
@@ -45,14 +58,7 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 30_0
       }
     })().catch(reject);
   });
-  // Keep draining stdout so the child never blocks on a full pipe.
-  void (async () => {
-    for (;;) {
-      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-      if (done) break;
-      out += dec.decode(value);
-    }
-  })();
+  void drain(reader, (s) => (out += s));
   return {
     url: `http://127.0.0.1:${port}`,
     async terminate() {
@@ -63,7 +69,7 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 30_0
       proc.kill("SIGKILL");
       await proc.exited;
     },
-    output: () => out,
+    output: () => (err ? `${out}\n[stderr]\n${err}` : out),
     signal: (sig) => proc.kill(sig),
     exited: proc.exited,
   };

@@ -10,6 +10,9 @@ import { interruptedRow } from "./facts.ts";
 import type { LedgerKeys } from "./types.ts";
 import { parseEntry } from "./wire.ts";
 
+/** The reconcile lock's shortest life, whatever INSTANCE_DEAD_AFTER_SECONDS says. */
+const MIN_LOCK_MS = 5_000;
+
 export class Reconciler {
   /** Gateway instances with a recent heartbeat (this one included), as of the last reconcile. */
   liveInstances = 1;
@@ -44,7 +47,12 @@ export class Reconciler {
     this.liveInstances = Math.max(1, Object.keys(beats).length - dead.length);
     if (!dead.length && !sweep) return 0;
     const token = randomToken(6);
-    if ((await this.r.set(this.k.lock, token, "PX", 30_000, "NX")) !== "OK") return 0;
+    // The lock lasts as long as an instance takes to be declared dead: a reconciler killed while
+    // holding it delays the next reconcile by no more than it delays any death's. A slow but live
+    // reconciler overlapped by the next one is harmless: each record is written once (the unique
+    // index) and each entry written off once (the script removes it).
+    const lockMs = Math.max(MIN_LOCK_MS, deadAfter);
+    if ((await this.r.set(this.k.lock, token, "PX", lockMs, "NX")) !== "OK") return 0;
     let n = 0;
     try {
       const deadSet = new Set(dead);
