@@ -36,7 +36,7 @@ export async function spawnGateway(env: Record<string, string>, timeoutMs = 30_0
     for (;;) {
       const { done, value } = await r.read().catch(() => ({ done: true, value: undefined }));
       if (done) break;
-      into(d.decode(value));
+      into(d.decode(value, { stream: true }));
     }
   };
   void drain(proc.stderr.getReader(), (s) => (err += s));
