@@ -163,5 +163,6 @@ describe(`accounting (${storesLabel})`, () => {
       if (!REAL_STORES) await reader.stop();
       rmSync(dataDir, { recursive: true, force: true });
     }
-  }, 60_000);
+    // Embedded, three gateways boot an embedded database in turn (33-36 s on a busy 2-core CI run).
+  }, 120_000);
 });
