@@ -78,14 +78,22 @@ export async function startGateway(env: Record<string, string | undefined>, opts
       stopped ??= (async () => {
         // Graceful and visible: /readyz answers 503 from now on, while the listener keeps serving
         // what is in flight (streams included) for up to SHUTDOWN_TIMEOUT_SECONDS; then the
-        // jobs stop and the usage queue drains; then the listener closes.
+        // listener closes, finishing what arrived before it did (a load balancer sends work
+        // until its next health check); then the jobs stop and the usage queue drains. Closing
+        // the listener only after the jobs cut the requests that came in meanwhile.
         lifecycle.draining = true;
         if (adminSecret) removeAdminAccess(config.DATA_DIR, adminSecret);
         const deadline = Date.now() + config.SHUTDOWN_TIMEOUT_SECONDS * 1000;
         while (server.pendingRequests > 0 && Date.now() < deadline) await Bun.sleep(20);
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const closed = await Promise.race([
+          app.stop(false).then(() => true),
+          new Promise<boolean>((r) => (timer = setTimeout(() => r(false), Math.max(0, deadline - Date.now())))),
+        ]);
+        clearTimeout(timer);
+        if (!closed) await app.stop(true);
         for (const j of jobs) await j.stop();
         for (const fn of shutdown.reverse()) await fn();
-        await app.stop(true);
         await kv.close();
         await dbh.close();
       })();
