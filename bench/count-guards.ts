@@ -252,7 +252,7 @@ async function main(): Promise<number> {
       const sum = (o: Record<string, number>) => Object.values(o).reduce((x, y) => x + y, 0);
       const redisBy = net(load.redis, idle.redis);
       const pgBy = net(load.pg, idle.pg);
-      const drainWrites = (w: { pg: Record<string, number> }) => Object.entries(w.pg).filter(([q]) => isDrainWrite(q)).reduce((a, [, n]) => a + n, 0);
+      const drainPerRequest = sum(Object.fromEntries(Object.entries(pgBy).filter(([q]) => isDrainWrite(q))));
       const sysBy = net(load.syscalls, idle.syscalls);
       rows.push({
         scenario: s.id,
@@ -261,9 +261,8 @@ async function main(): Promise<number> {
         redisCommands: sum(redisBy),
         redisScriptCommands: (load.scripted - idle.scripted) / REQUESTS,
         redisRoundTrips: (load.reads - idle.reads) / REQUESTS,
-        pgStatements: sum(Object.fromEntries(Object.entries(pgBy).filter(([q]) => !isDrainWrite(q)))),
-        // The idle window has no records to drain: what it wrote is subtracted all the same.
-        pgDrainWritesPerSecond: (drainWrites(load) - drainWrites(idle)) / (load.ms / 1000),
+        pgStatements: sum(pgBy) - drainPerRequest,
+        pgDrainWritesPerSecond: (drainPerRequest * REQUESTS) / (load.ms / 1000),
         syscalls: sum(sysBy),
         heapKb: (load.heapKb - idle.heapKb) / REQUESTS,
         redisByCommand: redisBy,

@@ -15,6 +15,7 @@ import type { Job } from "./jobs/job.ts";
 import { buildServices, startServices } from "./services.ts";
 import { announce, startupFacts } from "./banner.ts";
 import { removeAdminAccess, writeAdminAccess } from "./admin/access-file.ts";
+import { within } from "./lib/time.ts";
 
 export interface Gateway {
   ctx: Ctx;
@@ -85,13 +86,7 @@ export async function startGateway(env: Record<string, string | undefined>, opts
         if (adminSecret) removeAdminAccess(config.DATA_DIR, adminSecret);
         const deadline = Date.now() + config.SHUTDOWN_TIMEOUT_SECONDS * 1000;
         while (server.pendingRequests > 0 && Date.now() < deadline) await Bun.sleep(20);
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const closed = await Promise.race([
-          app.stop(false).then(() => true),
-          new Promise<boolean>((r) => (timer = setTimeout(() => r(false), Math.max(0, deadline - Date.now())))),
-        ]);
-        clearTimeout(timer);
-        if (!closed) await app.stop(true);
+        if (!(await within(app.stop(false).then(() => true), Math.max(0, deadline - Date.now())))) await app.stop(true);
         for (const j of jobs) await j.stop();
         for (const fn of shutdown.reverse()) await fn();
         await kv.close();

@@ -36,6 +36,9 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** A redis-server on loopback that keeps nothing on disk unless told to SAVE, in `dir`. */
+const redisArgs = (port: number, dir: string) => ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir];
+
 async function waitReady(url: string): Promise<void> {
   for (let i = 0; i < 100; i++) {
     const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
@@ -80,7 +83,7 @@ export async function startPrivateRedis(opts: PrivateRedisOptions = {}): Promise
   let proc: ReturnType<typeof Bun.spawn> | null = null;
   const start = async () => {
     const cluster = opts.cluster ? ["--cluster-enabled", "yes", "--cluster-config-file", join(dir, `nodes-${Date.now()}.conf`)] : [];
-    proc = Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...cluster], { stdout: "ignore", stderr: "ignore" });
+    proc = Bun.spawn([...redisArgs(port, dir), ...cluster], { stdout: "ignore", stderr: "ignore" });
     await waitReady(url);
     if (opts.cluster) await claimAllSlots(url);
   };
@@ -107,7 +110,7 @@ export async function startPrivateRedis(opts: PrivateRedisOptions = {}): Promise
       const scratchDir = mkdtempSync(join(tmpdir(), "gw-redis-snapshot-"));
       copyFileSync(join(dir, "dump.rdb"), join(scratchDir, "dump.rdb"));
       const scratchPort = await freePort();
-      const p = Bun.spawn(["redis-server", "--port", String(scratchPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", scratchDir], { stdout: "ignore", stderr: "ignore" });
+      const p = Bun.spawn(redisArgs(scratchPort, scratchDir), { stdout: "ignore", stderr: "ignore" });
       const c = new Redis(`redis://127.0.0.1:${scratchPort}`, { lazyConnect: true, maxRetriesPerRequest: 0 });
       c.on("error", () => {});
       try {
@@ -141,7 +144,7 @@ export async function startPrivateCluster(masters = 3): Promise<PrivateCluster> 
   const ports: number[] = [];
   for (let i = 0; i < masters; i++) ports.push(await freePort());
   const procs = ports.map((port) =>
-    Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
+    Bun.spawn([...redisArgs(port, dir),
       "--cluster-enabled", "yes", "--cluster-config-file", join(dir, `nodes-${port}.conf`), "--cluster-node-timeout", "2000"], { stdout: "ignore", stderr: "ignore" }));
   const stop = async () => {
     for (const p of procs) p.kill("SIGKILL");
