@@ -156,6 +156,60 @@ run(`store outages (${label})`, () => {
     }
   }, 60_000);
 
+  // The job queue of each store mode: in process (no Redis), and BullMQ on the machine's Redis (the
+  // queue's name is derived from this cluster's database, so it is this test's alone).
+  for (const [mode, redisUrl] of [["the in-process queue", ""], ["BullMQ", process.env.REDIS_URL ?? ""]] as const) {
+    test(`CONTRACT §8 Postgres stopped for 2 s while a /blitz job runs (${mode}): the items it failed under are tried again; the job completes with every prompt sent once and recorded once`, async () => {
+      const url = await createDatabase(`outage_blitz_${redisUrl ? "bullmq" : "memory"}`);
+      const gw = await startTestGateway({ DATABASE_URL: url, REDIS_URL: redisUrl, PROVIDER_OPENAI_BASE_URL: mock.url, BLITZ_JOB_CONCURRENCY: "6", KEY_CACHE_STALE_SECONDS: "120" });
+      try {
+        const acct = await createAccount(gw);
+        const cred = await addCredential(gw, acct.id, "openai");
+        const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+        const n = 90;
+        const tag = `PGO${redisUrl ? "b" : "m"}`;
+        const prompts = Array.from({ length: n }, (_, i) => ({ messages: [{ role: "user", content: `${tag} p${i}.` }], mock: { latency_ms: 60 } }));
+        const sentOf = () => {
+          const sent = new Map<number, number>();
+          for (const r of mock.received) {
+            const m = new RegExp(`${tag} p(\\d+)\\.`).exec(JSON.stringify(r.body?.messages ?? ""));
+            if (m) sent.set(Number(m[1]), (sent.get(Number(m[1])) ?? 0) + 1);
+          }
+          return sent;
+        };
+        const made = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 20, prompts } });
+        expect(made.status).toBe(202);
+        const id = String(made.body.id);
+        while (sentOf().size < 12) await Bun.sleep(10);
+
+        await pg.stopServer();
+        await Bun.sleep(2000);
+        // The outage fell inside the job: prompts were left to run, each of which reads Postgres first.
+        expect(sentOf().size).toBeLessThan(n);
+        await pg.startServer();
+
+        let job: any;
+        for (const until = Date.now() + 60_000; Date.now() < until; await Bun.sleep(100)) {
+          job = (await gw.call(`/blitz/jobs/${id}?limit=1`, { token: key.raw })).body;
+          if (job.progress?.remaining === 0) break;
+        }
+        expect(job.status).toBe("completed");
+        expect(job.progress).toEqual({ done: n, remaining: 0, succeeded: n, failed: 0, not_run: 0, interrupted: 0 });
+        const sent = sentOf();
+        expect(sent.size).toBe(n);
+        expect([...sent.values()].every((c) => c === 1)).toBe(true);
+        await gw.ctx.services.usage.flush();
+        const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.routingKeyId, key.id));
+        expect(rows).toHaveLength(n);
+        expect(new Set(rows.map((r) => r.requestId)).size).toBe(n);
+        expect(job.cost_usd).toBeCloseTo(rows.reduce((a, r) => a + r.costUsd, 0), 9);
+      } finally {
+        await pg.startServer().catch(() => {});
+        await gw.stop();
+      }
+    }, 90_000);
+  }
+
   describe("Redis stopped", () => {
     let redis: PrivateRedis;
     let gw: TestGateway;

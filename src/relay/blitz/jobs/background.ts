@@ -3,6 +3,7 @@
 // results past BLITZ_JOB_RESULT_TTL_HOURS (it also ends a job whose ending instance died).
 import type { Ctx } from "../../../context.ts";
 import { intervalJob, type Job } from "../../../jobs/job.ts";
+import { loggableError } from "../../../errors.ts";
 import { BullJobQueue } from "./bullmq-queue.ts";
 import { MemoryJobQueue, type JobQueue } from "./queue.ts";
 import { relayDeps } from "../../relay-deps.ts";
@@ -21,6 +22,8 @@ export function blitzJobsJobs(ctx: Ctx): Job[] {
     onEnded: (job) => {
       for (const f of onEnded) f(job);
     },
+    onStoreError: (e, item, retryAfterMs) =>
+      ctx.log.warn({ item, retryAfterMs, err: loggableError(e) }, "blitz job item could not run (a store failed); it is tried again later"),
   });
   let started = false;
   const run: Job = {

@@ -17,7 +17,7 @@ import { fromNano, inflightKey } from "../../budget/counters.ts";
 import { runChat } from "../../pipeline.ts";
 import { cacheControlOf } from "../../cache/control.ts";
 import type { ItemHandler, ItemRef, ItemVerdict } from "./queue.ts";
-import { claimItem, finishItem, getJobRow, requeueItem, retakeItem, stopAdmitting, type ItemOutcome, type JobRow } from "./store.ts";
+import { claimItem, endIfLast, finishItem, getJobRow, requeueItem, retakeItem, stopAdmitting, type ItemOutcome, type JobRow } from "./store.ts";
 
 /** A job's items have no request headers of their own: the key's cache settings alone apply. */
 const NO_CACHE_CONTROL = cacheControlOf(null);
@@ -31,6 +31,16 @@ const RETRY_DEFAULT_MS = 1000;
  */
 const STREAM_SETTLE_MS = 17_000;
 const STREAM_LOOK_MS = 500;
+/** How long a write of an item's fate (its outcome, its claim handed back) waits out a failing Postgres. */
+const FINISH_RETRY_MS = 20_000;
+/** The longest wait between tries of an item whose stores keep failing (it doubles from 1 s). */
+const STORE_RETRY_MAX_MS = 30_000;
+
+/** How far a try of an item got: claimed for this instance, then into the money path. */
+interface Progress {
+  claimed: boolean;
+  sent: boolean;
+}
 
 export interface RunnerDeps {
   /** Redis mode: the connection to read the in-flight ledger with. */
@@ -41,6 +51,8 @@ export interface RunnerDeps {
   recheckMs: number;
   /** A job's last item reached a final state (completed or failed). */
   onEnded(job: JobRow): void;
+  /** A try of an item failed on a store; it is tried again after `retryAfterMs`. */
+  onStoreError(e: unknown, item: ItemRef, retryAfterMs: number): void;
 }
 
 export const itemRequestId = (jobId: string, idx: number, attempt: number) => `${jobId}.${idx}${attempt > 1 ? `.r${attempt}` : ""}`;
@@ -54,11 +66,30 @@ function retryAfterMs(err: GatewayError): number {
   return Number.isFinite(s) && s > 0 ? Math.min(s * 1000, 60_000) : RETRY_DEFAULT_MS;
 }
 
+/** A write the item's fate depends on, tried again (250 ms doubling to 4 s) for up to FINISH_RETRY_MS. */
+async function patiently<T>(write: (again: boolean) => Promise<T>): Promise<T> {
+  for (let waited = 0, wait = 250, again = false; ; again = true) {
+    try {
+      return await write(again);
+    } catch (e) {
+      if (waited >= FINISH_RETRY_MS) throw e;
+      await Bun.sleep(wait);
+      waited += wait;
+      wait = Math.min(wait * 2, 4000);
+    }
+  }
+}
+
 export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
-  const finish = async (ref: ItemRef, o: ItemOutcome) => {
-    const { ended } = await finishItem(ctx, ref.jobId, ref.idx, o);
-    if (ended) deps.onEnded(ended);
-  };
+  // The outcome is in hand (an answer, often paid for): a store failing under its write is waited
+  // out for a while rather than losing it to a redelivery that could only say `interrupted`.
+  const finish = (ref: ItemRef, o: ItemOutcome) =>
+    patiently(async (again) => {
+      const { changed, ended } = await finishItem(ctx, ref.jobId, ref.idx, o);
+      // An earlier try's item write may have committed before the job's ending failed: end it now.
+      const last = ended ?? (!changed && again ? await endIfLast(ctx, ref.jobId) : null);
+      if (last) deps.onEnded(last);
+    });
 
   /** What became of an attempt whose instance died: in flight (reserved), recorded, or never admitted. */
   async function priorAttempt(keyId: string, requestId: string): Promise<{ costUsd: number } | null> {
@@ -88,23 +119,42 @@ export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
 
   /** Items this instance is running now (a redelivery of one of them is a duplicate). */
   const mine = new Set<string>();
+  /** Items whose last try here failed on a store, by how many times in a row (their backoff). */
+  const failures = new Map<string, number>();
 
   return async (ref) => {
     const id = `${ref.jobId}.${ref.idx}`;
     if (mine.has(id)) return;
     mine.add(id);
+    const at: Progress = { claimed: false, sent: false };
     try {
-      return await run(ref);
+      const v = await run(ref, at);
+      failures.delete(id);
+      return v;
+    } catch (e) {
+      // A store failed under the item (Postgres refusing connections, a query cut by a restart).
+      // It is tried again later, so a passing outage never leaves an item queued with no one to
+      // run it. Before the money path nothing of it ran: its claim is handed back. After it (its
+      // outcome could not be written even after waiting) the later try is a redelivery: it finds
+      // the attempt's record and ends the item `interrupted` at that cost, never sending it twice.
+      if (failures.size > 10_000) failures.clear(); // items another instance went on to finish
+      const n = (failures.get(id) ?? 0) + 1;
+      failures.set(id, n);
+      if (at.claimed && !at.sent) await patiently(() => requeueItem(ctx, ref.jobId, ref.idx)).catch(() => {});
+      const retryAfterMs = Math.min(RETRY_DEFAULT_MS * 2 ** (n - 1), STORE_RETRY_MAX_MS);
+      deps.onStoreError(e, ref, retryAfterMs);
+      return { retryAfterMs };
     } finally {
       mine.delete(id);
     }
   };
 
-  async function run(ref: ItemRef): Promise<ItemVerdict> {
+  async function run(ref: ItemRef, at: Progress): Promise<ItemVerdict> {
     const job = await getJobRow(ctx, ref.jobId);
     if (!job) return; // expired and deleted
     const got = await claimItem(ctx, ref.jobId, ref.idx, ctx.instanceId);
     if (!got) return;
+    at.claimed = got.claimed;
     let item = got.item;
     if (!got.claimed) {
       if (item.status !== "running") return; // already final: a duplicate delivery
@@ -123,6 +173,7 @@ export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
       const again = await retakeItem(ctx, ref.jobId, ref.idx, ctx.instanceId, item.attempts);
       if (!again) return; // another instance took it over first
       item = again;
+      at.claimed = true;
     }
     if (job.status === "cancelled") {
       return finish(ref, { status: "cancelled", httpStatus: 499, result: errorResult("The job was cancelled before this prompt started; it was never sent.", "cancelled") });
@@ -140,6 +191,7 @@ export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
     // The item's record: it counts in the metrics as one blitz request, as a /blitz prompt does.
     const record = ctx.services.requestTracker.openPart(requestId, "blitz");
     const cached = key.cache ? await ctx.services.responseCache.lookupPrompt(key, body, NO_CACHE_CONTROL) : null;
+    at.sent = true;
     if (cached?.a) {
       const completion = ctx.services.responseCache.promptHit(key, cached.a, body, record);
       record.release();

@@ -1,6 +1,7 @@
 // The /blitz job queue of an instance: BullMQ on Redis, in process otherwise (its background
 // jobs are background.ts's).
 import type { Base } from "../../../base.ts";
+import { loggableError } from "../../../errors.ts";
 import { BullJobQueue } from "./bullmq-queue.ts";
 import { MemoryJobQueue, type ItemRef, type JobQueue } from "./queue.ts";
 import { finishItem, type JobRow } from "./store.ts";
@@ -13,7 +14,7 @@ export interface BlitzJobs {
 
 export function createBlitzJobs(base: Base): BlitzJobs {
   const log = (e: unknown, item: ItemRef | null) =>
-    base.log.error({ item, err: e instanceof Error ? e.message : String(e) }, "blitz job item failed");
+    base.log.error({ item, err: loggableError(e) }, "blitz job item failed");
   const lost = async (item: ItemRef) => {
     // Stalled twice in BullMQ: no runner will finish it.
     await finishItem(base, item.jobId, item.idx, {
