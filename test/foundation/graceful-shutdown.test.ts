@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
+import { connect, type Socket } from "node:net";
 import { eq } from "drizzle-orm";
 import { startGateway } from "../../src/gateway.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
@@ -76,6 +77,45 @@ run(`graceful shutdown (${label})`, () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  test("CONTRACT §7 shutdown: a client holding half a request head (never finished) does not hold the drain to SHUTDOWN_TIMEOUT_SECONDS; a request under way (its body still arriving) is still answered", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "gw-halfhead-"));
+    await seedPgliteDataDir(dataDir);
+    const gw = await startGateway({ DATA_DIR: dataDir, GATEWAY_SECRET_KEY: randomBytes(32).toString("hex"), PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent", SHUTDOWN_TIMEOUT_SECONDS: "60" });
+    const sockets: Socket[] = [];
+    try {
+      const open = async () => {
+        const s = connect(gw.port, "127.0.0.1");
+        sockets.push(s);
+        await new Promise((r) => s.once("connect", r));
+        return s;
+      };
+      // Half a head: Bun keeps such a connection for its idle timeout (255 s), and a graceful close waits for it.
+      const stalled = await open();
+      const closed = new Promise<void>((r) => stalled.once("close", () => r()));
+      stalled.write("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+      // A request whose body is still arriving when the drain starts: in flight, answered.
+      const slow = await open();
+      let answer = "";
+      slow.on("data", (d) => (answer += d.toString()));
+      const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] });
+      slow.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer gw_${"z".repeat(40)}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
+      await Bun.sleep(100);
+
+      const t0 = performance.now();
+      const stopping = gw.stop();
+      await Bun.sleep(300);
+      slow.write(body.slice(10));
+      await stopping;
+      expect(performance.now() - t0).toBeLessThan(5_000);
+      await closed; // cut, not left open
+      expect(answer).toStartWith("HTTP/1.1 401"); // answered (an unknown key), not cut
+    } finally {
+      for (const s of sockets) s.destroy();
+      await gw.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 30_000);
 
   test("Ctrl-C: SIGINT drains; a second SIGINT during the drain stops at once (exit 130) and says so", async () => {
     const mock = await startMockOpenAI();
