@@ -11,6 +11,12 @@ import { itemRunner } from "./runner.ts";
 import { activeJobs, deleteExpired, endIfLast, itemsInState } from "./store.ts";
 
 const SWEEP_MS = 10 * 60_000;
+/**
+ * Redis mode: how often each instance looks whether the queue lost its items (one SET), and how
+ * often one of them puts every unfinished item back anyway (a re-add of a queued item is a no-op).
+ */
+const RESYNC_LOOK_MS = 15_000;
+const RESYNC_EVERY_MS = 10 * 60_000;
 
 /** The background jobs: the item runner (started after listen, drained on stop) and the expiry sweep. */
 export function blitzJobsJobs(ctx: Ctx): Job[] {
@@ -48,10 +54,21 @@ export function blitzJobsJobs(ctx: Ctx): Job[] {
     const n = await deleteExpired(ctx);
     if (n) ctx.log.info({ jobs: n }, "blitz job results expired");
   });
-  return [run, sweep];
+  if (!(queue instanceof BullJobQueue)) return [run, sweep];
+  // Postgres holds every item; BullMQ's copy lives only in Redis. A Redis that restarted empty (or
+  // failed over before replicating) forgot the items still queued: without this they would wait
+  // for good. Within RESYNC_LOOK_MS of such a loss one instance puts them back.
+  const resync = intervalJob(ctx, "blitz-jobs-resync", RESYNC_LOOK_MS, async () => {
+    if (await queue.claimResync(RESYNC_EVERY_MS)) await resume(ctx, queue);
+  });
+  return [run, sweep, resync];
 }
 
-/** In process: the jobs a previous run left unfinished go back in the queue (running items first: the runner decides their fate). */
+/**
+ * Unfinished items of every active job go (back) in the queue, running ones first: the runner
+ * decides their fate (an item another instance still runs is left to it). In process: what a
+ * previous run left; on BullMQ: what Redis lost (an item still in the queue is not added twice).
+ */
 async function resume(ctx: Ctx, queue: JobQueue): Promise<void> {
   try {
     for (const job of await activeJobs(ctx)) {

@@ -67,6 +67,15 @@ export class BullJobQueue implements JobQueue {
     }
   }
 
+  /**
+   * True for the one instance that is to put back what the queue lost (Redis restarted empty, or a
+   * failover dropped unreplicated writes): the marker this sets is missing once `everyMs` passed
+   * or once Redis lost its data, and only the instance whose SET created it gets true.
+   */
+  async claimResync(everyMs: number): Promise<boolean> {
+    return (await this.conn.set(`${PREFIX}:${this.name}:resync`, "1", "PX", everyMs, "NX")) === "OK";
+  }
+
   start(handler: ItemHandler): void {
     if (this.worker) return;
     this.worker = new Worker(this.name, async (job, token) => {

@@ -208,7 +208,8 @@ export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
       return finish(ref, { status: "succeeded", httpStatus: r.status, result: { completion: r.body }, usage, costUsd: r.costUsd });
     }
     const err = r.error;
-    if (err.status === 429 && r.costUsd === 0) {
+    // A rate limit, or the budget's store unreachable (Redis down or failing over): later, not failed.
+    if ((err.status === 429 || err.code === "budget_unavailable") && r.costUsd === 0) {
       await requeueItem(ctx, ref.jobId, ref.idx);
       return { retryAfterMs: retryAfterMs(err) };
     }
