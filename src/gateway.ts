@@ -17,8 +17,8 @@ import { announce, startupFacts } from "./banner.ts";
 import { removeAdminAccess, writeAdminAccess } from "./admin/access-file.ts";
 import { within } from "./lib/time.ts";
 
-/** How long a shutdown's graceful listener close waits on connections that never finished a request. */
-const LISTENER_GRACE_MS = 1000;
+/** How long a shutdown's graceful listener close waits with no request coming in before it cuts the connections left. */
+const LISTENER_QUIET_MS = 1000;
 
 export interface Gateway {
   ctx: Ctx;
@@ -89,14 +89,21 @@ export async function startGateway(env: Record<string, string | undefined>, opts
         if (adminSecret) removeAdminAccess(config.DATA_DIR, adminSecret);
         const deadline = Date.now() + config.SHUTDOWN_TIMEOUT_SECONDS * 1000;
         while (server.pendingRequests > 0 && Date.now() < deadline) await Bun.sleep(20);
-        // A graceful close also waits for connections holding half a request head (a stalled or
-        // hostile client), which Bun keeps for its 255 s idle timeout: they get LISTENER_GRACE_MS,
-        // requests that arrived meanwhile run to the deadline, then the rest is cut.
+        // A load balancer keeps sending on the connections it holds until its next health check:
+        // each such request is served and Bun closes its connection after the answer. But a
+        // graceful close also waits for connections holding half a request head (a stalled or
+        // hostile client), which Bun keeps for its 255 s idle timeout: once no request has come
+        // in for LISTENER_QUIET_MS, what is left is cut.
         const closed = app.stop(false).then(() => true);
-        if (!(await within(closed, Math.min(LISTENER_GRACE_MS, Math.max(0, deadline - Date.now()))))) {
-          while (server.pendingRequests > 0 && Date.now() < deadline) await Bun.sleep(20);
-          await app.stop(true);
+        const tracker = ctx.services.requestTracker;
+        let seen = tracker.opened;
+        let quietSince = Date.now();
+        let done = false;
+        while (!(done = (await within(closed, 20)) === true) && Date.now() < deadline) {
+          if (tracker.opened !== seen || server.pendingRequests > 0) [seen, quietSince] = [tracker.opened, Date.now()];
+          else if (Date.now() - quietSince >= LISTENER_QUIET_MS) break;
         }
+        if (!done) await app.stop(true);
         for (const j of jobs) await j.stop();
         for (const fn of shutdown.reverse()) await fn();
         await kv.close();

@@ -44,6 +44,8 @@ export type AccessSink = (entry: AccessEntry) => void;
 export class RequestTracker {
   inFlight = 0;
   streams = 0;
+  /** HTTP requests received since start (the shutdown tells a busy connection from a silent one). */
+  opened = 0;
   private sinks: AccessSink[] = [];
   private partSinks: AccessSink[] = [];
 
@@ -62,6 +64,7 @@ export class RequestTracker {
 
   open(requestId: string, method: string, route: string): AccessEntry {
     this.inFlight++;
+    this.opened++;
     return new AccessEntry(this, requestId, method, route, false);
   }
 

@@ -38,6 +38,7 @@ export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Rec
   const allowed = Object.keys(handlers) as Method[];
   recordRoute(app, path, opts.shape, docs);
   const tracker = ctx.services.requestTracker;
+  const lifecycle = ctx.services.lifecycle;
   for (const method of allowed) {
     const h = handlers[method]!;
     const run = async ({ request, server }: { request: Request; server: { requestIP(r: Request): { address: string } | null } | null }) => {
@@ -60,6 +61,9 @@ export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Rec
         res = errorResponse(err, opts.shape);
       }
       res.headers.set("x-request-id", requestId);
+      // Draining: each answer closes its connection, so a load balancer stops reusing connections
+      // to this instance before the listener closes (none is left idle for it to race with).
+      if (lifecycle.draining) res.headers.set("connection", "close");
       if (rc.headers) for (const name in rc.headers) if (!res.headers.has(name)) res.headers.set(name, rc.headers[name]!);
       access.status = res.status;
       access.release();
