@@ -98,10 +98,13 @@ run(`graceful shutdown (${label})`, () => {
       const slow = await open();
       let answer = "";
       slow.on("data", (d) => (answer += d.toString()));
+      const slowClosed = new Promise<void>((r) => slow.once("close", () => r()));
       const acct = await createAccount(gw);
       const body = JSON.stringify({ label: "during the drain", providers: [] });
       slow.write(`POST /v1/organizations/routing-keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${acct.token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
-      await Bun.sleep(100);
+      // In flight (its route runs, waiting for the rest of its body) before the drain starts.
+      for (let i = 0; i < 500 && gw.ctx.services.requestTracker.inFlight < 1; i++) await Bun.sleep(10);
+      expect(gw.ctx.services.requestTracker.inFlight).toBe(1);
 
       const t0 = performance.now();
       const stopping = gw.stop();
@@ -110,6 +113,7 @@ run(`graceful shutdown (${label})`, () => {
       await stopping;
       expect(performance.now() - t0).toBeLessThan(5_000);
       await closed; // cut, not left open
+      await Promise.race([slowClosed, Bun.sleep(5_000)]); // the answer, then the close it asked for
       expect(answer).toMatch(/^HTTP\/1\.1 [24]\d\d /); // answered after its body came, during the drain: not cut
       // Answers during the drain close their connection: a load balancer reuses none of them.
       expect(answer).toMatch(/\r\nconnection: close\r\n/i);
