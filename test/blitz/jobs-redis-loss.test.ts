@@ -8,6 +8,7 @@ import { eq } from "drizzle-orm";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
+import { jobWhenEnded, promptsSent } from "../helpers/blitz-jobs.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { addCredential, addRoutingKey, lane } from "../relay/fixtures.ts";
 
@@ -36,14 +37,7 @@ describe.if(REAL_STORES)(name, () => {
     const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 50 });
     const n = 60;
     const prompts = Array.from({ length: n }, (_, i) => ({ messages: [{ role: "user", content: `RL p${i}.` }], mock: { latency_ms: 80 } }));
-    const sentOf = () => {
-      const sent = new Map<number, number>();
-      for (const r of mock.received) {
-        const m = /RL p(\d+)\./.exec(JSON.stringify(r.body?.messages ?? ""));
-        if (m) sent.set(Number(m[1]), (sent.get(Number(m[1])) ?? 0) + 1);
-      }
-      return sent;
-    };
+    const sentOf = () => promptsSent(mock, "RL");
     const made = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 20, prompts } });
     expect(made.status).toBe(202);
     const id = String(made.body.id);
@@ -56,11 +50,7 @@ describe.if(REAL_STORES)(name, () => {
     const left = n - sentOf().size;
     expect(left).toBeGreaterThan(0);
 
-    let job: any;
-    for (const until = Date.now() + 60_000; Date.now() < until; await Bun.sleep(100)) {
-      job = (await gw.call(`/blitz/jobs/${id}?limit=1`, { token: key.raw })).body;
-      if (job.progress?.remaining === 0) break;
-    }
+    const job = await jobWhenEnded(gw, key.raw, id);
     expect(job.status).toBe("completed");
     expect(job.progress).toMatchObject({ done: n, remaining: 0, failed: 0, not_run: 0 });
     expect(job.progress.succeeded + job.progress.interrupted).toBe(n);

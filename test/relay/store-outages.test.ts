@@ -11,6 +11,7 @@ import postgres from "postgres";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
+import { jobWhenEnded, promptsSent } from "../helpers/blitz-jobs.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { post, spawnSibling, type ChildGateway } from "./child-gateway.ts";
@@ -169,14 +170,7 @@ run(`store outages (${label})`, () => {
         const n = 90;
         const tag = `PGO${redisUrl ? "b" : "m"}`;
         const prompts = Array.from({ length: n }, (_, i) => ({ messages: [{ role: "user", content: `${tag} p${i}.` }], mock: { latency_ms: 60 } }));
-        const sentOf = () => {
-          const sent = new Map<number, number>();
-          for (const r of mock.received) {
-            const m = new RegExp(`${tag} p(\\d+)\\.`).exec(JSON.stringify(r.body?.messages ?? ""));
-            if (m) sent.set(Number(m[1]), (sent.get(Number(m[1])) ?? 0) + 1);
-          }
-          return sent;
-        };
+        const sentOf = () => promptsSent(mock, tag);
         const made = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 20, prompts } });
         expect(made.status).toBe(202);
         const id = String(made.body.id);
@@ -188,11 +182,7 @@ run(`store outages (${label})`, () => {
         expect(sentOf().size).toBeLessThan(n);
         await pg.startServer();
 
-        let job: any;
-        for (const until = Date.now() + 60_000; Date.now() < until; await Bun.sleep(100)) {
-          job = (await gw.call(`/blitz/jobs/${id}?limit=1`, { token: key.raw })).body;
-          if (job.progress?.remaining === 0) break;
-        }
+        const job = await jobWhenEnded(gw, key.raw, id);
         expect(job.status).toBe("completed");
         expect(job.progress).toEqual({ done: n, remaining: 0, succeeded: n, failed: 0, not_run: 0, interrupted: 0 });
         const sent = sentOf();
