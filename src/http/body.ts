@@ -9,7 +9,7 @@
 //     could freeze the event loop or overflow the stack.
 // Each caller says how its refusal reads (the route's error shape), through `invalid`.
 import { GatewayError } from "../errors.ts";
-import { nestsDeeperThan, NESTS_TOO_DEEP, scanJson, type Spans } from "../lib/json-scan.ts";
+import { nestsDeeperThan, NESTS_TOO_DEEP, scanJson, type Members } from "../lib/json-scan.ts";
 
 export { nestsDeeperThan };
 
@@ -69,11 +69,11 @@ export function parseJsonText(text: string, invalid: InvalidBody): unknown {
   return parse(text, invalid);
 }
 
-/** The same, and where each top-level value of the object sits in the text, from the same walk (lib/json-scan.ts). */
-export function parseJsonTextWithSpans(text: string, invalid: InvalidBody): { value: unknown; spans: Spans | null } {
-  const spans = scanJson(text, MAX_JSON_DEPTH, true);
-  if (spans === NESTS_TOO_DEEP) throw invalid(TOO_DEEP);
-  return { value: parse(text, invalid), spans };
+/** The same, and where each top-level member of the object sits in the text, from the same walk (lib/json-scan.ts). */
+export function parseJsonTextWithMembers(text: string, invalid: InvalidBody): { value: unknown; members: Members | null } {
+  const members = scanJson(text, MAX_JSON_DEPTH, true);
+  if (members === NESTS_TOO_DEEP) throw invalid(TOO_DEEP);
+  return { value: parse(text, invalid), members };
 }
 
 function parse(text: string, invalid: InvalidBody): unknown {

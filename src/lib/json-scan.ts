@@ -5,8 +5,13 @@
 // are: protocols/wire-json.ts). Both need every bracket outside strings, so an inference body is
 // walked once for both. Iterative, no recursion; strings are skipped with native indexOf.
 
-/** Each top-level key's value as [start, end) in the text, and where the key's opening quote is (its `"key":` runs from there to start). */
-export type Spans = Map<string, [start: number, end: number, keyStart: number]>;
+/**
+ * Where each top-level member of an object sits in the text, in text order: three numbers per
+ * member, [keyStart, valueStart, valueEnd) (keyStart is its key's opening quote, so `"key": value`
+ * runs from keyStart to valueEnd). Keys are not read here: the caller pairs the members with the
+ * parsed object's keys (protocols/wire-json.ts), which costs no string per member.
+ */
+export type Members = number[];
 
 const isSpace = (c: number) => c === 32 || c === 9 || c === 10 || c === 13;
 
@@ -43,45 +48,34 @@ export function nestsDeeperThan(text: string, max: number): boolean {
 
 export const NESTS_TOO_DEEP = Symbol("nests too deep");
 
-/** Adds a top-level member's span; a key seen before gives up the spans (null). */
-function member(spans: Spans, key: string, start: number, end: number, keyStart: number): Spans | null {
-  if (spans.has(key)) return null;
-  return spans.set(key, [start, end, keyStart]);
-}
-
 /**
- * Walks `text` once. NESTS_TOO_DEEP when it nests deeper than `max`; otherwise, with `wantSpans`, the
- * spans of its top-level values (null when the text is not one object, a key holds an escape or
- * a key comes twice: then nothing is reused), without, null. The spans are right for text that
- * JSON.parse accepts (the caller parses next and uses them only then). With spans, the text holds
- * exactly one member per key, so a body whose every member is unchanged is the text itself.
+ * Walks `text` once. NESTS_TOO_DEEP when it nests deeper than `max`; otherwise, with `wantMembers`,
+ * the positions of its top-level members (null when the text is not one object), without, null.
+ * The positions are right for text that JSON.parse accepts (the caller parses next and uses them
+ * only then).
  */
-export function scanJson(text: string, max: number, wantSpans: boolean): Spans | null | typeof NESTS_TOO_DEEP {
+export function scanJson(text: string, max: number, wantMembers: boolean): Members | null | typeof NESTS_TOO_DEEP {
   const n = text.length;
-  let spans: Spans | null = null;
-  if (wantSpans) {
+  let members: Members | null = null;
+  if (wantMembers) {
     let i = 0;
     while (i < n && isSpace(text.charCodeAt(i))) i++;
-    if (text.charCodeAt(i) === 123 /* { */) spans = new Map();
+    if (text.charCodeAt(i) === 123 /* { */) members = [];
   }
   let depth = 0;
-  // At depth 1 of a top-level object: the key whose value comes next, and where a nested value began.
-  let key: string | null = null;
+  // At depth 1 of a top-level object: where the key whose value comes next opened (-1: none), and where a nested value began.
   let keyStart = -1;
   let start = -1;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 34 /* " */) {
       const j = closingQuote(text, i);
-      if (j < 0) return spans;
-      if (spans !== null && depth === 1) {
-        if (key === null) {
-          key = text.slice(i + 1, j);
-          keyStart = i;
-          if (key.includes("\\")) spans = null;
-        } else {
-          spans = member(spans, key, i, j + 1, keyStart);
-          key = null;
+      if (j < 0) return members;
+      if (members !== null && depth === 1) {
+        if (keyStart < 0) keyStart = i;
+        else {
+          members.push(keyStart, i, j + 1);
+          keyStart = -1;
         }
       }
       i = j;
@@ -89,22 +83,22 @@ export function scanJson(text: string, max: number, wantSpans: boolean): Spans |
       if (++depth > max) return NESTS_TOO_DEEP;
       if (depth === 2) start = i;
     } else if (c === 125 /* } */ || c === 93 /* ] */) {
-      if (spans !== null && depth === 2 && key !== null) {
-        spans = member(spans, key, start, i + 1, keyStart);
-        key = null;
+      if (members !== null && depth === 2 && keyStart >= 0) {
+        members.push(keyStart, start, i + 1);
+        keyStart = -1;
       }
       depth--;
-    } else if (spans !== null && depth === 1 && key !== null && c !== 58 /* : */ && !isSpace(c)) {
+    } else if (members !== null && depth === 1 && keyStart >= 0 && c !== 58 /* : */ && !isSpace(c)) {
       // A number, true, false or null: it runs to the next comma, brace or space.
       let j = i + 1;
       for (; j < n; j++) {
         const d = text.charCodeAt(j);
         if (d === 44 /* , */ || d === 125 /* } */ || isSpace(d)) break;
       }
-      spans = member(spans, key, i, j, keyStart);
-      key = null;
+      members.push(keyStart, i, j);
+      keyStart = -1;
       i = j - 1;
     }
   }
-  return spans;
+  return members;
 }

@@ -3,7 +3,7 @@
 // `model` and the client protocol's own required fields (protocols/required-fields.ts) answer 400
 // in the nested shape with type invalid_request_error and no code (CONTRACT §6). Every other
 // property rides along untouched.
-import { NOT_OBJECT, parseJsonText, parseJsonTextWithSpans, readText } from "../http/body.ts";
+import { NOT_OBJECT, parseJsonText, parseJsonTextWithMembers, readText } from "../http/body.ts";
 import type { ClientShape, Json } from "../protocols/types.ts";
 import { invalidRequest as invalid, requiredFields } from "../protocols/required-fields.ts";
 import { MIN_REUSE_CHARS, rememberSource } from "../protocols/wire-json.ts";
@@ -17,8 +17,8 @@ export interface InferenceBody {
 
 export async function readInferenceBody(request: Request, shape: ClientShape, maxBytes: number): Promise<InferenceBody> {
   const raw = await readText(request, maxBytes);
-  // A long body's walk for the nesting limit also maps its top-level values, for a pass-through lane.
-  const { value: body, spans } = raw.text.length >= MIN_REUSE_CHARS ? parseJsonTextWithSpans(raw.text, invalid) : { value: parseJsonText(raw.text, invalid), spans: null };
+  // A long body's walk for the nesting limit also maps its top-level members, for a pass-through lane.
+  const { value: body, members } = raw.text.length >= MIN_REUSE_CHARS ? parseJsonTextWithMembers(raw.text, invalid) : { value: parseJsonText(raw.text, invalid), members: null };
   if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalid(NOT_OBJECT);
   const b = body as Json;
   if (typeof b.model !== "string" || b.model === "") throw invalid("Missing required parameter: `model` (a string naming the model).", "model");
@@ -27,6 +27,6 @@ export async function readInferenceBody(request: Request, shape: ClientShape, ma
   if (!rule.streams) return { body: b, bytes: raw.bytes, stream: false, model: b.model };
   if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") throw invalid("`stream` must be a boolean.", "stream");
   // A pass-through lane's body reuses this text for the values it leaves as they are (wire-json.ts).
-  rememberSource(b, raw.text, spans);
+  rememberSource(b, raw.text, members);
   return { body: b, bytes: raw.bytes, stream: b.stream === true, model: b.model };
 }
