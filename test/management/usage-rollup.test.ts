@@ -65,6 +65,27 @@ describe(`usage rollup and partitions (${storesLabel})`, () => {
     }
   });
 
+  test("one INSERT of thousands of records rolls up like the raw records: 1,500 calls that fell back, half of them begun in an earlier statement, are 1,500 requests (all in the answering lane's group), 3,000 attempts, 1,500 fallbacks", async () => {
+    // The rollup's latest-record rule is a window over the statement's records (migration 0011: it
+    // was a lookup per record, quadratic in the batch); the usage drain writes batches this large.
+    const acct = await createAccount(gw);
+    const q = gw.ctx.services.usageQueue;
+    const at = new Date(Date.now() - 60_000).toISOString();
+    const tag = crypto.randomUUID().slice(0, 8);
+    const record = (c: number, attempt: number) => ({ accountId: acct.id, routingKeyId: "rk-big", requestId: `${tag}-${c}`, recordKey: `${tag}c${c}.${attempt}`,
+      attempt, endpoint: "chat", laneIndex: attempt - 1, provider: attempt === 1 ? "groq" : "openai", model: "m", status: attempt === 1 ? 500 : 200,
+      outcome: attempt === 1 ? "error" : "ok", errorCode: attempt === 1 ? "http_500" : null, promptTokens: 10, completionTokens: attempt === 1 ? 0 : 5,
+      cachedTokens: 0, cacheWriteTokens: 0, costUsd: attempt === 1 ? 0 : 0.001, priceEstimated: false, latencyMs: 5, ttfbMs: 5, seat: false, createdAt: at });
+    const calls = Array.from({ length: 1500 }, (_, c) => c);
+    q.pushJson(JSON.stringify(calls.slice(0, 750).map((c) => record(c, 1))));
+    await q.flushQueued();
+    q.pushJson(JSON.stringify([...calls.slice(750).map((c) => record(c, 1)), ...calls.map((c) => record(c, 2))]));
+    await q.flushQueued();
+    const roll = rowsOf(await gw.ctx.db.execute(sql`select sum(requests)::int as req, sum(attempts)::int as att, sum(fallbacks)::int as fb,
+      (sum(requests) filter (where outcome = 'ok'))::int as ok from usage_daily where account_id = ${acct.id}`))[0]!;
+    expect(roll).toEqual({ req: 1500, att: 3000, fb: 1500, ok: 1500 });
+  });
+
   test("requests vs attempts vs fallbacks: 3 client calls that each fell back and succeeded are 3 requests, 6 attempts, 0 errors, 3 fallbacks, in the groups and in the summary's totals", async () => {
     const acct = await createAccount(gw);
     const credA = await addCredential(gw, acct.id, "openai");

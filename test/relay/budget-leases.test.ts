@@ -92,6 +92,50 @@ describe.if(REAL_STORES)(name, () => {
     expect(await c.terminate()).toBe(0);
   }, 60_000);
 
+  test("CONTRACT §7 leases: a hot key's batch goes to Redis in pieces of at most MAX_BATCH (usage stream entries, LEDGER calls); counter = Σ records", async () => {
+    // One instance, a thousand requests at once: without the cap their settlements and records
+    // went out as one script call and one stream entry (at thousands a second, long enough in
+    // Redis for the reply watchdog to drop the connection).
+    const body = chatBody({ max_tokens: 50 });
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
+    const entries: number[] = [];
+    const settlements: number[] = [];
+    const onCommand = (_t: string, args: string[]) => {
+      const cmd = String(args[0]).toLowerCase();
+      if (cmd === "xadd" && args[3] === "r") {
+        const rows = JSON.parse(String(args[4])) as Array<{ routingKeyId: string }>;
+        if (rows.some((r) => r.routingKeyId === k.id)) entries.push(rows.length);
+      } else if (cmd === "evalsha" && args.length === 12 && String(args[3]).includes(k.id)) {
+        // MONITOR shows a newline as the two characters \n.
+        settlements.push(String(args[10]).split("\\n").filter(Boolean).length);
+      }
+    };
+    monitor.on("monitor", onCommand);
+    try {
+      expect((await tryPost(gw.url, k.raw, body))!.status).toBe(200);
+      // Ten clients, a hundred requests each: a thousand settle within about a second.
+      const statuses: number[] = [];
+      await Promise.all(Array.from({ length: 10 }, async () => {
+        for (let i = 0; i < 100; i++) statuses.push((await tryPost(gw.url, k.raw, body))?.status ?? 0);
+      }));
+      expect(statuses.filter((s) => s !== 200)).toEqual([]);
+      const rows = await until("1,001 records", async () => {
+        const r = await recordsOf(k.id);
+        return r.length >= 1001 ? r : null;
+      });
+      expect(rows.length).toBe(1001);
+      await until("the lease given back", async () => (Object.keys(await watch.hgetall(inflightKey(k.id))).length === 0 ? true : null));
+      expect(entries.reduce((a, n) => a + n, 0)).toBe(1001);
+      expect(Math.max(...entries)).toBeLessThanOrEqual(500);
+      expect(settlements.reduce((a, n) => a + n, 0)).toBeGreaterThanOrEqual(1001);
+      expect(Math.max(...settlements)).toBeLessThanOrEqual(500);
+      const spent = rows.reduce((a, r) => a + r.costUsd, 0);
+      expect((await monthSpendUsd(gw.ctx, await keyContextOf(gw, k.raw))).usd).toBeCloseTo(spent, 9);
+    } finally {
+      monitor.off("monitor", onCommand);
+    }
+  }, 90_000);
+
   test("CONTRACT §7 leases: 200 concurrent requests over 3 instances holding leases never pass the budget", async () => {
     // Answers as long as the model allows: each real cost is close to the reserved worst case.
     const body = chatBody({ mock: { completion_tokens: 16_384, latency_ms: 50 } });

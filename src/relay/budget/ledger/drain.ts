@@ -8,13 +8,14 @@ import { GROUP, type LedgerKeys } from "./types.ts";
 
 /**
  * Stream entries read per round at most; a tick reads on while rounds come back full. An entry is
- * one flush's records: a few per event-loop turn for most keys, but up to a second of a hot leased
- * key's traffic (thousands). A round asks for as many entries as hold about ROUND_ROWS rows by the
- * size of the entries seen so far, so one read never pulls a million rows into memory and a
- * backlog drains round by round, each acknowledged after its commit.
+ * one flush's records: a few per event-loop turn for most keys, up to MAX_BATCH (writes.ts) for a
+ * hot leased key's batch. A round asks for as many entries as hold about ROUND_ROWS rows by the
+ * size of the entries seen so far, so one reply stays under a megabyte (a reply that takes long to
+ * arrive on a busy instance looks like a frozen Redis to the reply watchdog) and a backlog drains
+ * round by round, each acknowledged after its commit.
  */
 const DRAIN_BATCH = 200;
-const ROUND_ROWS = 5_000;
+const ROUND_ROWS = 2_000;
 /** A stream entry delivered to a consumer that did not acknowledge it this long is taken over. */
 const CLAIM_IDLE_MS = 15_000;
 

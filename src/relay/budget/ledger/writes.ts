@@ -1,6 +1,7 @@
 // The ledger's writes (CONTRACT §7), batched off the hot path: the in-flight entries of keys
 // without a budget, every settlement and every finished attempt's usage record of one event-loop
-// turn go out as one LEDGER script call per routing key and month plus one XADD, not per request.
+// turn go out as one LEDGER script call per routing key and month plus one XADD, not per request
+// (in pieces of at most MAX_BATCH items, so no call runs long in Redis).
 // (A budgeted key's entry rides on its reservation's own script call: admission().)
 //
 //   settlement  removes the entry and applies real − reserved to the counter, idempotent by
@@ -27,6 +28,15 @@ import { packAdds, packEntries, packIds, packSettles } from "./wire.ts";
 const RETRY_MS = 1000;
 /** The longest the writes of lease-admitted requests wait for a batch. */
 export const LATER_MS = 1000;
+/**
+ * The most records in one usage stream entry, and in-flight entries or settlements in one LEDGER
+ * call. A hot leased key gathers up to LATER_MS of its traffic per batch: at thousands of requests
+ * a second, one script call of every settlement ran so long in Redis (and one entry of every record
+ * grew to megabytes) that the reply watchdog took Redis for frozen and dropped the connection,
+ * failing every command under way, and the retried batch only grew. A batch that reaches this
+ * size goes out at once, and a larger one (a retry) in pieces of this size.
+ */
+export const MAX_BATCH = 500;
 
 export class LedgerWrites {
   /** This instance's requests in flight (re-asserted after Redis loses its state). */
@@ -103,8 +113,10 @@ export class LedgerWrites {
    * next batch (at most LATER_MS away).
    */
   settleLeased(key: BudgetedKey, month: string, lease: string, requestId: string, reservedNano: number, actualNano: number): void {
-    this.group(key, month).settles.push({ id: requestId, actual: actualNano, reserved: reservedNano, lease });
-    this.scheduleLater();
+    const g = this.group(key, month);
+    g.settles.push({ id: requestId, actual: actualNano, reserved: reservedNano, lease });
+    if (g.settles.length >= MAX_BATCH) this.schedule();
+    else this.scheduleLater();
   }
 
   /**
@@ -126,7 +138,7 @@ export class LedgerWrites {
   record(row: UsageRow, later = false): void {
     // Sanitised before it is streamed: the drain writes the streamed text as it is (pushJson).
     this.records.push(sanitizeUsageRow(row));
-    if (later) this.scheduleLater();
+    if (later && this.records.length < MAX_BATCH) this.scheduleLater();
     else this.schedule();
   }
 
@@ -236,7 +248,7 @@ export class LedgerWrites {
     });
   }
 
-  /** Sends this turn's writes: one XADD of the usage records, one LEDGER call per key and month. */
+  /** Sends this turn's writes: one XADD of the usage records, one LEDGER call per key and month (each in pieces of at most MAX_BATCH). */
   async flush(): Promise<void> {
     this.scheduled = false;
     if (this.laterTimer) clearTimeout(this.laterTimer);
@@ -250,17 +262,14 @@ export class LedgerWrites {
     if (records.length) {
       const settles: SentSettles[] = [];
       for (const g of groups.values()) if (g.settles.length) settles.push({ key: g.key, month: g.month, settles: g.settles });
-      jobs.push(this.r.xadd(this.k.stream, "*", "r", JSON.stringify(records)).then((id) => {
-        if (id) this.unacked.keep(id, records, settles);
-      }, (e) => {
-        // Redis cannot take them: the records go straight to the Postgres queue (a later
-        // redelivery of the same records is a no-op there).
-        log("usage stream unavailable; records queued for Postgres directly")(e);
-        for (const row of records) this.queue.push(row);
-      }));
+      // The settlements ride with the last piece: its copy is dropped only once every piece is drained.
+      for (let i = 0; i < records.length; i += MAX_BATCH) {
+        const last = i + MAX_BATCH >= records.length;
+        jobs.push(this.stream(records.length <= MAX_BATCH ? records : records.slice(i, i + MAX_BATCH), last ? settles : []));
+      }
     }
     const minute = Math.floor(Date.now() / 60_000);
-    for (const g of groups.values()) {
+    for (const g of [...groups.values()].flatMap(pieces)) {
       const id = g.key.id;
       this.sending.add(g);
       // Ids this instance put in the adding set: taken out by the script that applies their cost.
@@ -304,4 +313,29 @@ export class LedgerWrites {
     }
     await Promise.all(jobs);
   }
+
+  /** One usage stream entry; kept until drained (`settles` with it), or queued for Postgres when Redis cannot take it. */
+  private stream(records: UsageRow[], settles: SentSettles[]): Promise<void> {
+    return this.r.xadd(this.k.stream, "*", "r", JSON.stringify(records)).then((id) => {
+      if (id) this.unacked.keep(id, records, settles);
+    }, (e) => {
+      // Redis cannot take them: the records go straight to the Postgres queue (a later
+      // redelivery of the same records is a no-op there).
+      this.ctx.log.warn({ err: e instanceof Error ? e.message : String(e) }, "usage stream unavailable; records queued for Postgres directly");
+      for (const row of records) this.queue.push(row);
+    });
+  }
+}
+
+/**
+ * A group as LEDGER calls of at most MAX_BATCH items: its in-flight entries first, then its
+ * settlements in order. Calls on one connection run in the order sent, so every entry is written
+ * before a settlement of it, and a lease's close after its requests' settlements.
+ */
+function pieces(g: WriteGroup): WriteGroup[] {
+  if (g.enters.length + g.settles.length <= MAX_BATCH) return [g];
+  const out: WriteGroup[] = [];
+  for (let i = 0; i < g.enters.length; i += MAX_BATCH) out.push({ key: g.key, month: g.month, enters: g.enters.slice(i, i + MAX_BATCH), settles: [] });
+  for (let i = 0; i < g.settles.length; i += MAX_BATCH) out.push({ key: g.key, month: g.month, enters: [], settles: g.settles.slice(i, i + MAX_BATCH) });
+  return out;
 }
