@@ -10,9 +10,10 @@
 //     statements included), loaded into the private cluster; the usage drain's batch writes,
 //     whose number follows the window's length and not its requests, per second of the window;
 //   - syscalls of the whole gateway process, every thread: `strace -c -f -p <pid>` over the window;
-//   - JS heap allocated: the gateway runs with BUN_JSC_logGC=1 and a preload that forces a full
-//     collection on SIGUSR2; the bytes allocated between two such marks are the sum, over every
-//     collection in between, of the heap size before it less the size after the previous one.
+//   - JS heap allocated, in bytes and in objects: the gateway runs with its collector off
+//     (BUN_JSC_useGC=0) and a preload (lib/heap-mark.ts) that reports the heap's size and cell
+//     count on SIGUSR2; with nothing freed, their growth over the window is what it allocated,
+//     the same figure in every run (a collection running or not no longer moves it).
 // Fails (exit 1) when a figure exceeds bench/budgets.json. A change that adds work to the hot path
 // raises the budget in the same commit, visibly.
 //   bun bench/count-guards.ts [--requests 1000] [--root <gateway tree>] [--json] [--no-check]
@@ -43,8 +44,8 @@ const CLIENTS = Number(arg("--clients") ?? 1);
 const ROOT = resolve(arg("--root") ?? join(HERE, ".."));
 const BUDGETS = join(HERE, "budgets.json");
 
-export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "pgStatements" | "pgDrainWritesPerSecond" | "syscalls" | "heapKb";
-export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "pgStatements", "pgDrainWritesPerSecond", "syscalls", "heapKb"];
+export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "pgStatements" | "pgDrainWritesPerSecond" | "syscalls" | "heapKb" | "heapObjects";
+export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "pgStatements", "pgDrainWritesPerSecond", "syscalls", "heapKb", "heapObjects"];
 
 /**
  * The usage drain's batch writes (src/relay/usage-queue.ts: the records' INSERT and the keys'
@@ -66,10 +67,10 @@ type Row = Record<Metric, number> & {
   elapsedMs: number;
 };
 
-/** The timer counts the preload printed with mark `n`. */
-function timersAt(log: string, n: number): Record<string, number> {
-  const m = new RegExp(`HEAP-MARK ${n} (\\{.*\\})\n`).exec(log);
-  return m ? JSON.parse(m[1]!) : {};
+/** The timer counts and the heap's size and object count the preload printed with mark `n`. */
+function markAt(log: string, n: number): { timers: Record<string, number>; heap: { bytes: number; objects: number } } {
+  const m = new RegExp(`HEAP-MARK ${n} (\\{.*\\}) (\\{.*\\})\n`).exec(log);
+  return m ? { timers: JSON.parse(m[1]!), heap: JSON.parse(m[2]!) } : { timers: {}, heap: { bytes: NaN, objects: NaN } };
 }
 
 function stracePath(): string | null {
@@ -133,7 +134,7 @@ async function main(): Promise<number> {
         BILLING_WEBHOOK_SECRET: webhookSecret,
         PROVIDER_OPENAI_BASE_URL: mock.url,
         SIGNUP_IP_LIMIT_PER_HOUR: "100000",
-        BUN_JSC_logGC: "1",
+        BUN_JSC_useGC: "0",
       },
     });
     const gw = gateway;
@@ -197,7 +198,7 @@ async function main(): Promise<number> {
       const window = async (id: string, work: () => Promise<unknown>, settleMs: number) => {
         const mark0 = await heapMark(gw, errPath);
         const traceFile = join(work_, `${s.id}-${id}.strace`);
-        // Every syscall line of every thread (-f), with what each fd is (-y) so the GC log this
+        // Every syscall line of every thread (-f), with what each fd is (-y) so the marker lines this
         // measurement itself makes the gateway write (stderr) can be left out.
         const tracer = Bun.spawn([strace, "-f", "-y", "-o", traceFile, "-p", String(gw.pid)], { stdout: "ignore", stderr: "ignore" });
         await Bun.sleep(500); // attached to every thread
@@ -219,10 +220,10 @@ async function main(): Promise<number> {
         const log = readFileSync(errPath, "utf8");
         const pg: Record<string, number> = {};
         for (const [q, n] of p1) if (n - (p0.get(q) ?? 0) > 0 && !q.includes("pg_stat_statements")) pg[q] = n - (p0.get(q) ?? 0);
-        const t0 = timersAt(log, mark0);
-        const t1 = timersAt(log, mark1);
+        const m0 = markAt(log, mark0);
+        const m1 = markAt(log, mark1);
         const timers: Record<string, number> = {};
-        for (const k of Object.keys(t1)) timers[k] = (t1[k] ?? 0) - (t0[k] ?? 0);
+        for (const k of Object.keys(m1.timers)) timers[k] = (m1.timers[k] ?? 0) - (m0.timers[k] ?? 0);
         return {
           redis: Object.fromEntries(sent),
           scripted,
@@ -230,7 +231,8 @@ async function main(): Promise<number> {
           reads: reads1 - reads0 - 1,
           pg,
           syscalls: syscallsOf(readFileSync(traceFile, "utf8"), errPath),
-          heapKb: allocatedKb(log, mark0, mark1),
+          heapKb: (m1.heap.bytes - m0.heap.bytes) / 1024,
+          heapObjects: m1.heap.objects - m0.heap.objects,
           timers,
           ms: workMs + settleMs,
           workMs,
@@ -265,6 +267,7 @@ async function main(): Promise<number> {
         pgDrainWritesPerSecond: (drainPerRequest * REQUESTS) / (load.ms / 1000),
         syscalls: sum(sysBy),
         heapKb: (load.heapKb - idle.heapKb) / REQUESTS,
+        heapObjects: (load.heapObjects - idle.heapObjects) / REQUESTS,
         redisByCommand: redisBy,
         pgByStatement: pgBy,
         syscallsByName: sysBy,
@@ -307,8 +310,8 @@ async function main(): Promise<number> {
 }
 
 /**
- * Syscalls by name in an `strace -f -y` log, less the writes of the GC log to `errPath` (this
- * measurement's own) and `sched_yield` (the runtime spinning while another thread holds a lock:
+ * Syscalls by name in an `strace -f -y` log, less the writes to `errPath` (this measurement's
+ * own marker lines) and `sched_yield` (the runtime spinning while another thread holds a lock:
  * it counts how busy the machine is, not what a request asks of the kernel).
  */
 export function syscallsOf(trace: string, errPath: string): Record<string, number> {
@@ -336,33 +339,6 @@ async function heapMark(gw: Subprocess, errPath: string): Promise<number> {
   throw new Error("the gateway did not answer the heap mark (SIGUSR2): is bench/lib/heap-mark.ts preloaded?");
 }
 
-/**
- * Bytes allocated between two marks, from JavaScriptCore's GC log: every collection logs
- * `START <kind> <before>kb … => <after>kb`; what was allocated between two collections is the
- * later one's "before" less the earlier one's "after". The window runs from the full collection of
- * the first mark to the one of the second, so it starts and ends on a collected heap.
- */
-export function allocatedKb(log: string, from: number, to: number): number {
-  const start = log.indexOf(`HEAP-MARK ${from} `);
-  const end = log.indexOf(`HEAP-MARK-END ${to}\n`);
-  if (start < 0 || end < 0) return NaN;
-  // A collection's log spans several lines (its increments, then a sweep): its size after is the
-  // last "=> <n>kb" before the next START.
-  let total = 0;
-  let after: number | null = null;
-  let seen = 0;
-  for (const line of log.slice(start, end).split("\n")) {
-    const begin = /START \S+ (\d+)kb/.exec(line);
-    if (begin) {
-      seen++;
-      if (after !== null) total += Math.max(0, Number(begin[1]) - after);
-      after = null;
-    }
-    for (const m of line.matchAll(/=> (\d+)kb/g)) after = Number(m[1]);
-  }
-  return seen >= 2 ? total : NaN;
-}
-
 function report(rows: Row[]): number {
   const json = process.argv.includes("--json");
   const budgets: Record<string, Partial<Record<Metric, number>>> = JSON.parse(readFileSync(BUDGETS, "utf8")).scenarios;
@@ -378,11 +354,11 @@ function report(rows: Row[]): number {
   if (json) console.log(JSON.stringify(rows, null, 2));
   else {
     console.log(`per request, ${REQUESTS} requests per scenario from ${CLIENTS} keep-alive client(s), an idle window of the same length subtracted, ~${(agentChatBody({}, false).length / 1024).toFixed(1)} kB agent body (budget in bench/budgets.json)`);
-    console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | Postgres statements | usage drain writes per second | syscalls | JS heap allocated (kB) |");
-    console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
+    console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | Postgres statements | usage drain writes per second | syscalls | JS heap allocated (kB) | JS objects allocated |");
+    console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const r of rows) {
       const cell = (m: Metric, digits: number) => `${r[m].toFixed(digits)} (≤ ${budgets[r.scenario]?.[m] ?? "–"})`;
-      console.log(`| ${r.scenario} | ${cell("redisCommands", 3)} | ${cell("redisScriptCommands", 2)} | ${cell("redisRoundTrips", 3)} | ${cell("pgStatements", 3)} | ${cell("pgDrainWritesPerSecond", 1)} | ${cell("syscalls", 1)} | ${cell("heapKb", 1)} |`);
+      console.log(`| ${r.scenario} | ${cell("redisCommands", 3)} | ${cell("redisScriptCommands", 2)} | ${cell("redisRoundTrips", 3)} | ${cell("pgStatements", 3)} | ${cell("pgDrainWritesPerSecond", 1)} | ${cell("syscalls", 1)} | ${cell("heapKb", 1)} | ${cell("heapObjects", 0)} |`);
     }
     if (process.argv.includes("--detail")) {
       for (const r of rows) {

@@ -1,8 +1,10 @@
-// Preloaded into the gateway by bench/count-guards.ts only (never in production): on SIGUSR2 it
-// forces a full, synchronous garbage collection between two marker lines on stderr, so the GC log
-// (BUN_JSC_logGC=1) can be cut into windows whose allocated bytes the guards add up; the marker
-// also carries how many timers the process has armed so far (setTimeout, setInterval,
-// setImmediate), the per-request figure the profile reads.
+// Preloaded into the gateway by bench/count-guards.ts only (never in production), which runs it
+// with the collector off (BUN_JSC_useGC=0): nothing is freed, so what the JS heap grew by between
+// two marks is what was allocated, byte for byte, and the heap's cell counts by type grew by the
+// objects allocated. On SIGUSR2 it writes a marker line on stderr with how many timers the process
+// has armed so far (setTimeout, setInterval, setImmediate), the heap's size and its object count.
+import { heapStats } from "bun:jsc";
+
 const timers = { setTimeout: 0, setInterval: 0, setImmediate: 0 };
 for (const name of Object.keys(timers) as Array<keyof typeof timers>) {
   const original = globalThis[name] as (...a: unknown[]) => unknown;
@@ -14,7 +16,9 @@ for (const name of Object.keys(timers) as Array<keyof typeof timers>) {
 let n = 0;
 process.on("SIGUSR2", () => {
   n++;
-  process.stderr.write(`HEAP-MARK ${n} ${JSON.stringify(timers)}\n`);
-  Bun.gc(true);
+  let objects = 0;
+  for (const c of Object.values(heapStats().objectTypeCounts)) objects += c;
+  const heap = { bytes: process.memoryUsage().heapUsed, objects };
+  process.stderr.write(`HEAP-MARK ${n} ${JSON.stringify(timers)} ${JSON.stringify(heap)}\n`);
   process.stderr.write(`HEAP-MARK-END ${n}\n`);
 });
