@@ -15,6 +15,7 @@ import type { Ledger } from "../../src/relay/budget/ledger/index.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
+import { inflightKey } from "../../src/relay/budget/counters.ts";
 import { post, spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane, bytesOf } from "./fixtures.ts";
 import { until as waitUntil } from "../helpers/until.ts";
@@ -131,6 +132,41 @@ describe.if(REAL_STORES)(name, () => {
     } finally {
       admin.disconnect();
       monitor.disconnect();
+    }
+  });
+
+  test("CONTRACT §7 reconcile at fleet scale: a dead instance's entry among 3,000 routing keys with nothing in flight is written off as interrupted, the key set read a page per round trip", async () => {
+    const ledger = gw.ctx.services.ledger!;
+    const admin = new Redis(redis.url);
+    try {
+      const tag = crypto.randomUUID().slice(0, 8);
+      const idle = Array.from({ length: 3000 }, (_, i) => `rkey_idle_${tag}_${i}`);
+      for (let i = 0; i < idle.length; i += 1000) await admin.sadd(ledger.k.keyset, ...idle.slice(i, i + 1000));
+      // An entry of an instance silent for a minute, on a key of its own, as the admission script writes one.
+      const keyId = `rkey_lost_${tag}`;
+      const lost = `lost-${tag}`;
+      const t = Date.now() - 60_000;
+      const facts = { i: lost, m: monthKey(), a: acct.id, e: "chat", p: "openai", s: false, t, md: "gpt-4o-mini", r: `req-${tag}` };
+      await admin.sadd(ledger.k.keyset, keyId);
+      await admin.hset(inflightKey(keyId), `call-${tag}`, `${JSON.stringify(facts)}|2500000`);
+      await admin.hset(ledger.k.instances, lost, t);
+      const reads = async () => Number(/total_reads_processed:(\d+)/.exec(await admin.info("stats"))![1]);
+      const before = await reads();
+      await until("the lost instance's entry written off", async () => {
+        await ledger.reconcile();
+        return (await admin.hlen(inflightKey(keyId))) === 0 ? true : null;
+      }, 15_000);
+      // One reconcile (the heartbeat's, or this test's) read 3,001 ledgers: a round trip each
+      // before, a page of 500 per round trip now. The margin covers the gateway's other work meanwhile.
+      expect((await reads()) - before).toBeLessThan(300);
+      const rows = await until("the interrupted record", async () => {
+        const r = await recordsOf([keyId]);
+        return r.length ? r : null;
+      });
+      expect(rows.map((r) => [r.outcome, r.errorCode, r.costUsd])).toEqual([["interrupted", "gateway_instance_lost", 0.0025]]);
+      expect(await admin.hexists(ledger.k.instances, lost)).toBe(0);
+    } finally {
+      admin.disconnect();
     }
   });
 

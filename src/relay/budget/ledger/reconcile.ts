@@ -12,6 +12,12 @@ import { parseEntry } from "./wire.ts";
 
 /** The reconcile lock's shortest life, whatever INSTANCE_DEAD_AFTER_SECONDS says. */
 const MIN_LOCK_MS = 5_000;
+/**
+ * Routing keys looked at per round trip. The key set holds every key that ever had a ledger entry
+ * (a fleet's thousands): a reconcile reads it a page at a time and each page's in-flight ledgers
+ * together, not the whole set in one reply and one round trip per key.
+ */
+const PAGE = 500;
 
 export class Reconciler {
   /** Gateway instances with a recent heartbeat (this one included), as of the last reconcile. */
@@ -57,25 +63,39 @@ export class Reconciler {
     try {
       const deadSet = new Set(dead);
       const minute = Math.floor(now / 60_000);
-      for (const keyId of await this.r.smembers(this.k.keyset)) {
-        const entries = await this.r.hgetall(inflightKey(keyId));
-        for (const [requestId, value] of Object.entries(entries)) {
-          const e = parseEntry(value);
-          if (!e) continue;
-          const f = e.facts;
-          const gone = deadSet.has(f.i) || (!(f.i in beats) && now - f.t > deadAfter);
-          if (!gone || f.i === me) continue;
-          // The record first: if this reconciler dies before the write-off, the next one writes it
-          // again and the unique index keeps one.
-          await this.r.xadd(this.k.stream, "*", "r", JSON.stringify([interruptedRow(keyId, requestId, f, e.nano, now)]));
-          n += await this.r.gwWriteOff(inflightKey(keyId), settledKey(keyId, minute), addingKey(keyId, f.m), requestId);
-        }
-      }
+      let cursor = "0";
+      do {
+        const [next, keyIds] = await this.r.sscan(this.k.keyset, cursor, "COUNT", PAGE);
+        cursor = next;
+        // A key seen twice (SSCAN may repeat one) is harmless: each record is written once (the
+        // unique index) and each entry written off once (the script removes it).
+        const ledgers = await Promise.all(keyIds.map((keyId) => this.r.hgetall(inflightKey(keyId))));
+        for (let i = 0; i < keyIds.length; i++) n += await this.writeOffGone(keyIds[i]!, ledgers[i]!, deadSet, beats, minute, now);
+      } while (cursor !== "0");
       if (dead.length) await this.r.hdel(this.k.instances, ...dead);
     } finally {
       if ((await this.r.get(this.k.lock)) === token) await this.r.del(this.k.lock);
     }
     if (n) this.ctx.log.warn({ interrupted: n, instances: dead }, "reconciled requests of gateway instances that died");
+    return n;
+  }
+
+  /** The entries of one key's in-flight ledger whose instance is gone, as `interrupted` records, then written off. */
+  private async writeOffGone(keyId: string, entries: Record<string, string>, deadSet: Set<string>, beats: Record<string, string>, minute: number, now: number): Promise<number> {
+    const me = this.ctx.instanceId;
+    const deadAfter = this.ctx.config.INSTANCE_DEAD_AFTER_SECONDS * 1000;
+    let n = 0;
+    for (const [requestId, value] of Object.entries(entries)) {
+      const e = parseEntry(value);
+      if (!e) continue;
+      const f = e.facts;
+      const gone = deadSet.has(f.i) || (!(f.i in beats) && now - f.t > deadAfter);
+      if (!gone || f.i === me) continue;
+      // The record first: if this reconciler dies before the write-off, the next one writes it
+      // again and the unique index keeps one.
+      await this.r.xadd(this.k.stream, "*", "r", JSON.stringify([interruptedRow(keyId, requestId, f, e.nano, now)]));
+      n += await this.r.gwWriteOff(inflightKey(keyId), settledKey(keyId, minute), addingKey(keyId, f.m), requestId);
+    }
     return n;
   }
 }
