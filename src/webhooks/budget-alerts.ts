@@ -1,14 +1,17 @@
-// Budget alerts: every BUDGET_ALERT_CHECK_SECONDS each instance compares the month spend of every
-// budgeted key of the accounts with alert settings (the budget's own counter: requests in flight
-// at their reserved cost) with the thresholds. A threshold reached is written to
-// budget_alert_firings (key, month, threshold) with its deliveries in one transaction; the
-// primary key lets exactly one instance win, so each fires once per key and month however many
-// instances and requests race.
+// Budget alerts: every BUDGET_ALERT_CHECK_SECONDS one instance of the fleet compares the month
+// spend of every budgeted key of the accounts with alert settings (the budget's own counter:
+// requests in flight at their reserved cost) with the thresholds. Each instance ticks every
+// interval; the first tick of an interval claims it (one INCR in the shared store), so the check
+// costs the fleet one pass over those keys per interval, not one per instance. A threshold reached
+// is written to budget_alert_firings (key, month, threshold) with its deliveries in one
+// transaction; the primary key lets exactly one writer win, so each fires once per key and month
+// however many instances and requests race.
 import { and, eq, isNotNull, isNull } from "drizzle-orm";
 import type { Base } from "../base.ts";
 import type { Services } from "../context.ts";
 import { intervalJob, type Job } from "../jobs/job.ts";
 import { monthSpendUsd } from "../store/spend-counters.ts";
+import { fleetNamespace } from "../store/kv/index.ts";
 import { budgetAlertFirings, budgetAlertSettings, routingKeys } from "../store/db/schema/index.ts";
 import { enqueueEvent, type Destination } from "./outbox.ts";
 
@@ -63,7 +66,14 @@ export function budgetAlertsJob(ctx: BudgetAlertDeps): Job {
     return queued;
   }
 
-  return intervalJob(ctx, "budget-alerts", ctx.config.BUDGET_ALERT_CHECK_SECONDS * 1000, async () => {
+  const everyMs = ctx.config.BUDGET_ALERT_CHECK_SECONDS * 1000;
+  const fleet = fleetNamespace(ctx.config);
+  return intervalJob(ctx, "budget-alerts", everyMs, async () => {
+    // This interval's check is the first instance's to ask (the claim outlives the interval).
+    // With the shared store away every instance checks, as before: spend then comes from Postgres.
+    const interval = Math.floor(Date.now() / everyMs);
+    const claimed = await ctx.kv.incrWindow(`${fleet}:budget-alerts:${interval}`, Math.ceil((2 * everyMs) / 1000)).catch(() => 1);
+    if (claimed !== 1) return;
     const rows = await ctx.db
       .select({
         s: budgetAlertSettings,

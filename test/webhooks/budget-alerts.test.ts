@@ -9,6 +9,9 @@ import { outboxMails } from "../helpers/signup.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
 import { budgetAlertFirings } from "../../src/store/db/schema/index.ts";
+import { counterKey } from "../../src/store/spend-counters.ts";
+import { monthKey } from "../../src/lib/time.ts";
+import Redis from "ioredis";
 import { independentlyVerified, startReceiver, type Receiver } from "./receiver.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -109,4 +112,24 @@ describe(`budget alerts (${storesLabel}, ${INSTANCES} instance${INSTANCES > 1 ? 
     for (const t of [50, 80, 100]) expect(mails().some((m) => m.includes(`has used ${t} %`))).toBe(true);
     expect(await gw.ctx.db.select().from(budgetAlertFirings).where(eq(budgetAlertFirings.routingKeyId, key.id))).toHaveLength(3);
   }, 120_000);
+
+  test.if(REAL_STORES)("one check per interval for the whole fleet: three instances read a key's spend about once per BUDGET_ALERT_CHECK_SECONDS, not once each", async () => {
+    const key = await addRoutingKey(gws[0]!, acct.id, { lanes: [lane("openai", credId)], monthlyBudgetUsd: 5, label: "idle" });
+    const set = await gws[0]!.call("/v1/organizations/budget-alerts", { token: acct.token, method: "POST", body: { thresholds_percent: [90], webhook_url: rx.url } });
+    expect(set.status).toBe(200);
+    const counter = counterKey(key.id, monthKey());
+    const monitor = await new Redis(process.env.REDIS_URL!).monitor();
+    let reads = 0;
+    monitor.on("monitor", (_t: string, args: string[]) => { if (/^get$/i.test(String(args[0])) && args[1] === counter) reads++; });
+    try {
+      const started = Date.now();
+      await sleep(3000);
+      const intervals = (Date.now() - started) / 200;
+      // Every instance ticks every 0.2 s; before, each tick read every key (three reads an interval).
+      expect(reads).toBeGreaterThan(intervals * 0.5);
+      expect(reads).toBeLessThan(intervals * 1.5);
+    } finally {
+      monitor.disconnect();
+    }
+  }, 30_000);
 });

@@ -14,10 +14,9 @@
 //   reconciler  turns a dead instance's entries into `interrupted` records (reconcile.ts);
 //   epoch       Redis lost its state: admissions wait while this instance re-asserts, then until
 //               every live instance has (the recovery barrier, on Redis's clock: epoch.ts).
-import { resolve } from "node:path";
 import type { Base } from "../../../base.ts";
 import { intervalJob, type Job } from "../../../jobs/job.ts";
-import { sha256Hex } from "../../../lib/crypto.ts";
+import { fleetNamespace } from "../../../store/kv/index.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
 import type { LedgerEntry } from "../../../store/kv/types.ts";
 import type { UsageQueue, UsageRow } from "../../usage-queue.ts";
@@ -56,8 +55,7 @@ export class Ledger {
   private ticks = 0;
 
   constructor(private ctx: Base, private r: Cmds, private queue: UsageQueue) {
-    const db = ctx.config.DATABASE_URL ? ctx.config.DATABASE_URL.replace(/\/\/[^@/]*@/, "//") : `pglite:${resolve(ctx.config.DATA_DIR)}`;
-    const ns = `gw:d:${sha256Hex(db).slice(0, 12)}`;
+    const ns = fleetNamespace(ctx.config);
     this.k = { stream: `${ns}:usage`, instances: `${ns}:instances`, keyset: `${ns}:ledger-keys`, epoch: `${ns}:epoch`, lock: `${ns}:reconcile-lock` };
     this.writes = new LedgerWrites(ctx, r, queue, this.k);
     this.stream = new StreamDrain(ctx, r, queue, this.k);
