@@ -1,6 +1,7 @@
 // A background job: runs `tick` every `intervalMs`, never overlapping itself, logs failures,
 // and stops cleanly (the shutdown waits for a tick in progress).
 import type { Base } from "../base.ts";
+import { fleetNamespace } from "../store/kv/index.ts";
 
 export interface Job {
   readonly name: string;
@@ -34,4 +35,17 @@ export function intervalJob(ctx: Base, name: string, intervalMs: number, tick: (
       if (running) await running;
     },
   };
+}
+
+/**
+ * True when this instance is the first of its fleet to claim the current interval of `everyMs`
+ * for `name` (one INCR in the shared store, under the fleet's namespace, that outlives the
+ * interval): a job whose work is the fleet's rather than the instance's (checking every budgeted
+ * key, probing every bridge) then runs once per interval however many instances tick. With the
+ * store away, every instance claims it: the work runs as it did before claims.
+ */
+export async function claimInterval(ctx: Pick<Base, "config" | "kv">, name: string, everyMs: number): Promise<boolean> {
+  const interval = Math.floor(Date.now() / everyMs);
+  const n = await ctx.kv.incrWindow(`${fleetNamespace(ctx.config)}:${name}:${interval}`, Math.ceil((2 * everyMs) / 1000)).catch(() => 1);
+  return n === 1;
 }

@@ -9,9 +9,8 @@
 import { and, eq, isNotNull, isNull } from "drizzle-orm";
 import type { Base } from "../base.ts";
 import type { Services } from "../context.ts";
-import { intervalJob, type Job } from "../jobs/job.ts";
+import { claimInterval, intervalJob, type Job } from "../jobs/job.ts";
 import { monthSpendUsd } from "../store/spend-counters.ts";
-import { fleetNamespace } from "../store/kv/index.ts";
 import { budgetAlertFirings, budgetAlertSettings, routingKeys } from "../store/db/schema/index.ts";
 import { enqueueEvent, type Destination } from "./outbox.ts";
 
@@ -67,13 +66,9 @@ export function budgetAlertsJob(ctx: BudgetAlertDeps): Job {
   }
 
   const everyMs = ctx.config.BUDGET_ALERT_CHECK_SECONDS * 1000;
-  const fleet = fleetNamespace(ctx.config);
   return intervalJob(ctx, "budget-alerts", everyMs, async () => {
-    // This interval's check is the first instance's to ask (the claim outlives the interval).
-    // With the shared store away every instance checks, as before: spend then comes from Postgres.
-    const interval = Math.floor(Date.now() / everyMs);
-    const claimed = await ctx.kv.incrWindow(`${fleet}:budget-alerts:${interval}`, Math.ceil((2 * everyMs) / 1000)).catch(() => 1);
-    if (claimed !== 1) return;
+    // With the shared store away every instance checks: spend then comes from Postgres.
+    if (!(await claimInterval(ctx, "budget-alerts", everyMs))) return;
     const rows = await ctx.db
       .select({
         s: budgetAlertSettings,

@@ -2,7 +2,7 @@
 // list and revoke, and the health-check job against a mock bridge on loopback.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { addToken, createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { addToken, createAccount, REAL_STORES, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startMockBridge, type MockBridge } from "../mocks/bridge.ts";
 import { bridges } from "../../src/store/db/schema/index.ts";
 import { openBridgeToken } from "../../src/management/bridges/service.ts";
@@ -206,4 +206,24 @@ describe(`bridges: health checks (${storesLabel})`, () => {
       await lone.stop();
     }
   });
+});
+
+describe("bridge health across a fleet", () => {
+  test.if(REAL_STORES)("CONTRACT §5 health checks: two instances on the same stores probe a bridge about once per BRIDGE_HEALTH_INTERVAL_SECONDS between them, not once each", async () => {
+    const second = await startTestGateway({ BRIDGE_HEALTH_INTERVAL_SECONDS: "0.3" }, { shareWith: gw });
+    const lone = await startMockBridge();
+    try {
+      await registerBridge(gw, A.token, lone.url);
+      const before = lone.healthChecks;
+      const started = Date.now();
+      await new Promise((r) => setTimeout(r, 3000));
+      const intervals = (Date.now() - started) / 300;
+      const probes = lone.healthChecks - before;
+      expect(probes).toBeGreaterThan(intervals * 0.5);
+      expect(probes).toBeLessThan(intervals * 1.5);
+    } finally {
+      await second.stop();
+      await lone.stop();
+    }
+  }, 30_000);
 });
