@@ -118,7 +118,8 @@ describe(`budget alerts (${storesLabel}, ${INSTANCES} instance${INSTANCES > 1 ? 
     const set = await gws[0]!.call("/v1/organizations/budget-alerts", { token: acct.token, method: "POST", body: { thresholds_percent: [90], webhook_url: rx.url } });
     expect(set.status).toBe(200);
     const counter = counterKey(key.id, monthKey());
-    const monitor = await new Redis(process.env.REDIS_URL!).monitor();
+    const client = new Redis(process.env.REDIS_URL!);
+    const monitor = await client.monitor();
     let reads = 0;
     monitor.on("monitor", (_t: string, args: string[]) => { if (/^get$/i.test(String(args[0])) && args[1] === counter) reads++; });
     try {
@@ -130,6 +131,7 @@ describe(`budget alerts (${storesLabel}, ${INSTANCES} instance${INSTANCES > 1 ? 
       expect(reads).toBeLessThan(intervals * 1.5);
     } finally {
       monitor.disconnect();
+      client.disconnect();
     }
   }, 30_000);
 });
