@@ -115,6 +115,14 @@ export class BullJobQueue implements JobQueue {
     // unreachable a graceful close waits on commands that never complete and the gateway's drain
     // would hang. Close gracefully only while both connections are up, and never for longer than
     // CLOSE_LIMIT_MS; otherwise drop them (an item in flight is redelivered like a crashed one's).
+    // A gateway stopped right after it started: connections still making their first connection
+    // get to finish it (BullMQ's start-up commands on them would be cut where nobody awaits them).
+    let timer0: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all([connected(this.conn), this.workerConn && connected(this.workerConn)]),
+      new Promise<void>((r) => (timer0 = setTimeout(r, CLOSE_LIMIT_MS))),
+    ]);
+    clearTimeout(timer0);
     const up = this.conn.status === "ready" && (!this.workerConn || this.workerConn.status === "ready");
     const graceful = up
       ? (async () => {
@@ -140,4 +148,20 @@ export class BullJobQueue implements JobQueue {
     this.workerConn?.disconnect();
     this.conn.disconnect();
   }
+}
+
+/** Resolves once a connection making its first connection is ready or has failed; at once otherwise. */
+function connected(c: Redis): Promise<void> {
+  if (c.status !== "wait" && c.status !== "connecting" && c.status !== "connect") return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      c.off("ready", done);
+      c.off("error", done);
+      c.off("end", done);
+      resolve();
+    };
+    c.once("ready", done);
+    c.once("error", done);
+    c.once("end", done);
+  });
 }
