@@ -25,6 +25,7 @@ import Redis from "ioredis";
 import postgres from "postgres";
 import type { Subprocess } from "bun";
 import { startPrivateRedis } from "../test/helpers/private-redis.ts";
+import { monitorRedis, type RedisMonitor } from "../test/helpers/redis-monitor.ts";
 import { startPrivatePostgres } from "../test/helpers/private-postgres.ts";
 import { startMockOpenAI } from "../test/mocks/openai-upstream.ts";
 import { provision } from "./lib/provision.ts";
@@ -90,7 +91,7 @@ async function main(): Promise<number> {
   const mock = await startMockOpenAI({ record: false });
   let gateway: Subprocess | null = null;
   let info: Redis | null = null;
-  const monitors: Redis[] = [];
+  const monitors: RedisMonitor[] = [];
   let admin: ReturnType<typeof postgres> | null = null;
   try {
     // pg_stat_statements needs to be preloaded: set it, restart the private cluster, create it.
@@ -149,9 +150,8 @@ async function main(): Promise<number> {
     info = new Redis(redis.url);
     const readsNow = async () => Number(/^total_reads_processed:(\d+)/m.exec(await info!.info("stats"))?.[1] ?? NaN);
     // Every command Redis runs, as MONITOR sees it; counting is switched on for the window only.
-    const monitorBase = new Redis(redis.url);
-    const monitor = await monitorBase.monitor();
-    monitors.push(monitor, monitorBase);
+    const monitor = await monitorRedis(redis.url);
+    monitors.push(monitor);
     let counting = false;
     const sent = new Map<string, number>();
     let scripted = 0;
@@ -299,7 +299,7 @@ async function main(): Promise<number> {
   } finally {
     if (gateway) await stopChild(gateway, 10_000);
     info?.disconnect();
-    for (const m of monitors) m.disconnect();
+    for (const m of monitors) m.close();
     await admin?.end({ timeout: 1 }).catch(() => {});
     await mock.stop();
     await redis.stop();

@@ -9,6 +9,7 @@ import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { keyContextOf, usageRows } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
+import { monitorRedis, type RedisMonitor } from "../helpers/redis-monitor.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { inflightKey, monthSpendUsd } from "../../src/relay/budget/counters.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
@@ -30,7 +31,7 @@ describe.if(REAL_STORES)(name, () => {
   let acct: { id: string };
   let cred: { id: string };
   let watch: Redis;
-  let monitor: Redis;
+  let monitor: RedisMonitor;
   /** Budget admissions (the 5-key ADMIT script) Redis ran, by routing key id. */
   const admissions = new Map<string, number>();
   const children: ChildGateway[] = [];
@@ -43,7 +44,7 @@ describe.if(REAL_STORES)(name, () => {
     acct = await createAccount(gw);
     cred = await addCredential(gw, acct.id, "openai");
     watch = new Redis(redis.url);
-    monitor = await watch.monitor();
+    monitor = await monitorRedis(redis.url);
     monitor.on("monitor", (_t: string, args: string[]) => {
       if (String(args[0]).toLowerCase() !== "evalsha" || args[2] !== "5") return;
       const m = /^gw:\{k:([^}]+)\}:budget:/.exec(String(args[3]));
@@ -52,7 +53,7 @@ describe.if(REAL_STORES)(name, () => {
   }, 30_000);
   afterAll(async () => {
     for (const c of children) await c.kill().catch(() => {});
-    monitor?.disconnect();
+    monitor?.close();
     watch?.disconnect();
     await gw?.stop();
     await A?.stop();
@@ -106,8 +107,7 @@ describe.if(REAL_STORES)(name, () => {
         const rows = JSON.parse(String(args[4])) as Array<{ routingKeyId: string }>;
         if (rows.some((r) => r.routingKeyId === k.id)) entries.push(rows.length);
       } else if (cmd === "evalsha" && args.length === 12 && String(args[3]).includes(k.id)) {
-        // MONITOR shows a newline as the two characters \n.
-        settlements.push(String(args[10]).split("\\n").filter(Boolean).length);
+        settlements.push(String(args[10]).split("\n").filter(Boolean).length);
       }
     };
     monitor.on("monitor", onCommand);

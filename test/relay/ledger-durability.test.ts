@@ -9,6 +9,7 @@ import Redis from "ioredis";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { keyContextOf, usageRows } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
+import { monitorRedis, type RedisMonitor } from "../helpers/redis-monitor.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { monthSpendUsd, reserve } from "../../src/relay/budget/counters.ts";
 import type { Ledger } from "../../src/relay/budget/ledger/index.ts";
@@ -114,24 +115,24 @@ describe.if(REAL_STORES)(name, () => {
     const ledger = gw.ctx.services.ledger!;
     // An instance silent for longer than INSTANCE_DEAD_AFTER_SECONDS (3 s here), so the reconcile takes the lock.
     const admin = new Redis(redis.url);
-    const monitor = new Redis(redis.url);
+    let monitor: RedisMonitor | undefined;
     try {
       await admin.hset(ledger.k.instances, "gone-instance", Date.now() - 60_000);
       const seen: string[][] = [];
-      const m = await monitor.monitor();
-      m.on("monitor", (_t: string, args: string[]) => { if (String(args[1]) === ledger.k.lock && /^set$/i.test(String(args[0]))) seen.push(args.map(String)); });
+      monitor = await monitorRedis(redis.url);
+      monitor.on("monitor", (_t: string, args: string[]) => { if (String(args[1]) === ledger.k.lock && /^set$/i.test(String(args[0]))) seen.push(args.map(String)); });
       // The heartbeat's own reconcile may hold the lock at first: call again until one takes it.
       await until("a reconcile that takes the lock", async () => {
         await ledger.reconcile();
         return seen.length ? true : null;
       }, 10_000);
-      m.disconnect();
+      monitor.close();
       const px = seen[0]!.findIndex((a) => /^px$/i.test(a));
       expect(Number(seen[0]![px + 1])).toBe(5_000);
       await until("the silent instance reconciled", async () => ((await admin.hexists(ledger.k.instances, "gone-instance")) === 0 ? true : null), 10_000);
     } finally {
       admin.disconnect();
-      monitor.disconnect();
+      monitor?.close();
     }
   });
 
