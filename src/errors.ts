@@ -129,6 +129,13 @@ const DATABASE_ERROR_NAMES = new Set(["DrizzleQueryError", "PostgresError", "Dat
 /** postgres.js's own connection failures (a socket error such as ECONNREFUSED arrives wrapped in DrizzleQueryError). */
 const DATABASE_CONNECTION_CODES = new Set(["CONNECT_TIMEOUT", "CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED"]);
 
+/** A failure to reach Postgres (timed out, refused, dropped), as opposed to an error Postgres answered. */
+export function isDatabaseConnectionError(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  const code = String((e as { code?: unknown }).code);
+  return DATABASE_CONNECTION_CODES.has(code) || code === "ECONNREFUSED" || code === "ECONNRESET";
+}
+
 export function isDatabaseError(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
   // drizzle's DrizzleQueryError keeps name "Error": the class name is what identifies it.

@@ -41,7 +41,7 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   if (config.PORT !== 0) await assertAddressFree(config.HOST, config.PORT);
   const log = createLogger(config.LOG_LEVEL, opts.logDestination);
   const secrets = loadSecretBox(config);
-  const dbh = await openDb({ databaseUrl: config.DATABASE_URL, directUrl: config.DATABASE_DIRECT_URL, dataDir: config.DATA_DIR });
+  const dbh = await openDb({ databaseUrl: config.DATABASE_URL, directUrl: config.DATABASE_DIRECT_URL, dataDir: config.DATA_DIR, log });
   const kv = await openKv(config.redis);
   const shutdown: Array<() => Promise<void> | void> = [];
   const base: Base = {

@@ -14,6 +14,7 @@ import type { Db, DbHandle } from "./db/client.ts";
 import type { KV } from "./kv/types.ts";
 import type { Logger } from "../logger.ts";
 import { loggableError } from "../errors.ts";
+import { retryConnecting } from "./db/connect-retry.ts";
 
 const CHANNEL = "gw:invalidate";
 /** Postgres channel names are identifiers: no colon. */
@@ -83,11 +84,12 @@ export async function onInvalidation(ctx: Listening, handler: Handler): Promise<
   };
   if (ctx.dbh.listen) {
     let listening = false;
-    await ctx.dbh.listen(PG_CHANNEL, receive, () => {
+    const listen = ctx.dbh.listen;
+    await retryConnecting("LISTEN for cache invalidations", () => listen(PG_CHANNEL, receive, () => {
       // A re-LISTEN after a dropped connection: whatever was NOTIFYed meanwhile is lost.
       if (listening) handler({ kind: "all" });
       listening = true;
-    });
+    }), ctx.log);
   }
   await ctx.kv.subscribe(CHANNEL, receive);
 }

@@ -6,6 +6,9 @@
 //   answers 200) and a revocation reaches another gateway process over Postgres NOTIFY.
 // These tests bring their own stores, so they run once, with the real-stores suite.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
@@ -16,6 +19,11 @@ import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts"
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { post, spawnSibling, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { openDb } from "../../src/store/db/client.ts";
+import { openKv } from "../../src/store/kv/index.ts";
+import { notifyStatement, onInvalidation, type Invalidation } from "../../src/store/invalidation.ts";
+import { createLogger } from "../../src/logger.ts";
+import { until } from "../helpers/until.ts";
 
 const run = REAL_STORES ? describe : describe.skip;
 const label = REAL_STORES ? "own Postgres and Redis processes" : "skipped on the embedded suite: these tests start their own Postgres and run once, with the real-stores suite";
@@ -246,4 +254,31 @@ run(`store outages (${label})`, () => {
       expect((await chat(gw.url, made.body.raw_key)).status).toBe(401);
     }, 30_000);
   });
+
+  test("CONTRACT §7 invalidations: a LISTEN connection that times out at boot (Postgres answering late) is retried, and NOTIFYs reach the instance once it connects", async () => {
+    const url = await createDatabase("listen_boot");
+    const dir = mkdtempSync(join(tmpdir(), "gw-listen-"));
+    const dbh = await openDb({ databaseUrl: url, dataDir: dir });
+    const kv = await openKv(null);
+    const heard: Invalidation[] = [];
+    try {
+      // The pool holds no connection yet: LISTEN opens one, which gets no answer for 1.6 s, past
+      // the 1 s connection timeout. Without the retry, onInvalidation rejects with CONNECT_TIMEOUT.
+      pg.freeze();
+      const thaw = setTimeout(() => pg.thaw(), 1_600);
+      try {
+        await onInvalidation({ db: dbh.db, dbh, kv, log: createLogger("silent") }, (m) => heard.push(m));
+      } finally {
+        clearTimeout(thaw);
+        pg.thaw();
+      }
+      await dbh.db.execute(notifyStatement({ kind: "key", hash: "after-boot" }));
+      await until("the NOTIFY heard", async () => (heard.some((m) => m.kind === "key" && m.hash === "after-boot") ? true : null), 5_000);
+    } finally {
+      pg.thaw();
+      await dbh.close();
+      await kv.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });

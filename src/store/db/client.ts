@@ -8,6 +8,8 @@ import { join } from "node:path";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import * as schema from "./schema/index.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
+import { retryConnecting } from "./connect-retry.ts";
+import type { Logger } from "../../logger.ts";
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 
@@ -45,6 +47,8 @@ export interface OpenDbOptions {
    */
   directUrl?: string;
   dataDir: string;
+  /** Where a boot connection that is retried says so. */
+  log?: Logger;
 }
 
 export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
@@ -69,7 +73,7 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
     // connection took it: hence the direct URL.)
     const mig = postgres(directUrl, { ...common, max: 1 });
     try {
-      await mig`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
+      await retryConnecting("The migrations' session", () => mig`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`, opts.log);
       await migrate(drizzle(mig), { migrationsFolder });
     } finally {
       await mig.end({ timeout: 5 });
