@@ -117,12 +117,7 @@ export class BullJobQueue implements JobQueue {
     // CLOSE_LIMIT_MS; otherwise drop them (an item in flight is redelivered like a crashed one's).
     // A gateway stopped right after it started: connections still making their first connection
     // get to finish it (BullMQ's start-up commands on them would be cut where nobody awaits them).
-    let timer0: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      Promise.all([connected(this.conn), this.workerConn && connected(this.workerConn)]),
-      new Promise<void>((r) => (timer0 = setTimeout(r, CLOSE_LIMIT_MS))),
-    ]);
-    clearTimeout(timer0);
+    await within(CLOSE_LIMIT_MS, Promise.all([connected(this.conn), this.workerConn && connected(this.workerConn)]), null);
     const up = this.conn.status === "ready" && (!this.workerConn || this.workerConn.status === "ready");
     const graceful = up
       ? (async () => {
@@ -135,10 +130,7 @@ export class BullJobQueue implements JobQueue {
           return true;
         })().catch(() => false)
       : Promise.resolve(false);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const closed = await Promise.race([graceful, new Promise<boolean>((r) => (timer = setTimeout(() => r(false), CLOSE_LIMIT_MS)))]);
-    clearTimeout(timer);
-    if (closed) {
+    if (await within(CLOSE_LIMIT_MS, graceful, false)) {
       await this.workerConn?.quit().catch(() => {});
       await this.conn.quit().catch(() => {});
       return;
@@ -147,6 +139,16 @@ export class BullJobQueue implements JobQueue {
     void this.queue.close().catch(() => {});
     this.workerConn?.disconnect();
     this.conn.disconnect();
+  }
+}
+
+/** `p`'s value, or `otherwise` once `ms` have passed first. */
+async function within<T, U>(ms: number, p: Promise<T>, otherwise: U): Promise<T | U> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([p, new Promise<U>((r) => (timer = setTimeout(r, ms, otherwise)))]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
