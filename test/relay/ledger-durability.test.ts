@@ -17,6 +17,8 @@ import { monthKey } from "../../src/lib/time.ts";
 import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { inflightKey } from "../../src/relay/budget/counters.ts";
+import { interruptedRow } from "../../src/relay/budget/ledger/facts.ts";
+import { GROUP } from "../../src/relay/budget/ledger/types.ts";
 import { post, spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane, bytesOf } from "./fixtures.ts";
 import { until as waitUntil } from "../helpers/until.ts";
@@ -109,6 +111,36 @@ describe.if(REAL_STORES)(name, () => {
     const counter = await monthSpendUsd(gw.ctx, await keyContextOf(gw, budgeted.raw));
     expect(counter.usd).toBeCloseTo(spent, 9);
     expect(rows.filter((r) => r.routingKeyId === budgeted.id && r.outcome === "interrupted").every((r) => r.costUsd > 0)).toBe(true);
+  }, 60_000);
+
+  test("CONTRACT §7 durability: usage records an instance read from the stream and died before writing are taken over by a live instance's drain, written once, and acknowledged", async () => {
+    const ledger = gw.ctx.services.ledger!;
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+    const now = Date.now();
+    const uid = `dead-consumer-${now}`;
+    const facts = { i: "gone-instance", m: monthKey(new Date(now)), t: now - 1_000, a: acct.id, e: "chat", p: "openai", md: "gpt-4o-mini", s: false, r: uid };
+    const admin = new Redis(redis.url);
+    try {
+      // Added and delivered to a consumer that never acknowledges (an instance killed between its
+      // read and its INSERT), in one transaction: the live drain never sees it as new.
+      const replies = await admin.multi()
+        .xadd(ledger.k.stream, "*", "r", JSON.stringify([interruptedRow(k.id, uid, facts, 1_000_000, now)]))
+        .xreadgroup("GROUP", GROUP, "gone-instance", "COUNT", 1000, "STREAMS", ledger.k.stream, ">")
+        .exec();
+      const id = replies![0]![1] as string;
+      const pendingOf = async () => ((await admin.xpending(ledger.k.stream, GROUP, "-", "+", 1000)) as Array<[string, string]>).filter(([e]) => e === id);
+      expect((await pendingOf()).map(([, consumer]) => consumer)).toEqual(["gone-instance"]);
+      // Taken over once it has waited 15 s unacknowledged, looked for every 5 s: within about 20 s.
+      const rows = await until("the dead consumer's record written by the live drain", async () => {
+        const r = await recordsOf([k.id]);
+        return r.length ? r : null;
+      }, 40_000);
+      expect(rows.map((r) => [r.requestId, r.outcome, r.costUsd])).toEqual([[uid, "interrupted", 0.001]]);
+      await until("the entry acknowledged", async () => ((await pendingOf()).length === 0 ? true : null), 10_000);
+      expect(await recordsOf([k.id])).toHaveLength(1);
+    } finally {
+      admin.disconnect();
+    }
   }, 60_000);
 
   test("the reconcile lock lasts INSTANCE_DEAD_AFTER_SECONDS (at least 5 s): a reconciler that dies holding it delays the next by no more than a death is noticed", async () => {

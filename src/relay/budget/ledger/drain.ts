@@ -18,10 +18,17 @@ const DRAIN_BATCH = 200;
 const ROUND_ROWS = 2_000;
 /** A stream entry delivered to a consumer that did not acknowledge it this long is taken over. */
 const CLAIM_IDLE_MS = 15_000;
+/**
+ * How often an instance looks for such entries. Every drain tick (200 ms) was ten Redis commands
+ * a second per idle instance, half of them this scan, for entries that can only be taken over
+ * 15 s after their delivery: an entry whose consumer died is written within 20 s either way.
+ */
+const CLAIM_EVERY_MS = 5_000;
 
 export class StreamDrain {
   /** Rows per stream entry, a moving average of what the drain has read. */
   private rowsPerEntry = 1;
+  private lastClaim = 0;
 
   constructor(private ctx: Base, private r: Cmds, private queue: UsageQueue, private k: LedgerKeys) {}
 
@@ -49,7 +56,8 @@ export class StreamDrain {
         const fresh = (await this.r.xreadgroup("GROUP", GROUP, me, "COUNT", count, "STREAMS", this.k.stream, ">")) as Array<[string, Array<[string, string[]]>]> | null;
         if (fresh) got.push(...fresh[0]![1]);
         full = (fresh?.[0]?.[1].length ?? 0) >= count;
-        if (round === 0) {
+        if (round === 0 && Date.now() - this.lastClaim >= CLAIM_EVERY_MS) {
+          this.lastClaim = Date.now();
           const claimed = (await this.r.xautoclaim(this.k.stream, GROUP, me, CLAIM_IDLE_MS, "0", "COUNT", 200)) as [string, Array<[string, string[]] | null>];
           for (const e of claimed[1]) if (e) got.push(e);
         }
