@@ -19,9 +19,9 @@ const ROUND_ROWS = 2_000;
 /** A stream entry delivered to a consumer that did not acknowledge it this long is taken over. */
 const CLAIM_IDLE_MS = 15_000;
 /**
- * How often an instance looks for such entries. Every drain tick (200 ms) was ten Redis commands
- * a second per idle instance, half of them this scan, for entries that can only be taken over
- * 15 s after their delivery: an entry whose consumer died is written within 20 s either way.
+ * How often an instance looks for such entries. On every drain tick (200 ms) this scan was 5 of an
+ * idle instance's 23 Redis commands a second, for entries that can only be taken over 15 s after
+ * their delivery: an entry whose consumer died is written within about 20 s this way.
  */
 const CLAIM_EVERY_MS = 5_000;
 
