@@ -45,8 +45,10 @@ const CLIENTS = Number(arg("--clients") ?? 1);
 const ROOT = resolve(arg("--root") ?? join(HERE, ".."));
 const BUDGETS = join(HERE, "budgets.json");
 
-export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "pgStatements" | "pgDrainWritesPerSecond" | "syscalls" | "heapKb" | "heapObjects";
-export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "pgStatements", "pgDrainWritesPerSecond", "syscalls", "heapKb", "heapObjects"];
+export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "pgStatements" | "pgDrainWritesPerSecond" | "syscalls" | "heapKb" | "heapObjects" | "idleRedisCommandsPerSecond";
+export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "pgStatements", "pgDrainWritesPerSecond", "syscalls", "heapKb", "heapObjects", "idleRedisCommandsPerSecond"];
+/** Metrics counted per second of a window rather than per request. */
+const PER_SECOND: Metric[] = ["pgDrainWritesPerSecond", "idleRedisCommandsPerSecond"];
 
 /**
  * The usage drain's batch writes (src/relay/usage-queue.ts: the records' INSERT and the keys'
@@ -268,6 +270,9 @@ async function main(): Promise<number> {
         syscalls: sum(sysBy),
         heapKb: (load.heapKb - idle.heapKb) / REQUESTS,
         heapObjects: (load.heapObjects - idle.heapObjects) / REQUESTS,
+        // What an instance with no traffic costs Redis (heartbeat, drain, the job worker's poll), sent
+        // and run by scripts: a fleet pays it once per instance, whatever the traffic.
+        idleRedisCommandsPerSecond: (sum(idle.redis) + idle.scripted) / (idle.ms / 1000),
         redisByCommand: redisBy,
         pgByStatement: pgBy,
         syscallsByName: sysBy,
@@ -348,17 +353,17 @@ function report(rows: Row[]): number {
     for (const m of METRICS) {
       const limit = budgets[r.scenario]?.[m];
       if (!Number.isFinite(r[m])) failures.push(`${r.scenario}: ${m} could not be measured`);
-      else if (limit !== undefined && r[m] > limit) failures.push(`${r.scenario}: ${m} ${r[m].toFixed(3)}${m === "pgDrainWritesPerSecond" ? "" : " per request"} exceeds the budget ${limit}`);
+      else if (limit !== undefined && r[m] > limit) failures.push(`${r.scenario}: ${m} ${r[m].toFixed(3)}${PER_SECOND.includes(m) ? " per second" : " per request"} exceeds the budget ${limit}`);
     }
   }
   if (json) console.log(JSON.stringify(rows, null, 2));
   else {
     console.log(`per request, ${REQUESTS} requests per scenario from ${CLIENTS} keep-alive client(s), an idle window of the same length subtracted, ~${(agentChatBody({}, false).length / 1024).toFixed(1)} kB agent body (budget in bench/budgets.json)`);
-    console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | Postgres statements | usage drain writes per second | syscalls | JS heap allocated (kB) | JS objects allocated |");
-    console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | Postgres statements | usage drain writes per second | syscalls | JS heap allocated (kB) | JS objects allocated | idle: Redis commands per second |");
+    console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const r of rows) {
       const cell = (m: Metric, digits: number) => `${r[m].toFixed(digits)} (≤ ${budgets[r.scenario]?.[m] ?? "–"})`;
-      console.log(`| ${r.scenario} | ${cell("redisCommands", 3)} | ${cell("redisScriptCommands", 2)} | ${cell("redisRoundTrips", 3)} | ${cell("pgStatements", 3)} | ${cell("pgDrainWritesPerSecond", 1)} | ${cell("syscalls", 1)} | ${cell("heapKb", 1)} | ${cell("heapObjects", 0)} |`);
+      console.log(`| ${r.scenario} | ${cell("redisCommands", 3)} | ${cell("redisScriptCommands", 2)} | ${cell("redisRoundTrips", 3)} | ${cell("pgStatements", 3)} | ${cell("pgDrainWritesPerSecond", 1)} | ${cell("syscalls", 1)} | ${cell("heapKb", 1)} | ${cell("heapObjects", 0)} | ${cell("idleRedisCommandsPerSecond", 1)} |`);
     }
     if (process.argv.includes("--detail")) {
       for (const r of rows) {
