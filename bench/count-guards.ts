@@ -45,10 +45,10 @@ const CLIENTS = Number(arg("--clients") ?? 1);
 const ROOT = resolve(arg("--root") ?? join(HERE, ".."));
 const BUDGETS = join(HERE, "budgets.json");
 
-export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "pgStatements" | "pgDrainWritesPerSecond" | "syscalls" | "heapKb" | "heapObjects" | "idleRedisCommandsPerSecond";
-export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "pgStatements", "pgDrainWritesPerSecond", "syscalls", "heapKb", "heapObjects", "idleRedisCommandsPerSecond"];
+export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "pgStatements" | "pgDrainWritesPerSecond" | "syscalls" | "heapKb" | "heapObjects" | "idleRedisCommandsPerSecond" | "idlePgStatementsPerSecond";
+export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "pgStatements", "pgDrainWritesPerSecond", "syscalls", "heapKb", "heapObjects", "idleRedisCommandsPerSecond", "idlePgStatementsPerSecond"];
 /** Metrics counted per second of a window rather than per request. */
-const PER_SECOND: Metric[] = ["pgDrainWritesPerSecond", "idleRedisCommandsPerSecond"];
+const PER_SECOND: Metric[] = ["pgDrainWritesPerSecond", "idleRedisCommandsPerSecond", "idlePgStatementsPerSecond"];
 
 /**
  * The usage drain's batch writes (src/relay/usage-queue.ts: the records' INSERT and the keys'
@@ -273,6 +273,7 @@ async function main(): Promise<number> {
         // What an instance with no traffic costs Redis (heartbeat, drain, the job worker's poll), sent
         // and run by scripts: a fleet pays it once per instance, whatever the traffic.
         idleRedisCommandsPerSecond: (sum(idle.redis) + idle.scripted) / (idle.ms / 1000),
+        idlePgStatementsPerSecond: sum(idle.pg) / (idle.ms / 1000),
         redisByCommand: redisBy,
         pgByStatement: pgBy,
         syscallsByName: sysBy,
@@ -359,11 +360,11 @@ function report(rows: Row[]): number {
   if (json) console.log(JSON.stringify(rows, null, 2));
   else {
     console.log(`per request, ${REQUESTS} requests per scenario from ${CLIENTS} keep-alive client(s), an idle window of the same length subtracted, ~${(agentChatBody({}, false).length / 1024).toFixed(1)} kB agent body (budget in bench/budgets.json)`);
-    console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | Postgres statements | usage drain writes per second | syscalls | JS heap allocated (kB) | JS objects allocated | idle: Redis commands per second |");
-    console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | Postgres statements | usage drain writes per second | syscalls | JS heap allocated (kB) | JS objects allocated | idle: Redis commands per second | idle: Postgres statements per second |");
+    console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const r of rows) {
       const cell = (m: Metric, digits: number) => `${r[m].toFixed(digits)} (≤ ${budgets[r.scenario]?.[m] ?? "–"})`;
-      console.log(`| ${r.scenario} | ${cell("redisCommands", 3)} | ${cell("redisScriptCommands", 2)} | ${cell("redisRoundTrips", 3)} | ${cell("pgStatements", 3)} | ${cell("pgDrainWritesPerSecond", 1)} | ${cell("syscalls", 1)} | ${cell("heapKb", 1)} | ${cell("heapObjects", 0)} | ${cell("idleRedisCommandsPerSecond", 1)} |`);
+      console.log(`| ${r.scenario} | ${cell("redisCommands", 3)} | ${cell("redisScriptCommands", 2)} | ${cell("redisRoundTrips", 3)} | ${cell("pgStatements", 3)} | ${cell("pgDrainWritesPerSecond", 1)} | ${cell("syscalls", 1)} | ${cell("heapKb", 1)} | ${cell("heapObjects", 0)} | ${cell("idleRedisCommandsPerSecond", 1)} | ${cell("idlePgStatementsPerSecond", 2)} |`);
     }
     if (process.argv.includes("--detail")) {
       for (const r of rows) {
