@@ -133,7 +133,8 @@ const DATABASE_CONNECTION_CODES = new Set(["CONNECT_TIMEOUT", "CONNECTION_CLOSED
 export function isDatabaseConnectionError(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
   const code = String((e as { code?: unknown }).code);
-  return DATABASE_CONNECTION_CODES.has(code) || code === "ECONNREFUSED" || code === "ECONNRESET";
+  if (DATABASE_CONNECTION_CODES.has(code) || code === "ECONNREFUSED" || code === "ECONNRESET") return true;
+  return e.cause instanceof Error && isDatabaseConnectionError(e.cause);
 }
 
 export function isDatabaseError(e: unknown): boolean {

@@ -143,6 +143,27 @@ describe.if(REAL_STORES)(name, () => {
     }
   }, 60_000);
 
+  test("a drain called while another drain is writing what it read returns only once those rows are in Postgres (the usage pipeline's flush sees every streamed record)", async () => {
+    const ledger = gw.ctx.services.ledger!;
+    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+    const now = Date.now();
+    const uid = `concurrent-drain-${now}`;
+    const facts = { i: "gone-instance", m: monthKey(new Date(now)), t: now - 1_000, a: acct.id, e: "chat", p: "openai", md: "gpt-4o-mini", s: false, r: uid };
+    const admin = new Redis(redis.url);
+    try {
+      await admin.xadd(ledger.k.stream, "*", "r", JSON.stringify([interruptedRow(k.id, uid, facts, 1_000_000, now)]));
+      // The first drain reads the entry; the second, sent right behind it, finds the stream empty.
+      // Before drains were serialised the second returned then, ahead of the first one's INSERT.
+      const first = ledger.drain();
+      await ledger.drain();
+      const rows = (await gw.ctx.db.select().from(usageRecords).where(inArray(usageRecords.routingKeyId, [k.id])));
+      expect(rows.map((r) => r.requestId)).toEqual([uid]);
+      await first;
+    } finally {
+      admin.disconnect();
+    }
+  });
+
   test("the reconcile lock lasts INSTANCE_DEAD_AFTER_SECONDS (at least 5 s): a reconciler that dies holding it delays the next by no more than a death is noticed", async () => {
     const ledger = gw.ctx.services.ledger!;
     // An instance silent for longer than INSTANCE_DEAD_AFTER_SECONDS (3 s here), so the reconcile takes the lock.

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import postgres from "postgres";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
@@ -254,6 +254,24 @@ run(`store outages (${label})`, () => {
       expect((await chat(gw.url, made.body.raw_key)).status).toBe(401);
     }, 30_000);
   });
+
+  test("CONTRACT §7 boot: the migrations' session, refused a timely connection (Postgres answering late), is retried and the database opens", async () => {
+    const url = await createDatabase("migrate_boot");
+    const dir = mkdtempSync(join(tmpdir(), "gw-migrate-"));
+    pg.freeze();
+    const thaw = setTimeout(() => pg.thaw(), 1_600);
+    try {
+      // Without the retry, openDb rejects with CONNECT_TIMEOUT after 1 s.
+      const dbh = await openDb({ databaseUrl: url, dataDir: dir });
+      const rows = (await dbh.db.execute(sql`select count(*)::int as n from usage_records`)) as unknown as Array<{ n: number }>;
+      expect(rows[0]!.n).toBe(0); // migrated: the schema is there
+      await dbh.close();
+    } finally {
+      clearTimeout(thaw);
+      pg.thaw();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 
   test("CONTRACT §7 invalidations: a LISTEN connection that times out at boot (Postgres answering late) is retried, and NOTIFYs reach the instance once it connects", async () => {
     const url = await createDatabase("listen_boot");

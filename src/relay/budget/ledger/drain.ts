@@ -43,8 +43,27 @@ export class StreamDrain {
     return this.r.status !== "ready" || (e instanceof Error && /Stream isn't writeable|Connection is closed/.test(e.message));
   }
 
-  /** Reads new and abandoned stream entries, writes them to Postgres, acknowledges after the commit. */
+  /** The drain under way, if any. */
+  private running: Promise<number> | null = null;
+
+  /**
+   * Reads new and abandoned stream entries, writes them to Postgres, acknowledges after the commit.
+   * One drain at a time: a caller that drains to see the stream in Postgres (the usage pipeline's
+   * flush) waits for a periodic drain that has already read entries and not yet written them,
+   * instead of finding the stream empty and returning before those rows are committed.
+   */
   async drain(): Promise<number> {
+    while (this.running) await this.running.catch(() => 0);
+    const run = this.drainOnce();
+    this.running = run;
+    try {
+      return await run;
+    } finally {
+      if (this.running === run) this.running = null;
+    }
+  }
+
+  private async drainOnce(): Promise<number> {
     const q = this.queue;
     const me = this.ctx.instanceId;
     let total = 0;

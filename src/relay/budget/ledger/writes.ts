@@ -61,6 +61,13 @@ export class LedgerWrites {
   private scheduled = false;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private laterTimer: ReturnType<typeof setTimeout> | null = null;
+  /**
+   * The sends of every flush so far, settled or not. A flush returns once its own sends and every
+   * earlier flush's are done: a caller that flushes to see its writes in Redis (the usage
+   * pipeline's flush, shutdown, a recovery) must not return while a turn's flush that took those
+   * writes a moment earlier is still sending them.
+   */
+  private sent: Promise<unknown> = Promise.resolve();
   /** Copies of the records this instance streamed that no drain has committed yet. */
   readonly unacked = new UnackedRecords((rows) => this.ctx.log.error({ rows }, "usage stream not drained for long: dropped this instance's oldest copies of streamed records"));
 
@@ -311,7 +318,9 @@ export class LedgerWrites {
         })
         .finally(() => this.sending.delete(g)));
     }
-    await Promise.all(jobs);
+    const all = Promise.all([this.sent, ...jobs]);
+    this.sent = all.catch(() => {});
+    await all;
   }
 
   /** One usage stream entry; kept until drained (`settles` with it), or queued for Postgres when Redis cannot take it. */
