@@ -4,12 +4,12 @@
 // connects exactly as an inference call does (bridgeFetch: pinned to the checked address).
 // `last_health_at` records every check. A status change publishes an account invalidation so
 // instances holding the account's keys in cache see the new state at once.
-// Every instance runs the job, and the first to claim an interval probes (claimInterval): a fleet
+// Every instance runs the job, and the first to claim an interval probes (fleetIntervalJob): a fleet
 // of thirty instances probes each bridge once an interval, not thirty times.
 import { and, eq, isNull } from "drizzle-orm";
 import type { Base } from "../base.ts";
 import { GatewayError } from "../errors.ts";
-import { claimInterval, intervalJob, type Job } from "./job.ts";
+import { fleetIntervalJob, type Job } from "./job.ts";
 import { bridges } from "../store/db/schema/index.ts";
 import { publishInvalidation, type Publishing } from "../store/invalidation.ts";
 import { bridgeFetch } from "../providers/bridge/connect.ts";
@@ -85,8 +85,5 @@ export async function checkBridges(ctx: BridgeHealthDeps): Promise<number> {
 }
 
 export function bridgeHealthJob(ctx: BridgeHealthDeps): Job {
-  const everyMs = ctx.config.BRIDGE_HEALTH_INTERVAL_SECONDS * 1000;
-  return intervalJob(ctx, "bridge-health", everyMs, async () => {
-    if (await claimInterval(ctx, "bridge-health", everyMs)) await checkBridges(ctx);
-  });
+  return fleetIntervalJob(ctx, "bridge-health", ctx.config.BRIDGE_HEALTH_INTERVAL_SECONDS * 1000, async () => { await checkBridges(ctx); });
 }

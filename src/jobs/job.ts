@@ -44,8 +44,18 @@ export function intervalJob(ctx: Base, name: string, intervalMs: number, tick: (
  * key, probing every bridge) then runs once per interval however many instances tick. With the
  * store away, every instance claims it: the work runs as it did before claims.
  */
-export async function claimInterval(ctx: Pick<Base, "config" | "kv">, name: string, everyMs: number): Promise<boolean> {
+async function claimInterval(ctx: Pick<Base, "config" | "kv">, name: string, everyMs: number): Promise<boolean> {
   const interval = Math.floor(Date.now() / everyMs);
   const n = await ctx.kv.incrWindow(`${fleetNamespace(ctx.config)}:${name}:${interval}`, Math.ceil((2 * everyMs) / 1000)).catch(() => 1);
   return n === 1;
+}
+
+/**
+ * A job whose work is the fleet's rather than the instance's: every instance ticks, and only the
+ * first to claim an interval (claimInterval) runs `tick` in it.
+ */
+export function fleetIntervalJob(ctx: Base, name: string, intervalMs: number, tick: () => Promise<void>): Job {
+  return intervalJob(ctx, name, intervalMs, async () => {
+    if (await claimInterval(ctx, name, intervalMs)) await tick();
+  });
 }

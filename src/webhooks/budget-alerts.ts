@@ -9,7 +9,7 @@
 import { and, eq, isNotNull, isNull } from "drizzle-orm";
 import type { Base } from "../base.ts";
 import type { Services } from "../context.ts";
-import { claimInterval, intervalJob, type Job } from "../jobs/job.ts";
+import { fleetIntervalJob, type Job } from "../jobs/job.ts";
 import { monthSpendUsd } from "../store/spend-counters.ts";
 import { budgetAlertFirings, budgetAlertSettings, routingKeys } from "../store/db/schema/index.ts";
 import { enqueueEvent, type Destination } from "./outbox.ts";
@@ -65,10 +65,8 @@ export function budgetAlertsJob(ctx: BudgetAlertDeps): Job {
     return queued;
   }
 
-  const everyMs = ctx.config.BUDGET_ALERT_CHECK_SECONDS * 1000;
-  return intervalJob(ctx, "budget-alerts", everyMs, async () => {
-    // With the shared store away every instance checks: spend then comes from Postgres.
-    if (!(await claimInterval(ctx, "budget-alerts", everyMs))) return;
+  // With the shared store away every instance checks: spend then comes from Postgres.
+  return fleetIntervalJob(ctx, "budget-alerts", ctx.config.BUDGET_ALERT_CHECK_SECONDS * 1000, async () => {
     const rows = await ctx.db
       .select({
         s: budgetAlertSettings,

@@ -113,18 +113,24 @@ describe.if(REAL_STORES)(name, () => {
     expect(rows.filter((r) => r.routingKeyId === budgeted.id && r.outcome === "interrupted").every((r) => r.costUsd > 0)).toBe(true);
   }, 60_000);
 
-  test("CONTRACT §7 durability: usage records an instance read from the stream and died before writing are taken over by a live instance's drain, written once, and acknowledged", async () => {
-    const ledger = gw.ctx.services.ledger!;
+  /** A fresh key and a usage stream entry for it: one $0.001 record of request `<prefix>-<now>`, as an instance writes them. */
+  const streamedRecord = async (prefix: string) => {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
     const now = Date.now();
-    const uid = `dead-consumer-${now}`;
+    const uid = `${prefix}-${now}`;
     const facts = { i: "gone-instance", m: monthKey(new Date(now)), t: now - 1_000, a: acct.id, e: "chat", p: "openai", md: "gpt-4o-mini", s: false, r: uid };
+    return { k, uid, entry: JSON.stringify([interruptedRow(k.id, uid, facts, 1_000_000, now)]) };
+  };
+
+  test("CONTRACT §7 durability: usage records an instance read from the stream and died before writing are taken over by a live instance's drain, written once, and acknowledged", async () => {
+    const ledger = gw.ctx.services.ledger!;
+    const { k, uid, entry } = await streamedRecord("dead-consumer");
     const admin = new Redis(redis.url);
     try {
       // Added and delivered to a consumer that never acknowledges (an instance killed between its
       // read and its INSERT), in one transaction: the live drain never sees it as new.
       const replies = await admin.multi()
-        .xadd(ledger.k.stream, "*", "r", JSON.stringify([interruptedRow(k.id, uid, facts, 1_000_000, now)]))
+        .xadd(ledger.k.stream, "*", "r", entry)
         .xreadgroup("GROUP", GROUP, "gone-instance", "COUNT", 1000, "STREAMS", ledger.k.stream, ">")
         .exec();
       const id = replies![0]![1] as string;
@@ -145,13 +151,10 @@ describe.if(REAL_STORES)(name, () => {
 
   test("a drain called while another drain is writing what it read returns only once those rows are in Postgres (the usage pipeline's flush sees every streamed record)", async () => {
     const ledger = gw.ctx.services.ledger!;
-    const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
-    const now = Date.now();
-    const uid = `concurrent-drain-${now}`;
-    const facts = { i: "gone-instance", m: monthKey(new Date(now)), t: now - 1_000, a: acct.id, e: "chat", p: "openai", md: "gpt-4o-mini", s: false, r: uid };
+    const { k, uid, entry } = await streamedRecord("concurrent-drain");
     const admin = new Redis(redis.url);
     try {
-      await admin.xadd(ledger.k.stream, "*", "r", JSON.stringify([interruptedRow(k.id, uid, facts, 1_000_000, now)]));
+      await admin.xadd(ledger.k.stream, "*", "r", entry);
       // The first drain reads the entry; the second, sent right behind it, finds the stream empty.
       // Before drains were serialised the second returned then, ahead of the first one's INSERT.
       const first = ledger.drain();

@@ -7,6 +7,7 @@ import { DelayedError, Queue, Worker, type Job } from "bullmq";
 import type { Redis } from "ioredis";
 import type { RedisTarget } from "../../../config.ts";
 import { connectRedis } from "../../../store/kv/connect.ts";
+import { within } from "../../../lib/time.ts";
 import { createHash } from "node:crypto";
 import type { ItemHandler, ItemRef, JobQueue } from "./queue.ts";
 
@@ -120,7 +121,7 @@ export class BullJobQueue implements JobQueue {
     // CLOSE_LIMIT_MS; otherwise drop them (an item in flight is redelivered like a crashed one's).
     // A gateway stopped right after it started: connections still making their first connection
     // get to finish it (BullMQ's start-up commands on them would be cut where nobody awaits them).
-    await within(CLOSE_LIMIT_MS, Promise.all([connected(this.conn), this.workerConn && connected(this.workerConn)]), null);
+    await within(Promise.all([connected(this.conn), this.workerConn && connected(this.workerConn)]), CLOSE_LIMIT_MS);
     const up = this.conn.status === "ready" && (!this.workerConn || this.workerConn.status === "ready");
     const graceful = up
       ? (async () => {
@@ -133,7 +134,7 @@ export class BullJobQueue implements JobQueue {
           return true;
         })().catch(() => false)
       : Promise.resolve(false);
-    if (await within(CLOSE_LIMIT_MS, graceful, false)) {
+    if ((await within(graceful, CLOSE_LIMIT_MS)) === true) {
       await this.workerConn?.quit().catch(() => {});
       await this.conn.quit().catch(() => {});
       return;
@@ -142,16 +143,6 @@ export class BullJobQueue implements JobQueue {
     void this.queue.close().catch(() => {});
     this.workerConn?.disconnect();
     this.conn.disconnect();
-  }
-}
-
-/** `p`'s value, or `otherwise` once `ms` have passed first. */
-async function within<T, U>(ms: number, p: Promise<T>, otherwise: U): Promise<T | U> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([p, new Promise<U>((r) => (timer = setTimeout(r, ms, otherwise)))]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -29,6 +29,8 @@ export class StreamDrain {
   /** Rows per stream entry, a moving average of what the drain has read. */
   private rowsPerEntry = 1;
   private lastClaim = 0;
+  /** The drain under way, if any. */
+  private running: Promise<number> | null = null;
 
   constructor(private ctx: Base, private r: Cmds, private queue: UsageQueue, private k: LedgerKeys) {}
 
@@ -42,9 +44,6 @@ export class StreamDrain {
   private away(e: unknown): boolean {
     return this.r.status !== "ready" || (e instanceof Error && /Stream isn't writeable|Connection is closed/.test(e.message));
   }
-
-  /** The drain under way, if any. */
-  private running: Promise<number> | null = null;
 
   /**
    * Reads new and abandoned stream entries, writes them to Postgres, acknowledges after the commit.
