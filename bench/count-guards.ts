@@ -45,10 +45,10 @@ const CLIENTS = Number(arg("--clients") ?? 1);
 const ROOT = resolve(arg("--root") ?? join(HERE, ".."));
 const BUDGETS = join(HERE, "budgets.json");
 
-export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "pgStatements" | "pgDrainWritesPerSecond" | "syscalls" | "heapKb" | "heapObjects" | "idleRedisCommandsPerSecond" | "idlePgStatementsPerSecond";
-export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "pgStatements", "pgDrainWritesPerSecond", "syscalls", "heapKb", "heapObjects", "idleRedisCommandsPerSecond", "idlePgStatementsPerSecond"];
+export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "pgStatements" | "pgDrainWritesPerSecond" | "syscalls" | "heapKb" | "heapObjects";
+export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "pgStatements", "pgDrainWritesPerSecond", "syscalls", "heapKb", "heapObjects"];
 /** Metrics counted per second of a window rather than per request. */
-const PER_SECOND: Metric[] = ["pgDrainWritesPerSecond", "idleRedisCommandsPerSecond", "idlePgStatementsPerSecond"];
+const PER_SECOND: Metric[] = ["pgDrainWritesPerSecond"];
 
 /**
  * The usage drain's batch writes (src/relay/usage-queue.ts: the records' INSERT and the keys'
@@ -69,6 +69,11 @@ type Row = Record<Metric, number> & {
   /** Wall time of the window's requests (under strace: never budgeted, a hint only). */
   elapsedMs: number;
 };
+
+/** An instance with no request: what it sends Redis (its scripts' commands included) and Postgres, per second. */
+type Idle = { redisCommandsPerSecond: number; pgStatementsPerSecond: number; detail: Record<string, number>; ms: number };
+const QUIET_MS = Number(arg("--quiet-ms") ?? 10_000);
+const sum = (o: Record<string, number>) => Object.values(o).reduce((x, y) => x + y, 0);
 
 /** The timer counts and the heap's size and object count the preload printed with mark `n`. */
 function markAt(log: string, n: number): { timers: Record<string, number>; heap: { bytes: number; objects: number } } {
@@ -157,12 +162,15 @@ async function main(): Promise<number> {
     let counting = false;
     const sent = new Map<string, number>();
     let scripted = 0;
+    const sentByScripts = new Map<string, number>();
     monitor.on("monitor", (_time: string, args: string[], source: string) => {
       if (!counting) return;
       const name = String(args[0]).toLowerCase();
       if (name === "info") return;
-      if (source === "lua") scripted++;
-      else sent.set(name, (sent.get(name) ?? 0) + 1);
+      if (source === "lua") {
+        scripted++;
+        sentByScripts.set(name, (sentByScripts.get(name) ?? 0) + 1);
+      } else sent.set(name, (sent.get(name) ?? 0) + 1);
     });
     const pgNow = async () => {
       const rows = await admin!<{ query: string; calls: string }[]>`select query, calls::bigint as calls from pg_stat_statements where dbid = ${dbOid}`;
@@ -174,6 +182,65 @@ async function main(): Promise<number> {
       { id: "stream-budget", key: acct.routingKey, stream: true },
       { id: "chat-unbudgeted", key: unbudgeted.raw_key, stream: false },
     ];
+    /** Every count over one window: `work` runs, then the window stays open `settleMs` more. */
+    const window = async (id: string, work: () => Promise<unknown>, settleMs: number) => {
+      const mark0 = await heapMark(gw, errPath);
+      const traceFile = join(work_, `${id}.strace`);
+      // Every syscall line of every thread (-f), with what each fd is (-y) so the marker lines this
+      // measurement itself makes the gateway write (stderr) can be left out.
+      const tracer = Bun.spawn([strace, "-f", "-y", "-o", traceFile, "-p", String(gw.pid)], { stdout: "ignore", stderr: "ignore" });
+      await Bun.sleep(500); // attached to every thread
+      const reads0 = await readsNow();
+      const p0 = await pgNow();
+      sent.clear();
+      sentByScripts.clear();
+      scripted = 0;
+      counting = true;
+      const started = performance.now();
+      await work();
+      const workMs = performance.now() - started;
+      await Bun.sleep(settleMs);
+      counting = false;
+      const reads1 = await readsNow();
+      const p1 = await pgNow();
+      tracer.kill("SIGINT");
+      await tracer.exited;
+      const mark1 = await heapMark(gw, errPath);
+      const log = readFileSync(errPath, "utf8");
+      const pg: Record<string, number> = {};
+      for (const [q, n] of p1) if (n - (p0.get(q) ?? 0) > 0 && !q.includes("pg_stat_statements")) pg[q] = n - (p0.get(q) ?? 0);
+      const m0 = markAt(log, mark0);
+      const m1 = markAt(log, mark1);
+      const timers: Record<string, number> = {};
+      for (const k of Object.keys(m1.timers)) timers[k] = (m1.timers[k] ?? 0) - (m0.timers[k] ?? 0);
+      return {
+        redis: Object.fromEntries(sent),
+        scripted,
+        byScripts: Object.fromEntries(sentByScripts),
+        // The later INFO call is one read of this script's own in the delta.
+        reads: reads1 - reads0 - 1,
+        pg,
+        syscalls: syscallsOf(readFileSync(traceFile, "utf8"), errPath),
+        heapKb: (m1.heap.bytes - m0.heap.bytes) / 1024,
+        heapObjects: m1.heap.objects - m0.heap.objects,
+        timers,
+        ms: workMs + settleMs,
+        workMs,
+      };
+    };
+    // An instance with no traffic at all, long enough that every periodic job (the drain's 200 ms
+    // read and 5 s takeover scan, the heartbeat, the job worker's 5 s poll, the webhook outbox's
+    // claim each second) falls into it a steady number of times: a fleet pays this per instance,
+    // whatever its traffic. Taken before any request, so nothing a burst leaves behind (a lease's
+    // return, the last batch, a budget-alert check) lands in it.
+    await Bun.sleep(2000);
+    const quiet = await window("quiet", () => Bun.sleep(QUIET_MS), 0);
+    const idleRow: Idle = {
+      redisCommandsPerSecond: (sum(quiet.redis) + quiet.scripted) / (quiet.ms / 1000),
+      pgStatementsPerSecond: sum(quiet.pg) / (quiet.ms / 1000),
+      detail: { ...quiet.redis, ...Object.fromEntries(Object.entries(quiet.byScripts).map(([k, v]) => [`${k} (script)`, v])), ...quiet.pg },
+      ms: quiet.ms,
+    };
     const rows: Row[] = [];
     for (const s of scenarios) {
       const body = agentChatBody(s.stream ? { chunks: 20 } : { chunks: 20 }, s.stream);
@@ -196,50 +263,6 @@ async function main(): Promise<number> {
       await drive(WARMUP);
       await Bun.sleep(1500); // the warm-up's usage flush (every second) and ledger turns
 
-      /** Every count over one window: `work` runs, then the window stays open `settleMs` more. */
-      const window = async (id: string, work: () => Promise<unknown>, settleMs: number) => {
-        const mark0 = await heapMark(gw, errPath);
-        const traceFile = join(work_, `${s.id}-${id}.strace`);
-        // Every syscall line of every thread (-f), with what each fd is (-y) so the marker lines this
-        // measurement itself makes the gateway write (stderr) can be left out.
-        const tracer = Bun.spawn([strace, "-f", "-y", "-o", traceFile, "-p", String(gw.pid)], { stdout: "ignore", stderr: "ignore" });
-        await Bun.sleep(500); // attached to every thread
-        const reads0 = await readsNow();
-        const p0 = await pgNow();
-        sent.clear();
-        scripted = 0;
-        counting = true;
-        const started = performance.now();
-        await work();
-        const workMs = performance.now() - started;
-        await Bun.sleep(settleMs);
-        counting = false;
-        const reads1 = await readsNow();
-        const p1 = await pgNow();
-        tracer.kill("SIGINT");
-        await tracer.exited;
-        const mark1 = await heapMark(gw, errPath);
-        const log = readFileSync(errPath, "utf8");
-        const pg: Record<string, number> = {};
-        for (const [q, n] of p1) if (n - (p0.get(q) ?? 0) > 0 && !q.includes("pg_stat_statements")) pg[q] = n - (p0.get(q) ?? 0);
-        const m0 = markAt(log, mark0);
-        const m1 = markAt(log, mark1);
-        const timers: Record<string, number> = {};
-        for (const k of Object.keys(m1.timers)) timers[k] = (m1.timers[k] ?? 0) - (m0.timers[k] ?? 0);
-        return {
-          redis: Object.fromEntries(sent),
-          scripted,
-          // The later INFO call is one read of this script's own in the delta.
-          reads: reads1 - reads0 - 1,
-          pg,
-          syscalls: syscallsOf(readFileSync(traceFile, "utf8"), errPath),
-          heapKb: (m1.heap.bytes - m0.heap.bytes) / 1024,
-          heapObjects: m1.heap.objects - m0.heap.objects,
-          timers,
-          ms: workMs + settleMs,
-          workMs,
-        };
-      };
       let ok = 0;
       const load = await window("load", async () => { ok = await drive(REQUESTS); }, 1500);
       // The same length of time with no request: heartbeats, drains and timers of an idle gateway,
@@ -253,7 +276,6 @@ async function main(): Promise<number> {
         }
         return out;
       };
-      const sum = (o: Record<string, number>) => Object.values(o).reduce((x, y) => x + y, 0);
       const redisBy = net(load.redis, idle.redis);
       const pgBy = net(load.pg, idle.pg);
       const drainPerRequest = sum(Object.fromEntries(Object.entries(pgBy).filter(([q]) => isDrainWrite(q))));
@@ -270,10 +292,6 @@ async function main(): Promise<number> {
         syscalls: sum(sysBy),
         heapKb: (load.heapKb - idle.heapKb) / REQUESTS,
         heapObjects: (load.heapObjects - idle.heapObjects) / REQUESTS,
-        // What an instance with no traffic costs Redis (heartbeat, drain, the job worker's poll), sent
-        // and run by scripts: a fleet pays it once per instance, whatever the traffic.
-        idleRedisCommandsPerSecond: (sum(idle.redis) + idle.scripted) / (idle.ms / 1000),
-        idlePgStatementsPerSecond: sum(idle.pg) / (idle.ms / 1000),
         redisByCommand: redisBy,
         pgByStatement: pgBy,
         syscallsByName: sysBy,
@@ -301,7 +319,7 @@ async function main(): Promise<number> {
       console.log("write-like syscalls per sequential budgeted request, by target:");
       for (const [t, n] of [...by].sort((a, b) => b[1] - a[1])) console.log(`  ${(n / 50).toFixed(2)}  ${t}`);
     }
-    return report(rows);
+    return report(rows, idleRow);
   } finally {
     if (gateway) await stopChild(gateway, 10_000);
     info?.disconnect();
@@ -345,10 +363,17 @@ async function heapMark(gw: Subprocess, errPath: string): Promise<number> {
   throw new Error("the gateway did not answer the heap mark (SIGUSR2): is bench/lib/heap-mark.ts preloaded?");
 }
 
-function report(rows: Row[]): number {
+function report(rows: Row[], idle: Idle): number {
   const json = process.argv.includes("--json");
-  const budgets: Record<string, Partial<Record<Metric, number>>> = JSON.parse(readFileSync(BUDGETS, "utf8")).scenarios;
+  const file = JSON.parse(readFileSync(BUDGETS, "utf8"));
+  const budgets: Record<string, Partial<Record<Metric, number>>> = file.scenarios;
+  const idleBudget: Partial<Record<"redisCommandsPerSecond" | "pgStatementsPerSecond", number>> = file.idle ?? {};
   const failures: string[] = [];
+  for (const m of ["redisCommandsPerSecond", "pgStatementsPerSecond"] as const) {
+    const limit = idleBudget[m];
+    if (!Number.isFinite(idle[m])) failures.push(`idle: ${m} could not be measured`);
+    else if (limit !== undefined && idle[m] > limit) failures.push(`idle: ${m} ${idle[m].toFixed(2)} exceeds the budget ${limit}`);
+  }
   for (const r of rows) {
     if (r.ok !== r.requests) failures.push(`${r.scenario}: ${r.requests - r.ok} of ${r.requests} requests failed`);
     for (const m of METRICS) {
@@ -357,18 +382,23 @@ function report(rows: Row[]): number {
       else if (limit !== undefined && r[m] > limit) failures.push(`${r.scenario}: ${m} ${r[m].toFixed(3)}${PER_SECOND.includes(m) ? " per second" : " per request"} exceeds the budget ${limit}`);
     }
   }
-  if (json) console.log(JSON.stringify(rows, null, 2));
+  if (json) console.log(JSON.stringify({ rows, idle }, null, 2));
   else {
     console.log(`per request, ${REQUESTS} requests per scenario from ${CLIENTS} keep-alive client(s), an idle window of the same length subtracted, ~${(agentChatBody({}, false).length / 1024).toFixed(1)} kB agent body (budget in bench/budgets.json)`);
-    console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | Postgres statements | usage drain writes per second | syscalls | JS heap allocated (kB) | JS objects allocated | idle: Redis commands per second | idle: Postgres statements per second |");
-    console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | Postgres statements | usage drain writes per second | syscalls | JS heap allocated (kB) | JS objects allocated |");
+    console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const r of rows) {
       const cell = (m: Metric, digits: number) => `${r[m].toFixed(digits)} (≤ ${budgets[r.scenario]?.[m] ?? "–"})`;
-      console.log(`| ${r.scenario} | ${cell("redisCommands", 3)} | ${cell("redisScriptCommands", 2)} | ${cell("redisRoundTrips", 3)} | ${cell("pgStatements", 3)} | ${cell("pgDrainWritesPerSecond", 1)} | ${cell("syscalls", 1)} | ${cell("heapKb", 1)} | ${cell("heapObjects", 0)} | ${cell("idleRedisCommandsPerSecond", 1)} | ${cell("idlePgStatementsPerSecond", 2)} |`);
+      console.log(`| ${r.scenario} | ${cell("redisCommands", 3)} | ${cell("redisScriptCommands", 2)} | ${cell("redisRoundTrips", 3)} | ${cell("pgStatements", 3)} | ${cell("pgDrainWritesPerSecond", 1)} | ${cell("syscalls", 1)} | ${cell("heapKb", 1)} | ${cell("heapObjects", 0)} |`);
     }
+    console.log(
+      `idle instance, no request for ${(idle.ms / 1000).toFixed(1)} s: ${idle.redisCommandsPerSecond.toFixed(1)} Redis commands a second (≤ ${idleBudget.redisCommandsPerSecond ?? "–"}), ` +
+        `${idle.pgStatementsPerSecond.toFixed(2)} Postgres statements a second (≤ ${idleBudget.pgStatementsPerSecond ?? "–"})`,
+    );
     if (process.argv.includes("--detail")) {
+      const fmt = (o: Record<string, number>) => Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
+      console.log(`idle: per second ${fmt(Object.fromEntries(Object.entries(idle.detail).map(([k, v]) => [k, v / (idle.ms / 1000)])))}`);
       for (const r of rows) {
-        const fmt = (o: Record<string, number>) => Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
         console.log(`${r.scenario}: Redis ${fmt(r.redisByCommand) || "none"}`);
         console.log(`${r.scenario}: Postgres ${fmt(r.pgByStatement) || "none"}`);
         console.log(`${r.scenario}: syscalls ${fmt(r.syscallsByName)}`);
