@@ -7,31 +7,42 @@ export interface Job {
   readonly name: string;
   start(): void;
   stop(): Promise<void>;
-  /** Runs one tick now (tests and shutdown drains use it). */
+  /** Runs one tick now, or one more after the tick under way (nudges, tests and shutdown drains). */
   runOnce(): Promise<void>;
 }
 
 export function intervalJob(ctx: Base, name: string, intervalMs: number, tick: () => Promise<void>): Job {
   let timer: ReturnType<typeof setInterval> | null = null;
   let running: Promise<void> | null = null;
-  const runOnce = async () => {
-    if (running) return running;
+  let again: Promise<void> | null = null;
+  const begin = () => {
     running = tick()
       .catch((e) => ctx.log.error({ job: name, err: e instanceof Error ? e.message : String(e) }, "job tick failed"))
       .finally(() => { running = null; });
     return running;
+  };
+  // A tick already under way may have looked before what the caller wants seen (a row it just
+  // wrote): one more tick follows it, shared by every caller in the meantime.
+  const runOnce = (): Promise<void> => {
+    if (!running) return begin();
+    return (again ??= running.then(() => {
+      again = null;
+      return running ?? begin();
+    }));
   };
   return {
     name,
     runOnce,
     start() {
       if (timer) return;
-      timer = setInterval(() => void runOnce(), intervalMs);
+      // The timer's own ticks are skipped while one runs: a slow tick is not followed by a backlog.
+      timer = setInterval(() => { if (!running) void begin(); }, intervalMs);
       timer.unref?.();
     },
     async stop() {
       if (timer) clearInterval(timer);
       timer = null;
+      if (again) await again;
       if (running) await running;
     },
   };

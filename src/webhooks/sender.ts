@@ -1,6 +1,7 @@
-// Sends the outbox (outbox.ts): every instance polls for due deliveries and claims a few at a
-// time. A webhook is POSTed with its Gateway-Signature (signature.ts), to the address its URL
-// resolves to now, checked against private ranges like a bridge's (unless ALLOW_PRIVATE_UPSTREAMS),
+// Sends the outbox (outbox.ts): the instance that queues an event nudges its sender, and every
+// instance polls for due retries (pollMs), claiming a few deliveries at a time. A webhook is
+// POSTed with its Gateway-Signature (signature.ts), to the address its URL resolves to now,
+// checked against private ranges like a bridge's (unless ALLOW_PRIVATE_UPSTREAMS),
 // never following a redirect; a 2xx is success, anything else is retried with exponential backoff
 // (WEBHOOK_RETRY_BASE_SECONDS doubling, at most an hour apart) for 24 hours. An email goes through
 // the gateway's mailer. Once an attempt succeeded this instance never sends it again, even when
@@ -15,7 +16,13 @@ import { claimDue, markDelivered, markFailed, pruneFinished, type DeliveryRow } 
 import { webhookSecret } from "./secret.ts";
 import { SIGNATURE_HEADER, signatureHeader } from "./signature.ts";
 
-const POLL_MS = 1000;
+/**
+ * How often an instance looks for due deliveries: half the first retry's delay, between 1 and 5 s.
+ * A new event needs no poll (the instance that queued it nudges its sender); the poll finds
+ * retries coming due and deliveries whose sender died, and costs every instance one statement
+ * per poll, so a fleet's count of them grows with its instances.
+ */
+export const pollMs = (retryBaseSeconds: number) => Math.min(5000, Math.max(1000, (retryBaseSeconds * 1000) / 2));
 const BATCH = 25;
 /** One attempt's limit: a receiver should answer at once and do its work later. */
 const ATTEMPT_TIMEOUT_MS = 15_000;
@@ -108,6 +115,6 @@ export function webhookSender(ctx: Base, mailer: Mailer): WebhookSender {
       if (due.length < BATCH) return;
     }
   };
-  const job = intervalJob(ctx, "webhooks", POLL_MS, tick);
+  const job = intervalJob(ctx, "webhooks", pollMs(ctx.config.WEBHOOK_RETRY_BASE_SECONDS), tick);
   return { ...job, nudge: () => void job.runOnce() };
 }

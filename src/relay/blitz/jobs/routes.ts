@@ -108,6 +108,8 @@ async function show(ctx: Ctx, rc: RequestContext) {
 async function cancel(ctx: Ctx, rc: RequestContext) {
   const job = await ownJob(ctx, rc);
   const after = await cancelJob(ctx, job.id);
+  // The job.cancelled event was queued with the cancellation: send it now rather than at the next poll.
+  if (after?.webhookUrl) ctx.services.webhooks.nudge();
   return presentJob(after ?? (await getJob(ctx, job.id)) ?? job);
 }
 
