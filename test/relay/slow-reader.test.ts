@@ -1,0 +1,119 @@
+// A client that stops reading a stream (a stalled agent, or an attacker opening many streams and
+// reading none) must not make the gateway read the upstream's answer into memory: the relay pulls
+// from the upstream only as the client takes what it was sent, so the upstream's own writes stall
+// once the sockets' buffers between them are full. The upstream here is a raw HTTP/1.1 server that
+// writes an endless SSE answer only as fast as its socket drains, counting what it wrote.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createServer, connect, type Server, type Socket } from "node:net";
+import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
+import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** An OpenAI-style upstream whose stream never ends; `written` is what its socket accepted. */
+function endlessUpstream() {
+  const state = { written: 0, sockets: new Set<Socket>() };
+  const chunk = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content: "x".repeat(4000) }, finish_reason: null }] })}\n\n`;
+  const framed = `${chunk.length.toString(16)}\r\n${chunk}\r\n`;
+  const server: Server = createServer((sock) => {
+    state.sockets.add(sock);
+    sock.on("close", () => state.sockets.delete(sock));
+    sock.on("error", () => {});
+    let head = "";
+    sock.on("data", (d) => {
+      head += d.toString("latin1");
+      if (!head.includes("\r\n\r\n")) return;
+      const m = /content-length: *(\d+)/i.exec(head);
+      if (m && head.length - head.indexOf("\r\n\r\n") - 4 < Number(m[1])) return;
+      sock.removeAllListeners("data");
+      // A request that asks for it answers only after a pause: past the gateway's KEEPALIVE_MS.
+      setTimeout(() => answer(sock), head.includes("answer late") ? 600 : 0);
+    });
+  });
+  const answer = (sock: Socket) => {
+    if (sock.destroyed) return;
+    sock.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+    const pump = () => {
+      while (!sock.destroyed) {
+        state.written += framed.length;
+        if (!sock.write(framed)) return void sock.once("drain", pump);
+      }
+    };
+    pump();
+  };
+  return new Promise<{ url: string; state: typeof state; stop: () => Promise<void> }>((resolve) => {
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as { port: number }).port;
+      resolve({
+        url: `http://127.0.0.1:${port}/v1`,
+        state,
+        stop: () => new Promise<void>((r) => { for (const s of state.sockets) s.destroy(); server.close(() => r()); }),
+      });
+    });
+  });
+}
+
+describe(`a client that stops reading (${storesLabel})`, () => {
+  let gw: TestGateway;
+  let up: Awaited<ReturnType<typeof endlessUpstream>>;
+  let key: { raw: string };
+
+  beforeAll(async () => {
+    up = await endlessUpstream();
+    gw = await startTestGateway({ PROVIDER_OPENAI_BASE_URL: up.url, KEEPALIVE_MS: "300" });
+    const acct = await createAccount(gw);
+    const cred = await addCredential(gw, acct.id, "openai");
+    key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.stop();
+    await up?.stop();
+  }, 60_000);
+
+  /** Opens a stream on a raw socket, stops reading after the headers, and watches the upstream. */
+  async function stallAndResume(path: string, body: Record<string, unknown>, extra: Record<string, string> = {}, late = false) {
+    const upstreamBefore = up.state.written;
+    const u = new URL(gw.url);
+    const text = JSON.stringify(body);
+    const client = connect(Number(u.port), u.hostname);
+    let got = 0;
+    let headers = "";
+    client.on("data", (d) => {
+      got += d.length;
+      if (!headers.includes("\r\n\r\n")) headers += d.toString("latin1");
+    });
+    const more = Object.entries(extra).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+    client.write(`POST ${path} HTTP/1.1\r\nhost: ${u.host}\r\nauthorization: Bearer ${key.raw}\r\ncontent-type: application/json\r\n${more}content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`);
+    while (!headers.includes("\r\n\r\n")) await sleep(10);
+    expect(headers).toStartWith("HTTP/1.1 200");
+    // A late upstream: the client's headers (and a comment) came before the upstream's first byte.
+    if (late) expect(up.state.written).toBe(upstreamBefore);
+    client.pause();
+    // Every buffer between the upstream and the paused client fills; then the upstream stalls.
+    const before = up.state.written;
+    await sleep(2000);
+    const stalledAt = up.state.written;
+    await sleep(1500);
+    const grew = up.state.written - stalledAt;
+    expect(stalledAt - before).toBeLessThan(64e6);
+    expect(grew).toBeLessThan(1e6);
+    // Reading again: the stream moves on.
+    client.resume();
+    const had = got;
+    await sleep(500);
+    expect(got - had).toBeGreaterThan(1e6);
+    client.destroy();
+  }
+
+  test("pass-through: the gateway stops reading the upstream while the client does not read, and goes on when it does", async () => {
+    await stallAndResume("/v1/chat/completions", { model: "gpt-4o-mini", stream: true, messages: [{ role: "user", content: "go" }] });
+  }, 30_000);
+
+  test("translated (an Anthropic client on an OpenAI lane): the same", async () => {
+    await stallAndResume("/v1/messages", { model: "gpt-4o-mini", stream: true, max_tokens: 100, messages: [{ role: "user", content: "go" }] }, { "anthropic-version": "2023-06-01" });
+  }, 30_000);
+
+  test("CONTRACT §8 keep-alive: a stream answered with comments while the upstream was silent holds back the same way once the upstream answers", async () => {
+    await stallAndResume("/v1/chat/completions", { model: "gpt-4o-mini", stream: true, messages: [{ role: "user", content: "answer late" }] }, {}, true);
+  }, 30_000);
+});
