@@ -2,9 +2,12 @@
 // reading none) must not make the gateway read the upstream's answer into memory: the relay pulls
 // from the upstream only as the client takes what it was sent, so the upstream's own writes stall
 // once the sockets' buffers between them are full. The upstream here is a raw HTTP/1.1 server that
-// writes an endless SSE answer only as fast as its socket drains, counting what it wrote.
+// writes an endless SSE answer only as fast as its socket drains, counting what it wrote. When the
+// client finally leaves, the upstream's connection closes and the request is accounted as aborted.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer, connect, type Server, type Socket } from "node:net";
+import { eq } from "drizzle-orm";
+import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
 
@@ -102,10 +105,20 @@ describe(`a client that stops reading (${storesLabel})`, () => {
     const had = got;
     await sleep(500);
     expect(got - had).toBeGreaterThan(1e6);
+    // The client leaves: the upstream's connection is closed, and the request is one record, aborted.
+    const id = /\r\nx-request-id: *([^\r]+)/i.exec(headers)?.[1];
+    expect(id).toBeDefined();
     client.destroy();
+    const end = Date.now() + 3000;
+    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
+    expect(up.state.sockets.size).toBe(0);
+    await gw.ctx.services.usage.flush();
+    const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, id!));
+    expect(rows.map((r) => [r.status, r.outcome])).toEqual([[200, "aborted"]]);
+    expect(rows[0]!.completionTokens).toBeGreaterThan(0);
   }
 
-  test("pass-through: the gateway stops reading the upstream while the client does not read, and goes on when it does", async () => {
+  test("pass-through: the gateway stops reading the upstream while the client does not read and goes on when it does; when the client leaves, the upstream connection closes and the request is one aborted record with its output counted", async () => {
     await stallAndResume("/v1/chat/completions", { model: "gpt-4o-mini", stream: true, messages: [{ role: "user", content: "go" }] });
   }, 30_000);
 
