@@ -39,6 +39,14 @@ const HEARTBEAT_MS = EPOCH_CHECK_MS;
  * reached it, fixed in LedgerWrites.flush() and Epoch.recover().)
  */
 const DRAIN_MS = 200;
+/**
+ * After this many drains in a row found the stream empty, and while this instance has no entry of
+ * its own waiting, the stream is read every QUIET_EVERY-th tick (once a second): an idle instance
+ * sent five reads a second for nothing, and a fleet pays that per instance. An instance that
+ * streams records drains them at the full pace; another instance's entries wait at most a second.
+ */
+const QUIET_AFTER = 5;
+const QUIET_EVERY = 5;
 
 export class Ledger {
   readonly jobs: Job[];
@@ -53,6 +61,8 @@ export class Ledger {
   private reconciler: Reconciler;
   private factsCache: FactsCache;
   private ticks = 0;
+  private emptyDrains = 0;
+  private skipped = 0;
 
   constructor(private ctx: Base, private r: Cmds, private queue: UsageQueue) {
     const ns = fleetNamespace(ctx.config);
@@ -68,7 +78,10 @@ export class Ledger {
     this.jobs = [
       intervalJob(ctx, "ledger-heartbeat", HEARTBEAT_MS, () => this.heartbeat()),
       intervalJob(ctx, "usage-stream-drain", DRAIN_MS, async () => {
-        if (!this.queue.held()) await this.drain();
+        if (this.queue.held()) return;
+        if (this.emptyDrains >= QUIET_AFTER && this.writes.unacked.size === 0 && ++this.skipped < QUIET_EVERY) return;
+        this.skipped = 0;
+        this.emptyDrains = (await this.drain()) > 0 ? 0 : this.emptyDrains + 1;
       }),
     ];
   }
