@@ -8,9 +8,19 @@
 // a chunk split inside `\r\n\r\n` is one terminator, not two), and JSON parsing is left to the
 // codec that knows what the data means.
 import { createParser, type EventSourceParser } from "eventsource-parser";
-import type { SseEvent } from "./types.ts";
+import { UpstreamStreamError, type SseEvent } from "./types.ts";
 
-/** Incremental SSE decoder: feed byte (or text) chunks, get the events they complete. */
+/**
+ * The largest SSE event an upstream may send (a base64 image in a partial-image event is a few
+ * MB). Past it the stream is broken: an upstream that never ends an event (garbage, or a hostile
+ * bridge) would otherwise make the gateway hold everything it sends, stream after stream.
+ */
+export const MAX_SSE_EVENT_BYTES = 16 * 1024 * 1024;
+
+export const eventTooLarge = () =>
+  new UpstreamStreamError(`the upstream sent an event of more than ${MAX_SSE_EVENT_BYTES / 1024 / 1024} MiB, or bytes that never end an event`);
+
+/** Incremental SSE decoder: feed byte (or text) chunks, get the events they complete; throws past MAX_SSE_EVENT_BYTES. */
 export interface SseDecoder {
   push(chunk: Uint8Array | string): SseEvent[];
   /** End of input: dispatches an event whose last line was complete but lacked the blank line; drops a cut-off line. */
@@ -23,6 +33,11 @@ export function createSseDecoder(): SseDecoder {
   // Last character fed: tells end() whether the input stopped at a line boundary.
   let last = "";
   const parser: EventSourceParser = createParser({
+    // Counted in characters of the event not yet complete (its data and its unfinished line).
+    maxBufferSize: MAX_SSE_EVENT_BYTES,
+    onError(e) {
+      if (e.type === "max-buffer-size-exceeded") throw eventTooLarge();
+    },
     onEvent(ev) {
       const e: SseEvent = { data: ev.data };
       if (ev.event !== undefined) e.event = ev.event;
@@ -40,12 +55,21 @@ export function createSseDecoder(): SseDecoder {
     out = [];
     return r;
   };
+  // An event past the limit: the events completed before it in the same chunk are returned first.
+  let failed: Error | null = null;
   return {
     push(chunk) {
-      feed(typeof chunk === "string" ? chunk : text.decode(chunk, { stream: true }));
+      if (failed) throw failed;
+      try {
+        feed(typeof chunk === "string" ? chunk : text.decode(chunk, { stream: true }));
+      } catch (e) {
+        if (!out.length) throw e;
+        failed = e as Error;
+      }
       return take();
     },
     end() {
+      if (failed) throw failed;
       // Flush a dangling partial character (becomes U+FFFD, as any decoder would).
       feed(text.decode());
       // A complete last line without the closing blank line still makes an event (some upstreams

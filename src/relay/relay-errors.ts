@@ -70,7 +70,9 @@ export interface LaneFailure {
 
 /** `hint`: what to do about a failure the caller can fix (from any lane), instead of "retry later". */
 export function allLanesFailed(tried: number, last: LaneFailure | null, hint?: string): GatewayError {
-  const detail = last ? ` Last error (lane ${last.laneIndex + 1}, ${last.provider}${last.status ? `, HTTP ${last.status}` : ""}): ${scrub(last.message)}` : "";
+  const said = last ? scrub(last.message) : "";
+  // Upstream and stream failures read as clauses ("the connection closed early"): end the sentence.
+  const detail = last ? ` Last error (lane ${last.laneIndex + 1}, ${last.provider}${last.status ? `, HTTP ${last.status}` : ""}): ${said}${/[.!?]$/.test(said) ? "" : "."}` : "";
   const todo = hint ?? last?.hint ?? "Retry later or add a fallback lane to the key.";
   return new GatewayError(502, `Every provider lane failed (${tried} tried).${detail} ${todo}`, { code: "upstream_error" });
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { createSseDecoder, writeSse, writeSseJson } from "../../src/protocols/sse.ts";
-import type { SseEvent } from "../../src/protocols/types.ts";
+import { createSseDecoder, MAX_SSE_EVENT_BYTES, writeSse, writeSseJson } from "../../src/protocols/sse.ts";
+import { UpstreamStreamError, type SseEvent } from "../../src/protocols/types.ts";
 import { fixtureBytes } from "../fixtures/index.ts";
 import { parseSse, splitAt } from "./helpers.ts";
 
@@ -89,5 +89,29 @@ describe("SSE writer", () => {
 
   test("writeSseJson names the event after the data's type", () => {
     expect(writeSseJson({ type: "response.created", sequence_number: 0 })).toBe('event: response.created\ndata: {"type":"response.created","sequence_number":0}\n\n');
+  });
+});
+
+describe("SSE parser limits", () => {
+  test("an event past MAX_SSE_EVENT_BYTES (a line that never ends, or data lines without the blank line) fails the decoder; events completed before it in the same chunk come out first", () => {
+    const endless = createSseDecoder();
+    const piece = "w".repeat(64 * 1024);
+    let thrown: unknown = null;
+    let fed = 0;
+    try {
+      endless.push("data: ");
+      for (; fed <= 2 * MAX_SSE_EVENT_BYTES; fed += piece.length) expect(endless.push(piece)).toEqual([]);
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toBeInstanceOf(UpstreamStreamError);
+    expect(fed).toBeLessThanOrEqual(MAX_SSE_EVENT_BYTES);
+
+    const lines = createSseDecoder();
+    expect(() => { for (let i = 0; i < 2 * MAX_SSE_EVENT_BYTES / piece.length; i++) lines.push(`data: ${piece}\n`); }).toThrow(UpstreamStreamError);
+
+    const mixed = createSseDecoder();
+    expect(mixed.push(`data: first\n\ndata: ${"v".repeat(MAX_SSE_EVENT_BYTES + 10)}`)).toEqual([{ data: "first" }]);
+    expect(() => mixed.push("more")).toThrow(UpstreamStreamError);
   });
 });

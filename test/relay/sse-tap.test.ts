@@ -3,6 +3,9 @@
 import { describe, expect, test } from "bun:test";
 import { chatUpstreamCodec } from "../../src/protocols/chat/index.ts";
 import { eventData, PassThroughTap } from "../../src/relay/stream/sse-tap.ts";
+import { FailedAfterOutput } from "../../src/relay/stream/tap.ts";
+import { MAX_SSE_EVENT_BYTES } from "../../src/protocols/sse.ts";
+import { UpstreamStreamError } from "../../src/protocols/types.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -160,5 +163,56 @@ describe("pass-through tap: the lane's secret never reaches the client (README \
     expect(through(content + leak + "data: [DONE]\n\n", [])).not.toContain(KEY);
     const clean = content + "data: [DONE]\n\n";
     expect(through(clean, [7])).toBe(clean);
+  });
+
+  test("an event carried across many chunks (one byte each, then in pieces) comes out once, whole, wherever its blank line falls", () => {
+    const big = `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${"y".repeat(3000)}"},"finish_reason":null}]}\r\n\r\n`;
+    const text = big + stream;
+    const bytes = enc.encode(text);
+    for (const size of [1, 2, 3, 7, 1000]) {
+      const tap = new PassThroughTap(chatUpstreamCodec, { stream_options: { include_usage: true } });
+      const out: string[] = [];
+      for (let at = 0; at < bytes.length; at += size) {
+        const o = tap.push(bytes.slice(at, at + size));
+        if (o) out.push(dec.decode(o));
+      }
+      const t = tap.end();
+      if (t) out.push(dec.decode(t));
+      expect(out.join("")).toBe(text);
+      expect(tap.usage?.completion_tokens).toBe(7);
+    }
+  });
+
+  test("an upstream that never ends an event breaks the stream past MAX_SSE_EVENT_BYTES instead of being held in memory", () => {
+    const tap = new PassThroughTap(chatUpstreamCodec, {});
+    const piece = enc.encode(`data: ${"z".repeat(64 * 1024 - 6)}`);
+    let thrown: unknown = null;
+    let fed = 0;
+    try {
+      for (;;) {
+        expect(tap.push(fed === 0 ? piece : piece.subarray(6))).toBeNull();
+        fed += fed === 0 ? piece.length : piece.length - 6;
+        if (fed > 2 * MAX_SSE_EVENT_BYTES) break;
+      }
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toBeInstanceOf(UpstreamStreamError);
+    expect((thrown as Error).message).toContain("never end an event");
+    expect(fed).toBeLessThanOrEqual(MAX_SSE_EVENT_BYTES);
+  });
+
+  test("the events completed in the read that overflows still reach the client, ahead of the failure", () => {
+    const tap = new PassThroughTap(chatUpstreamCodec, {});
+    const ok = 'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"fine"},"finish_reason":null}]}\n\n';
+    let thrown: unknown = null;
+    try {
+      tap.push(enc.encode(ok + "data: " + "q".repeat(MAX_SSE_EVENT_BYTES)));
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toBeInstanceOf(FailedAfterOutput);
+    expect(dec.decode((thrown as FailedAfterOutput).output)).toBe(ok);
+    expect((thrown as FailedAfterOutput).failure).toBeInstanceOf(UpstreamStreamError);
   });
 });

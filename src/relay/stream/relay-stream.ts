@@ -179,6 +179,11 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
       return false;
     }
     const timedOut = cur.ac.signal.reason instanceof TimeoutError;
+    // The failed upstream is let go whatever broke it: a tap that refused its bytes (an event past
+    // the size limit, an error event) leaves the connection open, and the upstream would go on
+    // sending (and a vendor generating, at its price) into a socket nobody reads.
+    cur.ac.abort();
+    reader.cancel().catch(() => {});
     const why = timedOut
       ? `the upstream sent nothing for ${ctx.config.UPSTREAM_TIMEOUT_SECONDS} s`
       : e instanceof Error && e.message ? e.message : "the connection closed early";

@@ -7,6 +7,7 @@
 // the lane's secret itself goes through the same scrub as every other upstream text
 // (secret-scrub.ts): an upstream that echoes its key mid-stream does not reach the client with it.
 import { chatStreamError } from "../../protocols/chat/index.ts";
+import { eventTooLarge, MAX_SSE_EVENT_BYTES } from "../../protocols/sse.ts";
 import { UpstreamStreamError, type ClientCodec, type Json, type UpstreamCodec, type Usage } from "../../protocols/types.ts";
 import { scrubSecrets } from "../secret-scrub.ts";
 import { countDeltaTokens } from "./delta-count.ts";
@@ -27,6 +28,21 @@ export function lastEventEnd(b: Uint8Array, n = b.length): number {
     if (p === LF) return i + 1;
     if (p === CR && i >= 2 && b[i - 2] === LF) return i + 1;
   }
+  return 0;
+}
+
+/** True when b[0..n) ends on an event boundary (what upstreams almost always send). */
+function endsOnBoundary(b: Uint8Array, n: number): boolean {
+  return n >= 2 && b[n - 1] === LF && (b[n - 2] === LF || (b[n - 2] === CR && n >= 3 && b[n - 3] === LF));
+}
+
+/**
+ * End (exclusive, in `chunk`) of an event boundary that starts in the carried bytes before it and
+ * ends in the chunk's first two bytes (`p1` and `p2`: the last and second-to-last carried byte), or 0.
+ */
+function junctionEnd(p2: number, p1: number, chunk: Uint8Array): number {
+  if (chunk[0] === LF && (p1 === LF || (p1 === CR && p2 === LF))) return 1;
+  if (chunk.length > 1 && chunk[1] === LF && chunk[0] === CR && p1 === LF) return 2;
   return 0;
 }
 
@@ -151,7 +167,9 @@ export class PassThroughTap implements Tap {
   private counted = 0;
   private uncounted: Uint8Array[] = [];
   private uncountedBytes = 0;
-  private carry: Uint8Array | null = null;
+  /** A partial event's bytes, in the pieces they came in (joined once, when the event ends). */
+  private carry: Uint8Array[] = [];
+  private carried = 0;
   /** The last region forwarded (it ends on an event boundary, so it holds the last event whole). */
   private last: Uint8Array | null = null;
 
@@ -196,24 +214,47 @@ export class PassThroughTap implements Tap {
 
   /** Upstream bytes in → bytes for the client (null when no event is complete yet). */
   push(chunk: Uint8Array): Uint8Array | null {
-    let b = chunk;
-    if (this.carry) {
-      const joined = new Uint8Array(this.carry.length + chunk.length);
-      joined.set(this.carry, 0);
-      joined.set(chunk, this.carry.length);
-      b = joined;
-      this.carry = null;
+    const n = chunk.length;
+    if (this.carried === 0) {
+      if (endsOnBoundary(chunk, n)) return this.emit(chunk, n);
+      const end = lastEventEnd(chunk, n);
+      if (end === 0) return this.hold(chunk, null);
+      return end < n ? this.hold(chunk.subarray(end), this.emit(chunk, end)) : this.emit(chunk, end);
     }
-    const n = b.length;
-    // Fast path: the chunk ends on an event boundary (what upstreams almost always send).
-    let end: number;
-    if (n >= 2 && b[n - 1] === LF && (b[n - 2] === LF || (b[n - 2] === CR && n >= 3 && b[n - 3] === LF))) end = n;
-    else {
-      end = lastEventEnd(b, n);
-      if (end < n) this.carry = end === 0 ? b : b.subarray(end);
-      if (end === 0) return null;
+    // A partial event is carried: only the new bytes, and a boundary across the two, can end it.
+    // Scanning and joining once per event keeps a long event linear, not quadratic.
+    let end = endsOnBoundary(chunk, n) ? n : lastEventEnd(chunk, n);
+    if (end === 0) end = junctionEnd(this.carriedByte(2), this.carriedByte(1), chunk);
+    if (end === 0) return this.hold(chunk, null);
+    const b = Buffer.concat([...this.carry, chunk], this.carried + n);
+    const stop = this.carried + end;
+    this.carry = [];
+    this.carried = 0;
+    const out = this.emit(b, stop);
+    return stop < b.length ? this.hold(b.subarray(stop), out) : out;
+  }
+
+  /**
+   * Keeps a partial event's bytes and returns `out` (what this read completed). An event past
+   * MAX_SSE_EVENT_BYTES breaks the stream, `out` still going to the client first.
+   */
+  private hold(part: Uint8Array, out: Uint8Array | null): Uint8Array | null {
+    this.carry.push(part);
+    if ((this.carried += part.length) <= MAX_SSE_EVENT_BYTES) return out;
+    this.carry = [];
+    this.carried = 0;
+    if (out && out.length) throw new FailedAfterOutput(out, eventTooLarge());
+    throw eventTooLarge();
+  }
+
+  /** The carried byte `back` places from the end (1: the last), or -1. */
+  private carriedByte(back: number): number {
+    for (let i = this.carry.length - 1; i >= 0; i--) {
+      const part = this.carry[i]!;
+      if (back <= part.length) return part[part.length - back]!;
+      back -= part.length;
     }
-    return this.emit(b, end);
+    return -1;
   }
 
   /**
@@ -222,8 +263,9 @@ export class PassThroughTap implements Tap {
    * left-over bytes riding along in a FailedAfterOutput so they still reach the client first.
    */
   end(): Uint8Array | null {
-    const c = this.carry;
-    this.carry = null;
+    const c = this.carried ? Buffer.concat(this.carry, this.carried) : null;
+    this.carry = [];
+    this.carried = 0;
     const out = c && c.length ? this.emit(c, c.length) : null;
     const ev = this.codec.isTerminal ? this.lastEvent() : null;
     if (this.codec.isTerminal && !(ev && this.codec.isTerminal(ev.data, ev.event))) {

@@ -1,13 +1,16 @@
-// A client that stops reading a stream (a stalled agent, or an attacker opening many streams and
-// reading none) must not make the gateway read the upstream's answer into memory: the relay pulls
-// from the upstream only as the client takes what it was sent, so the upstream's own writes stall
-// once the sockets' buffers between them are full. The upstream here is a raw HTTP/1.1 server that
-// writes an endless SSE answer only as fast as its socket drains, counting what it wrote. When the
-// client finally leaves, the upstream's connection closes and the request is accounted as aborted.
+// What a stream may make the gateway hold. A client that stops reading (a stalled agent, or an
+// attacker opening many streams and reading none) must not make it read the upstream's answer into
+// memory: the relay pulls from the upstream only as the client takes what it was sent, so the
+// upstream's own writes stall once the sockets' buffers between them are full. When the client
+// finally leaves, the upstream's connection closes and the request is accounted as aborted. And an
+// upstream that never ends an SSE event (garbage, or a hostile bridge) breaks its stream at
+// MAX_SSE_EVENT_BYTES instead of being held whole. The upstream here is a raw HTTP/1.1 server that
+// writes an endless answer only as fast as its socket drains, counting what it wrote.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { eq } from "drizzle-orm";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
+import { MAX_SSE_EVENT_BYTES } from "../../src/protocols/sse.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
 
@@ -18,6 +21,8 @@ function endlessUpstream() {
   const state = { written: 0, sockets: new Set<Socket>() };
   const chunk = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content: "x".repeat(4000) }, finish_reason: null }] })}\n\n`;
   const framed = `${chunk.length.toString(16)}\r\n${chunk}\r\n`;
+  const garbage = "g".repeat(16 * 1024);
+  const framedGarbage = `${garbage.length.toString(16)}\r\n${garbage}\r\n`;
   const server: Server = createServer((sock) => {
     state.sockets.add(sock);
     sock.on("close", () => state.sockets.delete(sock));
@@ -30,16 +35,25 @@ function endlessUpstream() {
       if (m && head.length - head.indexOf("\r\n\r\n") - 4 < Number(m[1])) return;
       sock.removeAllListeners("data");
       // A request that asks for it answers only after a pause: past the gateway's KEEPALIVE_MS.
-      setTimeout(() => answer(sock), head.includes("answer late") ? 600 : 0);
+      if (head.includes("error then hold")) return errorThenHold(sock);
+      setTimeout(() => answer(sock, head.includes("no boundary")), head.includes("answer late") ? 600 : 0);
     });
   });
-  const answer = (sock: Socket) => {
+  /** A content chunk, then an error event, then nothing: the connection is left open. */
+  const errorThenHold = (sock: Socket) => {
+    const events = `${chunk.replace("x".repeat(4000), "partial")}data: ${JSON.stringify({ error: { message: "overloaded mid-answer", type: "server_error", code: null } })}\n\n`;
+    sock.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${events.length.toString(16)}\r\n${events}\r\n`);
+  };
+  /** `garbage`: one `data: ` line that never ends, instead of events. */
+  const answer = (sock: Socket, garbage: boolean) => {
     if (sock.destroyed) return;
     sock.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+    if (garbage) sock.write("6\r\ndata: \r\n");
+    const piece = garbage ? framedGarbage : framed;
     const pump = () => {
       while (!sock.destroyed) {
-        state.written += framed.length;
-        if (!sock.write(framed)) return void sock.once("drain", pump);
+        state.written += piece.length;
+        if (!sock.write(piece)) return void sock.once("drain", pump);
       }
     };
     pump();
@@ -56,7 +70,7 @@ function endlessUpstream() {
   });
 }
 
-describe(`a client that stops reading (${storesLabel})`, () => {
+describe(`stream bounds (${storesLabel}): a client that stops reading, an upstream that sends garbage or holds on after an error`, () => {
   let gw: TestGateway;
   let up: Awaited<ReturnType<typeof endlessUpstream>>;
   let key: { raw: string };
@@ -109,7 +123,7 @@ describe(`a client that stops reading (${storesLabel})`, () => {
     const id = /\r\nx-request-id: *([^\r]+)/i.exec(headers)?.[1];
     expect(id).toBeDefined();
     client.destroy();
-    const end = Date.now() + 3000;
+    const end = Date.now() + 10_000;
     while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
     expect(up.state.sockets.size).toBe(0);
     await gw.ctx.services.usage.flush();
@@ -128,5 +142,35 @@ describe(`a client that stops reading (${storesLabel})`, () => {
 
   test("CONTRACT §8 keep-alive: a stream answered with comments while the upstream was silent holds back the same way once the upstream answers", async () => {
     await stallAndResume("/v1/chat/completions", { model: "gpt-4o-mini", stream: true, messages: [{ role: "user", content: "answer late" }] }, {}, true);
+  }, 30_000);
+
+  test.each([
+    ["pass-through", "/v1/chat/completions", {}, {}],
+    ["translated", "/v1/messages", { max_tokens: 100 }, { "anthropic-version": "2023-06-01" }],
+  ] as const)("%s: an upstream that never ends an event: the stream breaks with the protocol's error event once the event passes MAX_SSE_EVENT_BYTES, the upstream is let go, and the record says broken", async (_, path, extra, headers) => {
+    const before = up.state.written;
+    const r = await gw.req(path, { token: key.raw, headers, body: { model: "gpt-4o-mini", stream: true, ...extra, messages: [{ role: "user", content: "no boundary" }] } });
+    const id = r.headers.get("x-request-id")!;
+    const text = await r.text();
+    expect(r.status).toBe(200);
+    expect(text).toContain("error");
+    expect(text).toContain("more than 16 MiB, or bytes that never end an event. Retry later");
+    expect(up.state.written - before).toBeLessThan(MAX_SSE_EVENT_BYTES + 48e6);
+    const end = Date.now() + 10_000;
+    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
+    expect(up.state.sockets.size).toBe(0);
+    await gw.ctx.services.usage.flush();
+    const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, id));
+    expect(rows.map((x) => [x.status, x.outcome])).toEqual([[r.status, "broken"]]);
+  }, 30_000);
+
+  test("CONTRACT §8: an error event mid-stream on a translated stream ends the client's stream and lets the upstream go, though it keeps its connection open", async () => {
+    const r = await gw.req("/v1/messages", { token: key.raw, headers: { "anthropic-version": "2023-06-01" }, body: { model: "gpt-4o-mini", stream: true, max_tokens: 100, messages: [{ role: "user", content: "error then hold" }] } });
+    const text = await r.text();
+    expect(text).toContain("partial");
+    expect(text).toContain("event: error");
+    const end = Date.now() + 2000;
+    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
+    expect(up.state.sockets.size).toBe(0);
   }, 30_000);
 });
