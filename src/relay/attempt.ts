@@ -6,7 +6,8 @@ import { clientCodecs } from "../protocols/index.ts";
 import type { Json, UpstreamCodec, Usage } from "../protocols/types.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
-import { choicesOf, clientOutputLimit, fitWireLimit } from "./budget/output-limits.ts";
+import { choicesOf, clientOutputLimit, fitWireLimit, worstOutputTokens } from "./budget/output-limits.ts";
+import { BodyTooLarge, MAX_UPSTREAM_ANSWER_BYTES, MAX_UPSTREAM_ERROR_BYTES, readTextCapped } from "../net/read-capped.ts";
 import type { LaneTry } from "../http/access-log.ts";
 import { planBody, type Plan } from "./plan.ts";
 import type { RelayRequest } from "./relay-request.ts";
@@ -206,7 +207,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   if (!res.ok) {
     let text = "";
     try {
-      text = await res.text();
+      text = await readTextCapped(res, MAX_UPSTREAM_ERROR_BYTES);
     } catch {}
     release();
     const raw = codec.errorOf(res.status, text);
@@ -226,9 +227,17 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   if (!rr.stream) {
     let text: string;
     try {
-      text = await res.text();
+      text = await readTextCapped(res, MAX_UPSTREAM_ANSWER_BYTES);
     } catch (e) {
       release();
+      if (e instanceof BodyTooLarge && !rr.signal.aborted) {
+        // The upstream answered, and billed, but the gateway will not hold the answer: not
+        // observed to its end, it is charged its worst case (CONTRACT §7), and the next lane may serve.
+        const worst = worstOutputTokens(clientOutputLimit(rr.body), attempt.model) * choicesOf(rr.body);
+        attempt.finish(res.status, "broken", "answer_too_large", usageSoFar(rr, null, worst).usage);
+        attempt.upstreamFailed(res.status, "answer_too_large");
+        return failed(lane, res.status, "answer_too_large", `The upstream's answer was not read: ${e.message}.`);
+      }
       return sendFailure(rr, attempt, ac, e, secrets, true);
     }
     release();

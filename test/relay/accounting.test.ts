@@ -155,7 +155,14 @@ describe(`accounting (${storesLabel})`, () => {
     }
     const reader = REAL_STORES ? gw : await startGateway({ ...env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent" });
     try {
-      const rows = await reader.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, ids));
+      // Real mode: the child's records went through the usage stream this test's gateway drains too,
+      // so one it read just before the child's last drain may still be on its way to Postgres here.
+      const read = () => reader.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, ids));
+      let rows = await read();
+      for (let i = 0; REAL_STORES && rows.length < 12 && i < 50; i++) {
+        await Bun.sleep(100);
+        rows = await read();
+      }
       expect(rows).toHaveLength(12);
       const [k] = await reader.ctx.db.select().from(routingKeys).where(eq(routingKeys.id, key.id));
       expect(k!.lastUsedAt).not.toBeNull();

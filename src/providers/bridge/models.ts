@@ -7,6 +7,7 @@
 import type { AdapterEnv } from "../env.ts";
 import type { ResolvedLane } from "../types.ts";
 import { bridgeFetch } from "./connect.ts";
+import { MAX_UPSTREAM_SMALL_BYTES, readJsonCapped } from "../../net/read-capped.ts";
 
 /** The bridge lane kind's alias (SPEC Model entry): the model the bridge serves. */
 export const BRIDGE_ALIAS = "bridge/coding-agent";
@@ -63,7 +64,7 @@ async function read(ctx: AdapterEnv, b: NonNullable<ResolvedLane["bridge"]>): Pr
       ctx.log.warn({ bridgeId: b.id, status: res.status }, "bridge model list refused");
       return null;
     }
-    return parseModelIds(await res.json());
+    return parseModelIds(await readJsonCapped(res, MAX_UPSTREAM_SMALL_BYTES));
   } catch (e) {
     // Refused by the SSRF guard, unreachable, too slow, not JSON: the bridge's models are left out.
     ctx.log.warn({ bridgeId: b.id, err: e instanceof Error ? e.message : String(e) }, "bridge model list unavailable");

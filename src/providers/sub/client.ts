@@ -4,6 +4,7 @@ import type { AdapterEnv } from "../env.ts";
 import { subAuthHeaders, type SubAuthFile } from "./auth-file.ts";
 import { refreshAuth, usableAuth } from "./credentials.ts";
 import { laneFailure } from "./failure.ts";
+import { MAX_UPSTREAM_ANSWER_BYTES, readJsonCapped } from "../../net/read-capped.ts";
 
 export interface SubCall {
   method: "GET" | "POST";
@@ -59,7 +60,7 @@ export async function subJson(ctx: AdapterEnv, sessionId: string, path: string, 
     throw laneFailure(`The subscription backend answered ${res.status} for ${path}.`);
   }
   try {
-    return await res.json();
+    return await readJsonCapped(res, MAX_UPSTREAM_ANSWER_BYTES);
   } catch {
     throw laneFailure(`The subscription backend's answer for ${path} was not JSON.`);
   }

@@ -15,6 +15,7 @@ import { accessTokenExpired, withRefreshedTokens, type AuthJson, type SubAuthFil
 import { loadSubAuth, saveSubAuth } from "./sign-in-store.ts";
 import { laneFailure } from "./failure.ts";
 import { AUTH_CACHE_MS, REFRESH_REFUSED_MS } from "./state.ts";
+import { MAX_UPSTREAM_SMALL_BYTES, readTextCapped } from "../../net/read-capped.ts";
 
 /** The subscription CLI's public OAuth client id (its refresh grants carry it). */
 export const SUB_OAUTH_CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann";
@@ -137,7 +138,7 @@ async function refreshHoldingLock(ctx: AdapterEnv, sessionId: string, stale: str
     ctx.log.warn({ sessionId, err: e instanceof Error ? e.name : "error" }, "sub sign-in refresh unreachable");
     throw laneFailure("The subscription sign-in could not be refreshed: the auth server was unreachable. Retry in a moment.");
   }
-  const text = await res.text().catch(() => "");
+  const text = await readTextCapped(res, MAX_UPSTREAM_SMALL_BYTES).catch(() => "");
   if (!res.ok) {
     const code = refreshErrorCode(text);
     ctx.log.warn({ sessionId, status: res.status, code }, "sub sign-in refresh refused");

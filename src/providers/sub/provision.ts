@@ -11,6 +11,7 @@ import { GatewayError } from "../../errors.ts";
 import { accessTokenExpired, subAuthHeaders, type SubAuthFile } from "./auth-file.ts";
 import { subUrl } from "./client.ts";
 import { currentAuth, refreshAuth } from "./credentials.ts";
+import { MAX_UPSTREAM_SMALL_BYTES, readJsonCapped } from "../../net/read-capped.ts";
 
 export interface Provisioning {
   provisioned: boolean;
@@ -111,7 +112,7 @@ export async function provisionSubHost(ctx: AdapterEnv, sessionId: string): Prom
   }
   let count: number | null = null;
   try {
-    count = modelCount(await res.json());
+    count = modelCount(await readJsonCapped(res, MAX_UPSTREAM_SMALL_BYTES));
   } catch {
     count = null;
   }

@@ -11,6 +11,7 @@ import { createServer, connect, type Server, type Socket } from "node:net";
 import { eq } from "drizzle-orm";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { MAX_SSE_EVENT_BYTES } from "../../src/protocols/sse.ts";
+import { MAX_UPSTREAM_ANSWER_BYTES, MAX_UPSTREAM_ERROR_BYTES } from "../../src/net/read-capped.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
 
@@ -36,9 +37,22 @@ function endlessUpstream() {
       sock.removeAllListeners("data");
       // A request that asks for it answers only after a pause: past the gateway's KEEPALIVE_MS.
       if (head.includes("error then hold")) return errorThenHold(sock);
+      if (head.includes("endless json")) return endlessJson(sock, head.includes("as an error") ? 500 : 200);
       setTimeout(() => answer(sock, head.includes("no boundary")), head.includes("answer late") ? 600 : 0);
     });
   });
+  /** A non-streamed answer (or an error body) that never ends: `{"a":"aaaa…`, chunked. */
+  const endlessJson = (sock: Socket, status: number) => {
+    sock.write(`HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n8\r\n{"a":"aa\r\n`);
+    const piece = `${garbage.length.toString(16)}\r\n${garbage}\r\n`;
+    const pump = () => {
+      while (!sock.destroyed) {
+        state.written += piece.length;
+        if (!sock.write(piece)) return void sock.once("drain", pump);
+      }
+    };
+    pump();
+  };
   /** A content chunk, then an error event, then nothing: the connection is left open. */
   const errorThenHold = (sock: Socket) => {
     const events = `${chunk.replace("x".repeat(4000), "partial")}data: ${JSON.stringify({ error: { message: "overloaded mid-answer", type: "server_error", code: null } })}\n\n`;
@@ -70,7 +84,7 @@ function endlessUpstream() {
   });
 }
 
-describe(`stream bounds (${storesLabel}): a client that stops reading, an upstream that sends garbage or holds on after an error`, () => {
+describe(`upstream bounds (${storesLabel}): a client that stops reading, an upstream that sends garbage, holds on after an error or never ends its answer`, () => {
   let gw: TestGateway;
   let up: Awaited<ReturnType<typeof endlessUpstream>>;
   let key: { raw: string };
@@ -173,4 +187,30 @@ describe(`stream bounds (${storesLabel}): a client that stops reading, an upstre
     while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
     expect(up.state.sockets.size).toBe(0);
   }, 30_000);
+
+  test("an answer that never ends is given up past MAX_UPSTREAM_ANSWER_BYTES: the lane fails (502 here, the next lane would serve), the upstream is let go, and the attempt is charged its worst case", async () => {
+    const before = up.state.written;
+    const r = await gw.call("/v1/chat/completions", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 1000, messages: [{ role: "user", content: "endless json" }] } });
+    expect(r.status).toBe(502);
+    expect(r.body.error.message).toContain("larger than 128 MiB");
+    expect(up.state.written - before).toBeLessThan(MAX_UPSTREAM_ANSWER_BYTES + 48e6);
+    const end = Date.now() + 10_000;
+    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
+    expect(up.state.sockets.size).toBe(0);
+    await gw.ctx.services.usage.flush();
+    const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, r.headers.get("x-request-id")!));
+    expect(rows.map((x) => [x.status, x.outcome, x.errorCode])).toEqual([[200, "broken", "answer_too_large"]]);
+    expect(rows[0]!.completionTokens).toBe(1000);
+  }, 60_000);
+
+  test("an error body that never ends is read to MAX_UPSTREAM_ERROR_BYTES at most: the lane fails with the upstream's status", async () => {
+    const before = up.state.written;
+    const r = await gw.call("/v1/chat/completions", { token: key.raw, body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "endless json as an error" }] } });
+    expect(r.status).toBe(502);
+    expect(r.body.error.message).toContain("HTTP 500");
+    expect(up.state.written - before).toBeLessThan(MAX_UPSTREAM_ERROR_BYTES + 48e6);
+    const end = Date.now() + 10_000;
+    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
+    expect(up.state.sockets.size).toBe(0);
+  }, 60_000);
 });
