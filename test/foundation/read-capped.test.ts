@@ -30,8 +30,8 @@ describe("upstream bodies with a ceiling", () => {
         }));
       },
     });
-  });
-  afterAll(() => server.stop(true));
+  }, 10_000);
+  afterAll(() => server.stop(true), 10_000);
 
   test("a body within the cap reads whole, declared or chunked, UTF-8 decoded", async () => {
     expect(await readJsonCapped(await fetch(url("/small")), 1024)).toEqual({ ok: "ünï" });
