@@ -10,10 +10,9 @@
 // Each caller says how its refusal reads (the route's error shape), through `invalid`.
 import { GatewayError } from "../errors.ts";
 import { nestsDeeperThan, NESTS_TOO_DEEP, scanJson, type Members } from "../lib/json-scan.ts";
+import { readStreamCapped } from "../net/read-capped.ts";
 
 export { nestsDeeperThan };
-
-const utf8 = new TextDecoder();
 
 /** The deepest JSON nesting accepted (objects and arrays), far beyond any real request. */
 export const MAX_JSON_DEPTH = 64;
@@ -44,23 +43,8 @@ export async function readText(request: Request, maxBytes: number): Promise<{ te
   }
   const body = request.body;
   if (!body) return { text: "", bytes: 0 };
-  const reader = body.getReader();
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      // Stop reading: the 413 goes out now, and what the client still sends is dropped.
-      reader.cancel().catch(() => {});
-      throw tooLarge(maxBytes);
-    }
-    parts.push(value);
-  }
-  // Decoded as request.text() decodes (a leading BOM dropped, invalid bytes as U+FFFD), so a body
-  // reads the same sent chunked or with a length.
-  return { text: utf8.decode(parts.length === 1 ? parts[0]! : Buffer.concat(parts, total)), bytes: total };
+  // What the client still sends past the cap is dropped; the 413 goes out now.
+  return readStreamCapped(body, maxBytes, () => tooLarge(maxBytes));
 }
 
 /** Parses checked JSON text: nesting first (linear), then JSON.parse. */

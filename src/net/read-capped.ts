@@ -20,16 +20,14 @@ export const MAX_UPSTREAM_SMALL_BYTES = 4 * 1024 * 1024;
 
 const utf8 = new TextDecoder();
 
-/** The body as text, at most `maxBytes` after decompression; past it the body is cancelled and BodyTooLarge thrown. */
-export async function readTextCapped(res: Response, maxBytes: number): Promise<string> {
-  const declared = res.headers.get("content-length");
-  if (declared !== null && !res.headers.has("content-encoding")) {
-    if (Number(declared) <= maxBytes) return res.text();
-    await res.body?.cancel().catch(() => {});
-    throw new BodyTooLarge(maxBytes);
-  }
-  if (!res.body) return "";
-  const reader = res.body.getReader();
+/**
+ * A body stream as text and its size in bytes, counted piece by piece: past `maxBytes` the stream
+ * is cancelled (not awaited: the refusal goes out now) and `tooLarge()` is thrown. Decoded as
+ * Response.text() decodes (a leading BOM dropped, invalid bytes as U+FFFD). The one counted
+ * reader of the client's bodies (http/body.ts) and the upstreams'.
+ */
+export async function readStreamCapped(body: ReadableStream<Uint8Array>, maxBytes: number, tooLarge: () => Error): Promise<{ text: string; bytes: number }> {
+  const reader = body.getReader();
   const parts: Uint8Array[] = [];
   let total = 0;
   for (;;) {
@@ -37,12 +35,24 @@ export async function readTextCapped(res: Response, maxBytes: number): Promise<s
     if (done) break;
     total += value.byteLength;
     if (total > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw new BodyTooLarge(maxBytes);
+      reader.cancel().catch(() => {});
+      throw tooLarge();
     }
     parts.push(value);
   }
-  return utf8.decode(parts.length === 1 ? parts[0]! : Buffer.concat(parts, total));
+  return { text: utf8.decode(parts.length === 1 ? parts[0]! : Buffer.concat(parts, total)), bytes: total };
+}
+
+/** The body as text, at most `maxBytes` after decompression; past it the body is cancelled and BodyTooLarge thrown. */
+export async function readTextCapped(res: Response, maxBytes: number): Promise<string> {
+  const declared = res.headers.get("content-length");
+  if (declared !== null && !res.headers.has("content-encoding")) {
+    if (Number(declared) <= maxBytes) return res.text();
+    res.body?.cancel().catch(() => {});
+    throw new BodyTooLarge(maxBytes);
+  }
+  if (!res.body) return "";
+  return (await readStreamCapped(res.body, maxBytes, () => new BodyTooLarge(maxBytes))).text;
 }
 
 /** readTextCapped, then JSON.parse. */

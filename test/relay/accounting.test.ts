@@ -14,6 +14,7 @@ import { startGateway } from "../../src/gateway.ts";
 import { routingKeys, usageRecords } from "../../src/store/db/schema/index.ts";
 import { post, spawnGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane, startOpenAIGroqWorld } from "./fixtures.ts";
+import { until } from "../helpers/until.ts";
 
 describe(`accounting (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -158,11 +159,8 @@ describe(`accounting (${storesLabel})`, () => {
       // Real mode: the child's records went through the usage stream this test's gateway drains too,
       // so one it read just before the child's last drain may still be on its way to Postgres here.
       const read = () => reader.ctx.db.select().from(usageRecords).where(inArray(usageRecords.requestId, ids));
-      let rows = await read();
-      for (let i = 0; REAL_STORES && rows.length < 12 && i < 50; i++) {
-        await Bun.sleep(100);
-        rows = await read();
-      }
+      if (REAL_STORES) await until("the child's 12 records", async () => ((await read()).length === 12 ? true : null), 5000).catch(() => {});
+      const rows = await read();
       expect(rows).toHaveLength(12);
       const [k] = await reader.ctx.db.select().from(routingKeys).where(eq(routingKeys.id, key.id));
       expect(k!.lastUsedAt).not.toBeNull();

@@ -13,65 +13,62 @@ import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { MAX_SSE_EVENT_BYTES } from "../../src/protocols/sse.ts";
 import { MAX_UPSTREAM_ANSWER_BYTES, MAX_UPSTREAM_ERROR_BYTES } from "../../src/net/read-capped.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
-import { addCredential, addRoutingKey, lane } from "./fixtures.ts";
+import { addCredential, addRoutingKey, lane, usageRows } from "../helpers/relay-world.ts";
+import { until } from "../helpers/until.ts";
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const sleep = Bun.sleep;
 
-/** An OpenAI-style upstream whose stream never ends; `written` is what its socket accepted. */
+/** Chunked transfer framing of one piece. */
+const framedPiece = (text: string) => `${text.length.toString(16)}\r\n${text}\r\n`;
+
+/**
+ * An OpenAI-style upstream whose answer never ends; `written` is what its sockets accepted. What
+ * it answers follows a marker in the request: "answer late" (after the gateway's KEEPALIVE_MS),
+ * "no boundary" (one `data: ` line that never ends), "error then hold" (a content chunk, an error
+ * event, then nothing on an open connection), "endless json" (a non-streamed answer that never
+ * ends; "as an error": with status 500); else SSE events without end.
+ */
 function endlessUpstream() {
   const state = { written: 0, sockets: new Set<Socket>() };
   const chunk = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content: "x".repeat(4000) }, finish_reason: null }] })}\n\n`;
-  const framed = `${chunk.length.toString(16)}\r\n${chunk}\r\n`;
-  const garbage = "g".repeat(16 * 1024);
-  const framedGarbage = `${garbage.length.toString(16)}\r\n${garbage}\r\n`;
+  const events = framedPiece(chunk);
+  const garbage = framedPiece("g".repeat(16 * 1024));
+  const head = (status: number, type: string) => `HTTP/1.1 ${status} X\r\ncontent-type: ${type}\r\ntransfer-encoding: chunked\r\n\r\n`;
+  /** Writes `first`, then `piece` over and over, only as fast as the socket drains. */
+  const pumpForever = (sock: Socket, first: string, piece: string) => {
+    if (sock.destroyed) return;
+    sock.write(first);
+    const pump = () => {
+      while (!sock.destroyed) {
+        state.written += piece.length;
+        if (!sock.write(piece)) return void sock.once("drain", pump);
+      }
+    };
+    pump();
+  };
   const server: Server = createServer((sock) => {
     state.sockets.add(sock);
     sock.on("close", () => state.sockets.delete(sock));
     sock.on("error", () => {});
-    let head = "";
+    let req = "";
     sock.on("data", (d) => {
-      head += d.toString("latin1");
-      if (!head.includes("\r\n\r\n")) return;
-      const m = /content-length: *(\d+)/i.exec(head);
-      if (m && head.length - head.indexOf("\r\n\r\n") - 4 < Number(m[1])) return;
+      req += d.toString("latin1");
+      if (!req.includes("\r\n\r\n")) return;
+      const m = /content-length: *(\d+)/i.exec(req);
+      if (m && req.length - req.indexOf("\r\n\r\n") - 4 < Number(m[1])) return;
       sock.removeAllListeners("data");
-      // A request that asks for it answers only after a pause: past the gateway's KEEPALIVE_MS.
-      if (head.includes("error then hold")) return errorThenHold(sock);
-      if (head.includes("endless json")) return endlessJson(sock, head.includes("as an error") ? 500 : 200);
-      setTimeout(() => answer(sock, head.includes("no boundary")), head.includes("answer late") ? 600 : 0);
+      if (req.includes("error then hold")) {
+        const text = `${chunk.replace("x".repeat(4000), "partial")}data: ${JSON.stringify({ error: { message: "overloaded mid-answer", type: "server_error", code: null } })}\n\n`;
+        sock.write(head(200, "text/event-stream") + framedPiece(text));
+      } else if (req.includes("endless json")) {
+        pumpForever(sock, head(req.includes("as an error") ? 500 : 200, "application/json") + framedPiece('{"a":"aa'), garbage);
+      } else if (req.includes("no boundary")) {
+        pumpForever(sock, head(200, "text/event-stream") + framedPiece("data: "), garbage);
+      } else {
+        setTimeout(() => pumpForever(sock, head(200, "text/event-stream"), events), req.includes("answer late") ? 600 : 0);
+      }
     });
   });
-  /** A non-streamed answer (or an error body) that never ends: `{"a":"aaaa…`, chunked. */
-  const endlessJson = (sock: Socket, status: number) => {
-    sock.write(`HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n8\r\n{"a":"aa\r\n`);
-    const piece = `${garbage.length.toString(16)}\r\n${garbage}\r\n`;
-    const pump = () => {
-      while (!sock.destroyed) {
-        state.written += piece.length;
-        if (!sock.write(piece)) return void sock.once("drain", pump);
-      }
-    };
-    pump();
-  };
-  /** A content chunk, then an error event, then nothing: the connection is left open. */
-  const errorThenHold = (sock: Socket) => {
-    const events = `${chunk.replace("x".repeat(4000), "partial")}data: ${JSON.stringify({ error: { message: "overloaded mid-answer", type: "server_error", code: null } })}\n\n`;
-    sock.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${events.length.toString(16)}\r\n${events}\r\n`);
-  };
-  /** `garbage`: one `data: ` line that never ends, instead of events. */
-  const answer = (sock: Socket, garbage: boolean) => {
-    if (sock.destroyed) return;
-    sock.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
-    if (garbage) sock.write("6\r\ndata: \r\n");
-    const piece = garbage ? framedGarbage : framed;
-    const pump = () => {
-      while (!sock.destroyed) {
-        state.written += piece.length;
-        if (!sock.write(piece)) return void sock.once("drain", pump);
-      }
-    };
-    pump();
-  };
   return new Promise<{ url: string; state: typeof state; stop: () => Promise<void> }>((resolve) => {
     server.listen(0, "127.0.0.1", () => {
       const port = (server.address() as { port: number }).port;
@@ -100,6 +97,13 @@ describe(`upstream bounds (${storesLabel}): a client that stops reading, an upst
     await gw?.stop();
     await up?.stop();
   }, 60_000);
+
+  /** Waits up to `ms` for the gateway to close every connection to the upstream. */
+  const upstreamReleased = async (ms: number) => {
+    await until("the upstream's connections to close", async () => (up.state.sockets.size === 0 ? true : null), ms, 20).catch(() => {});
+    expect(up.state.sockets.size).toBe(0);
+  };
+  const recordsOf = (requestId: string) => usageRows(gw, eq(usageRecords.requestId, requestId));
 
   /** Opens a stream on a raw socket, stops reading after the headers, and watches the upstream. */
   async function stallAndResume(path: string, body: Record<string, unknown>, extra: Record<string, string> = {}, late = false) {
@@ -137,11 +141,8 @@ describe(`upstream bounds (${storesLabel}): a client that stops reading, an upst
     const id = /\r\nx-request-id: *([^\r]+)/i.exec(headers)?.[1];
     expect(id).toBeDefined();
     client.destroy();
-    const end = Date.now() + 10_000;
-    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
-    expect(up.state.sockets.size).toBe(0);
-    await gw.ctx.services.usage.flush();
-    const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, id!));
+    await upstreamReleased(10_000);
+    const rows = await recordsOf(id!);
     expect(rows.map((r) => [r.status, r.outcome])).toEqual([[200, "aborted"]]);
     expect(rows[0]!.completionTokens).toBeGreaterThan(0);
   }
@@ -170,11 +171,8 @@ describe(`upstream bounds (${storesLabel}): a client that stops reading, an upst
     expect(text).toContain("error");
     expect(text).toContain("more than 16 MiB, or bytes that never end an event. Retry later");
     expect(up.state.written - before).toBeLessThan(MAX_SSE_EVENT_BYTES + 48e6);
-    const end = Date.now() + 10_000;
-    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
-    expect(up.state.sockets.size).toBe(0);
-    await gw.ctx.services.usage.flush();
-    const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, id));
+    await upstreamReleased(10_000);
+    const rows = await recordsOf(id);
     expect(rows.map((x) => [x.status, x.outcome])).toEqual([[r.status, "broken"]]);
   }, 30_000);
 
@@ -183,9 +181,7 @@ describe(`upstream bounds (${storesLabel}): a client that stops reading, an upst
     const text = await r.text();
     expect(text).toContain("partial");
     expect(text).toContain("event: error");
-    const end = Date.now() + 2000;
-    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
-    expect(up.state.sockets.size).toBe(0);
+    await upstreamReleased(2000);
   }, 30_000);
 
   test("an answer that never ends is given up past MAX_UPSTREAM_ANSWER_BYTES: the lane fails (502 here, the next lane would serve), the upstream is let go, and the attempt is charged its worst case", async () => {
@@ -194,11 +190,8 @@ describe(`upstream bounds (${storesLabel}): a client that stops reading, an upst
     expect(r.status).toBe(502);
     expect(r.body.error.message).toContain("larger than 128 MiB");
     expect(up.state.written - before).toBeLessThan(MAX_UPSTREAM_ANSWER_BYTES + 48e6);
-    const end = Date.now() + 10_000;
-    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
-    expect(up.state.sockets.size).toBe(0);
-    await gw.ctx.services.usage.flush();
-    const rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, r.headers.get("x-request-id")!));
+    await upstreamReleased(10_000);
+    const rows = await recordsOf(r.headers.get("x-request-id")!);
     expect(rows.map((x) => [x.status, x.outcome, x.errorCode])).toEqual([[200, "broken", "answer_too_large"]]);
     expect(rows[0]!.completionTokens).toBe(1000);
   }, 60_000);
@@ -209,8 +202,6 @@ describe(`upstream bounds (${storesLabel}): a client that stops reading, an upst
     expect(r.status).toBe(502);
     expect(r.body.error.message).toContain("HTTP 500");
     expect(up.state.written - before).toBeLessThan(MAX_UPSTREAM_ERROR_BYTES + 48e6);
-    const end = Date.now() + 10_000;
-    while (up.state.sockets.size > 0 && Date.now() < end) await sleep(20);
-    expect(up.state.sockets.size).toBe(0);
+    await upstreamReleased(10_000);
   }, 60_000);
 });

@@ -8,6 +8,7 @@ import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { until } from "../helpers/until.ts";
 
 const name = REAL_STORES ? "usage drain pace (postgres+redis)" : "usage drain pace: skipped in embedded mode (no usage stream)";
 
@@ -48,13 +49,9 @@ describe.if(REAL_STORES)(name, () => {
     expect(r.status).toBe(200);
     const id = r.headers.get("x-request-id")!;
     // Without a flush: the instance's own record reaches Postgres at the drain's full pace.
-    const sent = Date.now();
-    let rows: unknown[] = [];
-    while (rows.length === 0 && Date.now() - sent < 5000) {
-      await Bun.sleep(50);
-      rows = await gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, id));
-    }
-    expect(rows).toHaveLength(1);
+    const read = () => gw.ctx.db.select().from(usageRecords).where(eq(usageRecords.requestId, id));
+    await until("the record in Postgres", async () => ((await read()).length ? true : null), 5000, 50).catch(() => {});
+    expect(await read()).toHaveLength(1);
     const busyFrom = Date.now();
     await Bun.sleep(1000);
     expect(readsWithin(busyFrom, Date.now())).toBeGreaterThanOrEqual(3);

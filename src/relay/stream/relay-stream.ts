@@ -161,10 +161,15 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
   /** The upstream's counts so far, completed by the gateway's (CONTRACT §7: an abandoned answer pays what it used). */
   const soFar = () => usageSoFar(rr, cur.tap.usage, cur.tap.outputTokens);
 
-  function onClientGone() {
-    if (closed) return;
+  /** Lets the current upstream go: its call aborted, its body cancelled. */
+  const releaseUpstream = () => {
     cur.ac.abort();
     reader.cancel().catch(() => {});
+  };
+
+  function onClientGone() {
+    if (closed) return;
+    releaseUpstream();
     const { usage, counted } = soFar();
     cur.attempt.finish(cur.res.status, "aborted", abandonedCode("client_closed", counted), usage);
     close("aborted", 499);
@@ -182,8 +187,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
     // The failed upstream is let go whatever broke it: a tap that refused its bytes (an event past
     // the size limit, an error event) leaves the connection open, and the upstream would go on
     // sending (and a vendor generating, at its price) into a socket nobody reads.
-    cur.ac.abort();
-    reader.cancel().catch(() => {});
+    releaseUpstream();
     const why = timedOut
       ? `the upstream sent nothing for ${ctx.config.UPSTREAM_TIMEOUT_SECONDS} s`
       : e instanceof Error && e.message ? e.message : "the connection closed early";
@@ -231,7 +235,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
         // A bug, not an upstream failure: end the stream cleanly so nothing stays reserved or ticking.
         ctx.log.error({ requestId: rr.requestId, err: e instanceof Error ? e.message : String(e) }, "stream relay failed");
         if (closed) return;
-        cur.ac.abort();
+        releaseUpstream();
         cur.attempt.finish(cur.res.status, "error", "relay_failed", soFar().usage);
         close("error", 500);
         try {

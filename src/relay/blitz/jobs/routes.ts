@@ -108,8 +108,8 @@ async function show(ctx: Ctx, rc: RequestContext) {
 async function cancel(ctx: Ctx, rc: RequestContext) {
   const job = await ownJob(ctx, rc);
   const after = await cancelJob(ctx, job.id);
-  // The job.cancelled event was queued with the cancellation: send it now rather than at the next poll.
-  if (after?.webhookUrl) ctx.services.webhooks.nudge();
+  // A cancel ends the job: what hooks on a job's end (its webhook, queued with the cancel) runs now.
+  if (after) for (const f of ctx.services.blitzJobs.onEnded) f(after);
   return presentJob(after ?? (await getJob(ctx, job.id)) ?? job);
 }
 

@@ -8,7 +8,7 @@ import { finishItem, type JobRow } from "./store.ts";
 
 export interface BlitzJobs {
   queue: JobQueue;
-  /** Called when a job's last item ends (webhooks hook in here). */
+  /** Called when a job ends: its last item, or a cancel (webhooks hook in here). */
   onEnded: Array<(job: JobRow) => void>;
 }
 
