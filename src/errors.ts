@@ -124,6 +124,16 @@ export const methodNotAllowed = (allowed: string[], withCode: boolean) =>
     headers: { allow: allowed.join(", ") },
   });
 
+/**
+ * CONTRACT §9: a WebSocket upgrade (Codex's Responses WebSocket mode) is answered at once with 426,
+ * the status its client falls back to HTTP on, instead of a 405 it retries.
+ */
+export const websocketNotServed = (allowed: string[]) =>
+  new GatewayError(426, `WebSocket transport is not served on this path; send the request over HTTP (${allowed.join(" or ")}, with "stream": true to stream).`, {
+    code: "websocket_not_supported",
+    headers: { connection: "close" },
+  });
+
 /** Errors raised by postgres.js, PGlite or drizzle's query wrapper. */
 const DATABASE_ERROR_NAMES = new Set(["DrizzleQueryError", "PostgresError", "DatabaseError"]);
 /** postgres.js's own connection failures (a socket error such as ECONNREFUSED arrives wrapped in DrizzleQueryError). */

@@ -2,7 +2,7 @@
 // `method_not_allowed` on management, without on inference and /blitz), errors are turned into
 // the path's documented shape here, and every response carries the request id.
 import type { Elysia } from "elysia";
-import { asGatewayError, errorResponse, loggableError, methodNotAllowed, type ErrorShape } from "../errors.ts";
+import { asGatewayError, errorResponse, loggableError, methodNotAllowed, websocketNotServed, type ErrorShape } from "../errors.ts";
 import type { Ctx } from "../context.ts";
 import type { RequestContext } from "./request-context.ts";
 import { recordRoute, type RouteDocs } from "./openapi.ts";
@@ -72,7 +72,14 @@ export function mount(ctx: Ctx, app: Elysia, path: string, handlers: Partial<Rec
     // Bodies are read by the handlers themselves: size caps come first, parsing is ours.
     (app as any).route(method, path, run, { parse: "none" });
   }
-  (app as any).all(path, ({ request }: { request: Request }) => answerUnrouted(ctx, request, path, errorResponse(methodNotAllowed(allowed, opts.codeOn405), opts.shape)), { parse: "none" });
+  (app as any).all(path, ({ request }: { request: Request }) => {
+    const refusal = isWebSocketUpgrade(request) ? websocketNotServed(allowed) : methodNotAllowed(allowed, opts.codeOn405);
+    return answerUnrouted(ctx, request, path, errorResponse(refusal, opts.shape));
+  }, { parse: "none" });
+}
+
+function isWebSocketUpgrade(request: Request): boolean {
+  return request.method === "GET" && request.headers.get("upgrade")?.toLowerCase() === "websocket";
 }
 
 /** A 405 or 404 still carries a request id and gets its access line. */

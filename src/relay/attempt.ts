@@ -212,7 +212,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     release();
     const raw = codec.errorOf(res.status, text);
     // Upstream text: the lane's secret (any fragment of it) is cut before a client, log or record sees it.
-    const info = { ...raw, message: scrubSecrets(raw.message, secrets), code: raw.code === undefined ? undefined : scrubSecrets(raw.code, secrets) };
+    const info = { ...raw, message: scrubSecrets(errorText(raw.message), secrets), code: raw.code === undefined ? undefined : scrubSecrets(errorText(raw.code), secrets) };
     const code = info.code ?? `http_${res.status}`;
     attempt.finish(res.status, "error", code, null);
     attempt.upstreamFailed(res.status, code);
@@ -310,12 +310,18 @@ function sendFailure(rr: RelayRequest, attempt: Attempt, ac: AbortController, e:
   if (e instanceof GatewayError) {
     if (!e.retryable) return { kind: "client", error: e };
     attempt.finish(0, "error", e.code ?? "lane_failed", null);
-    return failed(lane, 0, e.code ?? "lane_failed", scrubSecrets(e.message, secrets));
+    return failed(lane, 0, e.code ?? "lane_failed", scrubSecrets(errorText(e.message), secrets));
   }
   attempt.finish(0, "error", "connection_failed", null);
   attempt.upstreamFailed(0, "connection_failed");
-  const why = scrubSecrets(e instanceof Error ? e.message : String(e), secrets);
+  const why = scrubSecrets(errorText(e instanceof Error ? e.message : String(e)), secrets);
   return failed(lane, 0, "connection_failed", `Could not reach the upstream: ${why}`);
 }
 
 export { TimeoutError };
+
+/** Upstream error text kept for the scrub and what follows it (a client sees at most 600 characters of it). */
+const ERROR_TEXT_KEPT = 16 * 1024;
+function errorText(text: string): string {
+  return text.length > ERROR_TEXT_KEPT ? text.slice(0, ERROR_TEXT_KEPT) : text;
+}

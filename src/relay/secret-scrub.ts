@@ -4,14 +4,15 @@
 // JSON escapes, its hex and its base64 (at each of the three byte alignments, so the base64 of
 // any fragment is caught too) is redacted.
 //
-// Matching is by a set of the secret's MIN_FRAGMENT-grams, built once per secret and cached: a
-// text of n characters costs n substring lookups, whatever the secret's length.
+// Matching is by a set of the secret's MIN_FRAGMENT-grams, built once per secret and cached, and
+// looked up only where the text holds a run of MIN_FRAGMENT characters that all occur in the
+// secret's forms: a text of n characters costs one pass plus a lookup per such position, whatever
+// the secret's length. The text is scanned whole and comes back unchanged (the same string) when
+// nothing was redacted: the pass-through stream relies on that to deliver events of any size intact.
 import type { UpstreamCall } from "../providers/types.ts";
 
 /** The shortest fragment of a secret that is redacted. */
 export const MIN_FRAGMENT = 8;
-/** Upstream error text longer than this is cut before scanning (clients see at most 600 characters). */
-const MAX_SCANNED = 16 * 1024;
 const REDACTED = "[redacted]";
 
 /** The forms a secret is known to travel in. */
@@ -27,14 +28,22 @@ export function encodingsOf(secret: string): string[] {
   return [...forms];
 }
 
-const gramCache = new Map<string, Set<string>>();
+/** A secret's grams, and the characters they are made of (a gram can only start a run of these). */
+interface Grams { set: Set<string>; ascii: Uint8Array; other: Set<number> }
 
-function gramsOf(secret: string): Set<string> {
+const gramCache = new Map<string, Grams>();
+
+function gramsOf(secret: string): Grams {
   let grams = gramCache.get(secret);
   if (grams) return grams;
-  grams = new Set();
+  grams = { set: new Set(), ascii: new Uint8Array(128), other: new Set() };
   for (const form of encodingsOf(secret)) {
-    for (let i = 0; i + MIN_FRAGMENT <= form.length; i++) grams.add(form.slice(i, i + MIN_FRAGMENT));
+    for (let i = 0; i + MIN_FRAGMENT <= form.length; i++) grams.set.add(form.slice(i, i + MIN_FRAGMENT));
+    for (let i = 0; i < form.length; i++) {
+      const c = form.charCodeAt(i);
+      if (c < 128) grams.ascii[c] = 1;
+      else grams.other.add(c);
+    }
   }
   // A small cache: the lanes in use at a time; the oldest entry goes first.
   if (gramCache.size >= 256) gramCache.delete(gramCache.keys().next().value!);
@@ -42,31 +51,43 @@ function gramsOf(secret: string): Set<string> {
   return grams;
 }
 
-/** `text` with every run made of the secrets' fragments (≥ MIN_FRAGMENT characters) replaced. */
+function occursIn(sets: readonly Grams[], c: number): boolean {
+  for (const g of sets) if (c < 128 ? g.ascii[c] === 1 : g.other.has(c)) return true;
+  return false;
+}
+
+/**
+ * `text` with every run made of the secrets' fragments (≥ MIN_FRAGMENT characters) replaced. The
+ * whole text is scanned, in linear time; when nothing matched, `text` itself is returned.
+ */
 export function scrubSecrets(text: string, secrets: readonly string[]): string {
   if (secrets.length === 0 || text.length < MIN_FRAGMENT) return text;
-  const t = text.length > MAX_SCANNED ? text.slice(0, MAX_SCANNED) : text;
-  const sets: Set<string>[] = [];
+  const sets: Grams[] = [];
   for (const s of secrets) if (s.length >= MIN_FRAGMENT) sets.push(gramsOf(s));
-  if (sets.length === 0) return t;
+  if (sets.length === 0) return text;
   let out = "";
-  let copied = 0; // t[0, copied) is in `out` already
+  let copied = 0; // text[0, copied) is in `out` already
   let coveredTo = -1; // end of the current redacted run
   let runStart = -1;
-  for (let i = 0; i + MIN_FRAGMENT <= t.length; i++) {
-    const gram = t.slice(i, i + MIN_FRAGMENT);
+  // run: how many characters up to and including text[j] occur in some secret's forms.
+  let run = 0;
+  for (let j = 0; j < text.length; j++) {
+    run = occursIn(sets, text.charCodeAt(j)) ? run + 1 : 0;
+    if (run < MIN_FRAGMENT) continue;
+    const i = j + 1 - MIN_FRAGMENT;
+    const gram = text.slice(i, j + 1);
     let hit = false;
-    for (const g of sets) if (g.has(gram)) { hit = true; break; }
+    for (const g of sets) if (g.set.has(gram)) { hit = true; break; }
     if (!hit) continue;
     if (i > coveredTo) {
       if (runStart >= 0) { out += REDACTED; copied = coveredTo; }
-      out += t.slice(copied, i);
+      out += text.slice(copied, i);
       runStart = i;
     }
-    coveredTo = i + MIN_FRAGMENT;
+    coveredTo = j + 1;
   }
-  if (runStart < 0) return t;
-  out += REDACTED + t.slice(coveredTo);
+  if (runStart < 0) return text;
+  out += REDACTED + text.slice(coveredTo);
   return out;
 }
 

@@ -31,6 +31,15 @@ describe("scrubSecrets", () => {
     ), { numRuns: 300 });
   });
 
+  test("the scrub never shortens text it did not redact, and scans text of any size whole", () => {
+    const clean = `{"type":"response.completed","response":{"error":null,"output":"${"word ".repeat(1024 * 1024)}"}}`;
+    expect(scrubSecrets(clean, [KEY])).toBe(clean);
+    // A fragment 3 MB in, far past any old scan limit, is still found; the rest stays as it was.
+    const leak = `${clean.slice(0, 3_000_000)}${KEY.slice(4, 20)}${clean.slice(3_000_000)}`;
+    const out = scrubSecrets(leak, [KEY]);
+    expect(out).toBe(`${clean.slice(0, 3_000_000)}[redacted]${clean.slice(3_000_000)}`);
+  });
+
   test("shorter fragments and unrelated text stay as they are", () => {
     const text = `model gpt-4o-mini not found; key ends ${KEY.slice(-7)}; request req_1234567`;
     expect(scrubSecrets(text, [KEY])).toBe(text);

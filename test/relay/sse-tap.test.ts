@@ -2,6 +2,7 @@
 // read off the stream, whatever way the upstream's chunks are cut.
 import { describe, expect, test } from "bun:test";
 import { chatUpstreamCodec } from "../../src/protocols/chat/index.ts";
+import { responsesUpstreamCodec } from "../../src/protocols/responses/index.ts";
 import { eventData, PassThroughTap } from "../../src/relay/stream/sse-tap.ts";
 import { FailedAfterOutput } from "../../src/relay/stream/tap.ts";
 import { MAX_SSE_EVENT_BYTES } from "../../src/protocols/sse.ts";
@@ -163,6 +164,27 @@ describe("pass-through tap: the lane's secret never reaches the client (README \
     expect(through(content + leak + "data: [DONE]\n\n", [])).not.toContain(KEY);
     const clean = content + "data: [DONE]\n\n";
     expect(through(clean, [7])).toBe(clean);
+  });
+
+  test("Responses events carrying `\"error\":null` pass byte for byte, however large (the scrub is not theirs); an error event past 16 KiB is still redacted", () => {
+    const completed = `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", sequence_number: 9, response: { id: "resp_1", status: "completed", error: null, output: [{ type: "message", content: [{ type: "output_text", text: "z".repeat(5 * 1024 * 1024) }] }], usage: { input_tokens: 3, output_tokens: 4, total_tokens: 7 } } })}\n\n`;
+    const bytes = enc.encode(completed);
+    const tap = new PassThroughTap(responsesUpstreamCodec, {}, undefined, [KEY]);
+    const out: Uint8Array[] = [];
+    for (let at = 0; at < bytes.length; at += 65536) {
+      const o = tap.push(bytes.subarray(at, at + 65536));
+      if (o) out.push(o);
+    }
+    const t = tap.end();
+    if (t) out.push(t);
+    expect(Buffer.concat(out).equals(Buffer.from(bytes))).toBe(true);
+    expect(tap.served).toBe(true);
+    const failed = `event: response.failed\ndata: ${JSON.stringify({ type: "response.failed", response: { status: "failed", error: { message: `${"x".repeat(40_000)} key ${KEY}` } } })}\n\n`;
+    const ftap = new PassThroughTap(responsesUpstreamCodec, {}, undefined, [KEY]);
+    const got = dec.decode(ftap.push(enc.encode(failed))!);
+    expect(got).not.toContain(KEY.slice(0, 8));
+    expect(got).toBe(failed.replace(KEY, "[redacted]"));
+    expect(ftap.served).toBe(false);
   });
 
   test("an event carried across many chunks (one byte each, then in pieces) comes out once, whole, wherever its blank line falls", () => {

@@ -170,6 +170,13 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
   function onClientGone() {
     if (closed) return;
     releaseUpstream();
+    // CONTRACT §9: the answer's terminal event reached the client (Codex hangs up on
+    // response.completed before the upstream's end): served, not abandoned.
+    if (cur.tap.served) {
+      cur.attempt.finish(cur.res.status, "ok", null, cur.tap.usage ?? soFar().usage);
+      close("ok", cur.res.status);
+      return;
+    }
     const { usage, counted } = soFar();
     cur.attempt.finish(cur.res.status, "aborted", abandonedCode("client_closed", counted), usage);
     close("aborted", 499);

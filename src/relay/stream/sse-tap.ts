@@ -117,12 +117,23 @@ function eventName(bytes: Uint8Array): string | null {
 
 /** True when the usage value starting after `"usage"` at pos is JSON null. */
 function isNullValue(b: Uint8Array, pos: number, n: number): boolean {
-  let j = pos + USAGE.length;
+  return nullAfter(b, pos + USAGE.length, n);
+}
+
+/** True when b[j..n) reads `: null` (a key whose value is null), or is not a key's colon at all. */
+function nullAfter(b: Uint8Array, j: number, n: number): boolean {
   while (j < n && (b[j] === SPACE || b[j] === TAB)) j++;
   if (b[j] !== COLON) return true; // not a key: treat as no usage here
   j++;
   while (j < n && (b[j] === SPACE || b[j] === TAB)) j++;
   return b[j] === 110 && b[j + 1] === 117 && b[j + 2] === 108 && b[j + 3] === 108; // null
+}
+
+/** The `"error"` at pos is an error (a value such as `"type":"error"`, or a key with a non-null value). */
+function isErrorMarker(b: Uint8Array, pos: number): boolean {
+  let j = pos + ERROR.length;
+  while (j < b.length && (b[j] === SPACE || b[j] === TAB)) j++;
+  return b[j] !== COLON || !nullAfter(b, j, b.length);
 }
 
 /**
@@ -198,6 +209,16 @@ export class PassThroughTap implements Tap {
     if (p < 0) return null;
     const bytes = b.subarray(eventStart(b, p), p + 1);
     return { data: eventData(bytes), event: eventName(bytes) };
+  }
+
+  /** The last forwarded event is the protocol's terminal event and no error (read when the client leaves). */
+  get served(): boolean {
+    if (!this.codec.isTerminal || !this.last) return false;
+    const ev = this.lastEvent();
+    if (!ev || !this.codec.isTerminal(ev.data, ev.event)) return false;
+    const data = Buffer.from(ev.data);
+    for (let pos = data.indexOf(ERROR); pos >= 0; pos = data.indexOf(ERROR, pos + ERROR.length)) if (isErrorMarker(data, pos)) return false;
+    return true;
   }
 
   /** The `sequence_number` after the last forwarded event's (Responses streams), or undefined. */
@@ -324,9 +345,15 @@ export class PassThroughTap implements Tap {
     return this.secretBytes.length && this.mayEcho(buf) ? this.scrubbed(out) : out;
   }
 
-  /** Two native searches per region: an error event, or a whole secret. */
+  /**
+   * Native searches per region: an error event, or a whole secret. `"error":null`, which every
+   * Responses object carries, is no error: those regions (response.created and response.completed
+   * echo the request's tools and the whole answer) go out as they are.
+   */
   private mayEcho(buf: Buffer): boolean {
-    if (buf.indexOf(ERROR) >= 0) return true;
+    for (let pos = buf.indexOf(ERROR); pos >= 0; pos = buf.indexOf(ERROR, pos + ERROR.length)) {
+      if (isErrorMarker(buf, pos)) return true;
+    }
     for (const s of this.secretBytes) if (buf.indexOf(s) >= 0) return true;
     return false;
   }

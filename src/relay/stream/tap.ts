@@ -7,6 +7,11 @@ export interface Tap {
   readonly usage: Usage | null;
   /** A data event has reached the client (after this, no fallback: the client has content). */
   readonly delivered: boolean;
+  /**
+   * CONTRACT §9: the protocol's terminal event of a finished answer (not an error event) has been
+   * handed to the client. From then on the request is served, whatever the client does next.
+   */
+  readonly served: boolean;
   /** Client writes produced. */
   readonly forwarded: number;
   /** Output tokens counted from the deltas (delta-count.ts): what an answer cut short is charged. */

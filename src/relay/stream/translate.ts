@@ -10,6 +10,8 @@ const enc = new TextEncoder();
 
 export class TranslateTap implements Tap {
   delivered = false;
+  /** The encoder's normal ending went out (end()); an error ending does not count. */
+  served = false;
   forwarded = 0;
   /** Output tokens counted from the deltas decoded (delta-count.ts): what an answer cut short is charged. */
   outputTokens = 0;
@@ -40,6 +42,7 @@ export class TranslateTap implements Tap {
     const out = new Uint8Array(body.length + tail.length);
     out.set(body, 0);
     out.set(tail, body.length);
+    this.served = true;
     return out;
   }
 
