@@ -102,6 +102,8 @@ export class AccessEntry {
   /** The lane (or aside) started last: the one an attempt being made belongs to. */
   current: LaneTry | null = null;
   served: string | null = null;
+  /** The request fields the answering lane got mapped, dropped or moved (CONTRACT §9), null when none. */
+  adapted: string | null = null;
   ttfbMs: number | null = null;
   inputTokens = 0;
   outputTokens = 0;
@@ -243,6 +245,7 @@ export function accessJson(e: AccessEntry, time: number): string {
     s += `],"served_by":${e.served === null ? "null" : `"${e.served}"`},"input_tokens":${num(e.inputTokens)},"output_tokens":${num(e.outputTokens)},"cost_usd":${num(e.costUsd)}`;
   }
   if (e.outcome !== null) s += `,"outcome":"${e.outcome}"`;
+  if (e.adapted !== null) s += `,"adapted":${q(e.adapted)}`;
   return s + `,"msg":"request"}\n`;
 }
 

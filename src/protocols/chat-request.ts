@@ -3,6 +3,7 @@
 // calls, tool-result ids, system text, image URLs, inline files, and the chat-only fields no
 // target can express. One wording of each 400 whatever lane the request goes to. Pure.
 import { badRequest } from "../errors.ts";
+import type { AdaptLog } from "./adapt.ts";
 import { isSet, parseDataUrl, partsOf, unsupported, type ChatPart } from "./pivot.ts";
 import type { ChatRequest, Json } from "./types.ts";
 
@@ -95,4 +96,14 @@ export function structuredFormatOf(rf: unknown): { type: "json_object" } | { typ
     return { type: "json_schema", spec: js };
   }
   throw badRequest("`response_format.type` must be \"text\", \"json_object\" or \"json_schema\".");
+}
+
+/**
+ * Notes the fields of `req` a lane's encoder leaves out because they only tune the vendor's own
+ * behaviour (prompt caching, storage, metadata, safety ids…): dropped under either policy, as
+ * before, and now named. Only fields the client set (not null, not false) are named.
+ */
+export function noteDropped(req: ChatRequest, log: AdaptLog | undefined, fields: readonly string[]): void {
+  if (!log) return;
+  for (const f of fields) if (isSet(req[f], false)) log.note(f, "dropped");
 }

@@ -5,6 +5,7 @@
 // decoded back to chat and then to the client's shape. When the client's shape IS the lane's
 // protocol, none of this runs: the relay passes the bytes through (see relay/stream/).
 import type { GatewayError } from "../errors.ts";
+import type { AdaptLog } from "./adapt.ts";
 
 /** Protocols a lane can speak upstream. */
 export type WireProtocol = "chat" | "responses" | "anthropic" | "gemini" | "embeddings" | "gemini-embeddings";
@@ -87,11 +88,22 @@ export interface ChunkDecoder {
   usage(): Usage | null;
 }
 
+/** What an encoder is told: the lane's model, whether the answer streams, the translation policy's log. */
+export interface EncodeOptions {
+  model: string;
+  stream: boolean;
+  /** The request's translation policy and the log of what was adapted (absent: strict, nothing noted). */
+  adapt?: AdaptLog;
+}
+
 /** Codec between the chat pivot and one upstream protocol. */
 export interface UpstreamCodec {
   readonly protocol: WireProtocol;
-  /** Chat request → upstream JSON body. Throws GatewayError 400 unsupported_feature for what it cannot express. */
-  encodeRequest(req: ChatRequest, opts: { model: string; stream: boolean }): Json;
+  /**
+   * Chat request → upstream JSON body. Throws GatewayError 400 unsupported_feature for what it
+   * cannot express; `adapt` (absent: strict) decides what is mapped or dropped instead, and is told.
+   */
+  encodeRequest(req: ChatRequest, opts: EncodeOptions): Json;
   /** Upstream JSON answer → chat.completion + usage. */
   decodeResponse(body: Json, opts: { model: string }): { completion: Json; usage: Usage | null };
   streamDecoder(opts: { model: string; id: string; created: number }): ChunkDecoder;
@@ -103,7 +115,7 @@ export interface UpstreamCodec {
    * Pass-through: a client body already in this protocol → the upstream body (shallow copy, `model`
    * set, usage requested on streams). A protocol without it is never passed through untranslated.
    */
-  passThroughRequest?(body: Json, opts: { model: string; stream: boolean }): Json;
+  passThroughRequest?(body: Json, opts: EncodeOptions): Json;
   /**
    * Pass-through streams whose usage arrives in parts (Anthropic: input in message_start, output in
    * message_delta): the usage so far after one event that carries a usage block. Default: usageOf.
@@ -135,8 +147,10 @@ export interface ChunkEncoder {
 /** Codec between a client shape and the chat pivot. */
 export interface ClientCodec {
   readonly shape: ClientShape;
-  /** Client body → chat pivot. Throws GatewayError 400 for what the pivot cannot carry. */
-  toPivot(body: Json): ChatRequest;
+  /** Client body → chat pivot. Throws GatewayError 400 for what the pivot cannot carry; `adapt` as in EncodeOptions. */
+  toPivot(body: Json, adapt?: AdaptLog): ChatRequest;
+  /** The client's names of pivot fields that differ (Responses `reasoning.effort` for `reasoning_effort`), for the adapted-fields list. */
+  readonly fieldNames?: Readonly<Record<string, string>>;
   /** Chat completion → client's answer shape. */
   fromPivot(completion: Json, usage: Usage | null, request: Json): Json;
   /** `nextSequence`: the Responses `sequence_number` to continue from (an error after pass-through events). */

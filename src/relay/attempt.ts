@@ -58,6 +58,8 @@ export const abandonedCode = (why: "client_closed" | "timeout", counted: boolean
 export class Attempt {
   readonly startedAt = performance.now();
   ttfbMs: number | null = null;
+  /** The request fields this lane's body adapted (CONTRACT §9: `field=action, …`), null when none. */
+  adapted: string | null = null;
   private finished = false;
   /** The record's entry for this attempt: the lane (or the classifier's aside) started last. */
   private readonly tried: LaneTry | null;
@@ -89,8 +91,11 @@ export class Attempt {
       usage,
       latencyMs: Math.round(latencyMs),
       ttfbMs: this.ttfbMs,
+      adapted: this.adapted,
     });
     if (this.tried) rr.access.attemptEnded(this.tried, this.model, outcome, latencyMs, this.ttfbMs, usage ? usage.prompt_tokens : null, usage ? usage.completion_tokens : 0, cost);
+    // The access line names what the answering lane adapted (the classifier's call is no answer).
+    if ((outcome === "ok" || outcome === "broken") && this.lane.index >= 0) rr.access.adapted = this.adapted;
   }
 
   /** The upstream answered with an error, timed out or could not be reached (after finish()). */
@@ -164,6 +169,8 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     if (cap !== null && !direct) fitWireLimit(body, protocol, cap, choicesOf(rr.body));
   }
   const attempt = new Attempt(rr, lane, adapter, model);
+  attempt.adapted = plan.adapted;
+  rr.adapted = plan.adapted;
 
   const ac = new AbortController();
   const onClientAbort = () => ac.abort();

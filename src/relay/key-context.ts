@@ -2,6 +2,7 @@
 // and its lanes with everything they reference, loaded in one round of queries and cached.
 import { and, asc, eq, inArray, isNull } from "drizzle-orm";
 import type { Base } from "../base.ts";
+import type { TranslationPolicy } from "../protocols/adapt.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import type { KeyLimits } from "../store/kv/limit-window.ts";
 import { accounts, bridges, credentials, routingKeys, subSessions } from "../store/db/schema/index.ts";
@@ -27,6 +28,8 @@ export interface KeyContext {
   /** The response cache (CONTRACT §8): null when the key has none, the common case the relay checks first. */
   cache: { ttlSeconds: number; shared: boolean } | null;
   lanes: ResolvedLane[];
+  /** How a field a lane's protocol cannot carry is treated (CONTRACT §9); absent: `adapt`, the default. */
+  translation?: TranslationPolicy;
   /** Unpaid accounts: when the account is removed (ms since epoch); checked on every request. */
   accountExpiresAtMs: number | null;
 }
@@ -109,6 +112,7 @@ export async function loadKeyContext(ctx: Base, hash: string): Promise<KeyContex
       : { rpm: k.rpmLimit, tpm: k.tpmLimit, concurrency: k.maxConcurrentRequests },
     cache: k.cache && k.cache.ttl_seconds > 0 ? { ttlSeconds: k.cache.ttl_seconds, shared: k.cache.shared === true } : null,
     lanes,
+    translation: k.translation === "strict" ? "strict" : "adapt",
     accountExpiresAtMs: expiresAtMs,
   };
 }

@@ -10,6 +10,7 @@ import type { ChatRequest, ClientShape, Json, Usage } from "../protocols/types.t
 import type { ResolvedLane } from "../providers/types.ts";
 import { getAdapter } from "../providers/registry.ts";
 import { servesShape, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
+import { pivotOf } from "./plan.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { forwardedHeaders } from "./client-headers.ts";
 import { MoneyCall } from "./budget/money.ts";
@@ -37,7 +38,7 @@ async function admit(ctx: RelayDeps, key: KeyContext, endpoint: Endpoint, shape:
 function pivotFor(rr: RelayRequest): ChatRequest {
   if (rr.pivot) return rr.pivot;
   const codec = clientCodecs[rr.shape];
-  return codec ? (rr.pivot = codec.toPivot(rr.body)) : (rr.body as ChatRequest);
+  return codec ? pivotOf(rr, codec) : (rr.body as ChatRequest);
 }
 
 const laneServes = (lane: ResolvedLane, shape: ClientShape) => {
@@ -140,6 +141,8 @@ async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape:
     const answered = rr.stream ? await withinKeepAlive(pending, ctx.config.KEEPALIVE_MS) : await pending;
     if (answered === null) {
       rc.access.holdForStream();
+      // The headers go now: they name what the lane being tried adapted (a later lane's may differ).
+      adaptedHeader(rc, rr.adapted ?? null);
       return keepAliveResponse(rr, pending, { ...streamHooks(rr, rc, runner), errorOf: laneError });
     }
     first = answered;
@@ -151,9 +154,11 @@ async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape:
     case "json":
     case "body":
       done(rr, "ok", first.attempt.provider, first.attempt.ttfbMs);
+      adaptedHeader(rc, first.attempt.adapted);
       return new Response(first.text, { status: first.status, headers: { "content-type": first.kind === "body" ? first.contentType : "application/json" } });
     case "stream":
       rc.access.holdForStream();
+      adaptedHeader(rc, first.attempt.adapted);
       return streamResponse(rr, first, streamHooks(rr, rc, runner));
     case "aborted":
       done(rr, "aborted", null, null);
@@ -167,6 +172,11 @@ async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape:
       throw err;
     }
   }
+}
+
+/** CONTRACT §9: an answer names the fields its lane got mapped, dropped or moved, before its first byte. */
+function adaptedHeader(rc: RequestContext, adapted: string | null): void {
+  if (adapted !== null) rc.headers = { ...rc.headers, "x-gateway-adapted": adapted };
 }
 
 /** The client's error for a runner result that is no answer. */

@@ -1,8 +1,9 @@
 // What one lane is asked to do (attempt.ts): the operation, the protocol spoken, the codecs that
 // read the answer, and the body sent. Pass-through, translation through the pivot, a direct codec
 // (embeddings), an upload as it came, or a token count.
+import { AdaptLog } from "../protocols/adapt.ts";
 import { clientCodecs, directCodecs, upstreamCodecs } from "../protocols/index.ts";
-import type { ClientCodec, ClientShape, DirectCodec, Json, UpstreamCodec, WireProtocol } from "../protocols/types.ts";
+import type { ChatRequest, ClientCodec, ClientShape, DirectCodec, Json, UpstreamCodec, WireProtocol } from "../protocols/types.ts";
 import { builtFrom } from "../protocols/wire-json.ts";
 import type { ProviderAdapter } from "../providers/types.ts";
 import type { RelayRequest } from "./relay-request.ts";
@@ -17,6 +18,17 @@ export interface Plan {
   /** Set for shapes served without the pivot (embeddings). */
   direct: DirectCodec | null;
   body: Json;
+  /** The fields this lane's body adapted (CONTRACT §9: `field=action, …`), null when none. */
+  adapted: string | null;
+}
+
+/** The request's pivot, made once under the key's translation policy (CONTRACT §9: absent means adapt). */
+export function pivotOf(rr: RelayRequest, client: ClientCodec): ChatRequest {
+  if (rr.pivot) return rr.pivot;
+  const log = new AdaptLog(rr.key.translation ?? "adapt", client.fieldNames);
+  rr.pivot = client.toPivot(rr.body, log);
+  rr.pivotLog = log;
+  return rr.pivot;
 }
 
 /** Whether a lane of this adapter can serve the shape at all (shapes served without the pivot need a protocol that has them). */
@@ -35,25 +47,28 @@ export function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: stri
     if (!adapter.countTokens) return null;
     // The client's Messages body, as it came, with the lane's model; answers and errors in Anthropic's shape.
     const body = model === rr.body.model ? rr.body : { ...rr.body, model };
-    return { kind: "count", protocol: "anthropic", codec: { errorOf: upstreamCodecs.anthropic!.errorOf }, client: null, direct: null, body };
+    return { kind: "count", protocol: "anthropic", codec: { errorOf: upstreamCodecs.anthropic!.errorOf }, client: null, direct: null, body, adapted: null };
   }
   if (rr.upload) {
     if (!adapter.transcribe) return `${adapter.id} lanes cannot transcribe audio.`;
     // Upload answers are OpenAI-shaped errors whatever the vendor: the chat protocol's reader.
-    return { kind: "upload", protocol: "chat", codec: { errorOf: upstreamCodecs.chat!.errorOf }, client: null, direct: null, body: {} };
+    return { kind: "upload", protocol: "chat", codec: { errorOf: upstreamCodecs.chat!.errorOf }, client: null, direct: null, body: {}, adapted: null };
   }
   const directs = directCodecs[rr.shape];
   if (directs) {
     const protocol = adapter.protocols.find((p) => directs[p]);
     if (!protocol) return `${adapter.id} lanes cannot serve ${rr.shape} requests.`;
     const direct = directs[protocol]!;
-    return { kind: "inference", protocol, codec: { errorOf: direct.errorOf }, client: null, direct, body: direct.encodeRequest(rr.body, { model }) };
+    return { kind: "inference", protocol, codec: { errorOf: direct.errorOf }, client: null, direct, body: direct.encodeRequest(rr.body, { model }), adapted: null };
   }
   const native = adapter.protocols.includes(rr.shape) ? upstreamCodecs[rr.shape] : undefined;
   if (native?.passThroughRequest) {
-    const body = native.passThroughRequest(rr.body, { model, stream: rr.stream });
+    // Under strict nothing is adapted on the way through; under adapt the codec may (a Messages
+    // body's system turns), and says so. The log costs one small object; nothing is parsed again.
+    const log = rr.key.translation === "strict" ? undefined : new AdaptLog("adapt");
+    const body = native.passThroughRequest(rr.body, { model, stream: rr.stream, adapt: log });
     builtFrom(body, rr.body);
-    return { kind: "inference", protocol: rr.shape as WireProtocol, codec: native, client: null, direct: null, body };
+    return { kind: "inference", protocol: rr.shape as WireProtocol, codec: native, client: null, direct: null, body, adapted: log ? log.summary() : null };
   }
   const protocol = adapter.protocols[0]!;
   const codec = upstreamCodecs[protocol];
@@ -61,6 +76,8 @@ export function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: stri
   if (!codec || !client) {
     return `Requests in the ${rr.shape} shape are not supported yet on ${adapter.id} lanes (no ${rr.shape} → ${protocol} translation is installed).`;
   }
-  rr.pivot ??= client.toPivot(rr.body);
-  return { kind: "inference", protocol, codec, client, direct: null, body: codec.encodeRequest(rr.pivot, { model, stream: rr.stream }) };
+  const pivot = pivotOf(rr, client);
+  const log = rr.pivotLog ? rr.pivotLog.fork() : new AdaptLog(rr.key.translation ?? "adapt", client.fieldNames);
+  const body = codec.encodeRequest(pivot, { model, stream: rr.stream, adapt: log });
+  return { kind: "inference", protocol, codec, client, direct: null, body, adapted: log.summary() };
 }

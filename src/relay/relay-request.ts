@@ -2,6 +2,7 @@
 // operation it asks of each lane: inference (the default), an upload sent as it came, or a count
 // of the body's input tokens.
 import type { AccessEntry } from "../http/access-log.ts";
+import type { AdaptLog } from "../protocols/adapt.ts";
 import type { ChatRequest, ClientShape, Json } from "../protocols/types.ts";
 import type { MoneyCall } from "./budget/money.ts";
 import type { KeyContext } from "./key-context.ts";
@@ -37,6 +38,10 @@ export interface RelayRequest {
   /** The request's record (a /blitz prompt's own part record): every attempt, lane and outcome is written there. */
   access: AccessEntry;
   pivot?: ChatRequest;
+  /** What turning the client's body into the pivot adapted (CONTRACT §9); each lane's encoder adds to a copy. */
+  pivotLog?: AdaptLog;
+  /** The adapted fields of the lane planned last (`field=action, …`), null when none: the header of an answer whose headers go before a lane answers. */
+  adapted?: string | null;
   /** The client's protocol headers (ClientCodec.forwardHeaders), for a lane that passes its request through (or counts it). */
   clientHeaders?: Record<string, string>;
   /** The operation: absent, inference (`body` planned per lane); set, this upload sent as it came. */

@@ -56,6 +56,7 @@ const ROUTING_KEY_FIELDS = [
   "classifier_credential_id", "monthly_budget_usd", "budget_excludes_seats", "current_month_spend_usd",
   "rpm_limit", "tpm_limit", "max_concurrent_requests", // CONTRACT §8 rate limits
   "cache", // CONTRACT §8 response cache
+  "translation", // CONTRACT §9 translation policy
   "current_month", "last_used_at", "revoked_at", "created_at", "updated_at", "providers",
 ].sort();
 const LANE_FIELDS = [

@@ -7,7 +7,10 @@
 // anthropic-version headers, required fields (model, max_tokens, messages), no unknown fields,
 // temperature within 0..1, roles alternating and starting with user, block types per role,
 // non-empty text, every tool_use answered by tool_result blocks leading the next user turn and
-// every tool_result answering a tool_use of the turn before, tool names and schemas, tool_choice.
+// every tool_result answering a tool_use of the turn before, tool names and schemas, tool_choice,
+// and extended thinking's rules (a budget of at least 1024 below max_tokens; no temperature but 1,
+// no top_k, top_p of at least 0.95, no forced tool; an assistant turn whose tool_use the request
+// answers must start with a thinking block).
 // Valid requests get the next queued reply (fixtures under test/fixtures/anthropic/, framed as
 // Anthropic frames them: `event: <type>\ndata: <json>\n\n`), or a generated answer.
 import { frameEvents } from "../fixtures/index.ts";
@@ -137,6 +140,28 @@ function validateRequest(req: Request, body: any, apiKey: string, counting = fal
     check(isObject(tc) && ["auto", "any", "tool", "none"].includes(tc.type), "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'");
     check(body.tools !== undefined, "tool_choice may only be specified while providing tools");
     if (tc.type === "tool") check(typeof tc.name === "string" && names.has(tc.name), `tool_choice.name: tool '${tc.name}' not found in tools`);
+  }
+
+  const thinking = body.thinking;
+  if (thinking !== undefined) {
+    check(isObject(thinking) && ["enabled", "disabled", "adaptive"].includes(thinking.type), "thinking.type: Input tag found using 'type' does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'");
+    if (thinking.type === "enabled") {
+      for (const k of Object.keys(thinking)) check(k === "type" || k === "budget_tokens", `thinking.enabled.${k}: Extra inputs are not permitted`);
+      check(Number.isInteger(thinking.budget_tokens) && thinking.budget_tokens >= 1024, "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024");
+      if (!counting) check(thinking.budget_tokens < body.max_tokens, "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size");
+      check(body.temperature === undefined || body.temperature === 1, "`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility");
+      check(body.top_k === undefined, "`top_k` must be unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility");
+      check(body.top_p === undefined || body.top_p >= 0.95, "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility");
+      check(!["any", "tool"].includes(body.tool_choice?.type), "Thinking may not be enabled when tool_choice forces tool use.");
+      const n = body.messages.length;
+      const last = body.messages[n - 1];
+      const prev = body.messages[n - 2];
+      const blocks = (m: any): any[] => (typeof m?.content === "string" ? [{ type: "text" }] : Array.isArray(m?.content) ? m.content : []);
+      if (last?.role === "user" && blocks(last).some((b) => b?.type === "tool_result") && prev?.role === "assistant" && blocks(prev).some((b) => b?.type === "tool_use")) {
+        const first = blocks(prev)[0]?.type;
+        check(first === "thinking" || first === "redacted_thinking", `messages.${n - 2}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${first}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable \`thinking\`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking`);
+      }
+    }
   }
 
   let pendingToolUses: string[] = [];

@@ -2,6 +2,7 @@
 // Lane table). Shape and types are checked here; rules that depend on the lane's provider or on
 // what the caller owns are in lane-rules.ts and service.ts.
 import { z } from "zod";
+import { TRANSLATION_POLICIES } from "../../protocols/adapt.ts";
 import { API_KEY_PROVIDER_IDS } from "../../providers/endpoints.ts";
 
 export const ROUTING_KEY_LABEL_MAX = 60;
@@ -59,6 +60,15 @@ export const cacheSetting = z.strictObject({
   shared: z.boolean().optional(),
 }).nullable();
 
+/**
+ * CONTRACT §9: what a lane does with a request field its protocol cannot carry. `adapt` (the
+ * default) maps it to its equivalent or drops it when it only tunes the vendor's behaviour;
+ * `strict` refuses it (400 unsupported_feature, so the chain fails over).
+ */
+export const translationSetting = z.enum(TRANSLATION_POLICIES).meta({
+  description: "`adapt` (default): a field a lane cannot carry is mapped or dropped, named in `x-gateway-adapted`; `strict`: it is refused with 400 unsupported_feature (the chain fails over).",
+});
+
 const classifierFields = {
   classifier_provider: z.enum(API_KEY_PROVIDER_IDS).nullable().optional(),
   classifier_model: text(200).nullable().optional(),
@@ -73,6 +83,7 @@ export const createRoutingKeyBody = z.strictObject({
   budget_excludes_seats: z.boolean().optional(),
   ...limitFields,
   cache: cacheSetting.optional(),
+  translation: translationSetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });
@@ -88,6 +99,7 @@ export const patchRoutingKeyBody = z.strictObject({
   regenerate: z.boolean().optional(),
   ...limitFields,
   cache: cacheSetting.optional(),
+  translation: translationSetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });

@@ -83,6 +83,7 @@ export async function presentRoutingKey(ctx: Base, row: RoutingKeyRow) {
     tpm_limit: row.tpmLimit,
     max_concurrent_requests: row.maxConcurrentRequests,
     cache: row.cache ? { ttl_seconds: row.cache.ttl_seconds, shared: row.cache.shared === true } : null,
+    translation: row.translation === "strict" ? "strict" : "adapt",
     current_month_spend_usd: Math.round(spend.usd * 1e9) / 1e9,
     current_month: spend.month,
     last_used_at: iso(row.lastUsedAt),
@@ -209,6 +210,7 @@ export async function createRoutingKey(ctx: Base, accountId: string, body: Creat
     tpmLimit: body.tpm_limit ?? null,
     maxConcurrentRequests: body.max_concurrent_requests ?? null,
     cache: cacheOf(body.cache),
+    translation: body.translation ?? "adapt",
     lanes,
   }).returning();
   return { row: row!, raw: key.raw };
@@ -241,6 +243,7 @@ export async function patchRoutingKey(ctx: Base & Publishing, accountId: string,
   if (body.tpm_limit !== undefined) set.tpmLimit = body.tpm_limit;
   if (body.max_concurrent_requests !== undefined) set.maxConcurrentRequests = body.max_concurrent_requests;
   if (body.cache !== undefined) set.cache = cacheOf(body.cache);
+  if (body.translation !== undefined) set.translation = body.translation;
 
   const touched = body.classifier_provider !== undefined || body.classifier_model !== undefined || body.classifier_instructions !== undefined || body.classifier_credential_id !== undefined;
   if (touched || body.mode !== undefined) {

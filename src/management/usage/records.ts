@@ -36,6 +36,8 @@ function present(r: Row, lanesTried: string[]) {
     latency_ms: r.latencyMs,
     ttfb_ms: r.ttfbMs,
     seat: r.seat,
+    // The request fields this attempt's lane got mapped, dropped or moved (CONTRACT §9), e.g. "reasoning_effort=mapped, verbosity=dropped"; null when none.
+    adapted: r.adapted ?? null,
     lanes_tried: lanesTried,
   };
 }

@@ -7,17 +7,29 @@
 // - `max_tokens` is always sent: max_completion_tokens, else max_tokens, else 4096.
 // - `response_format` json_schema / json_object become one forced tool (JSON_TOOL_NAME) whose
 //   input is the JSON answer; the decoders turn that tool's input back into message text.
-// - what Messages cannot express is a 400 unsupported_feature naming it, never clamped.
+// - what Messages cannot express is a 400 unsupported_feature naming it, never clamped; under the
+//   `adapt` policy (adapt.ts) `reasoning_effort` becomes extended thinking and fields that only
+//   tune OpenAI's behaviour (`verbosity`, other service tiers) are dropped instead.
 import { badRequest } from "../../errors.ts";
+import { dropOrRefuse, type AdaptLog } from "../adapt.ts";
 import {
   functionTools, isSet, maxTokensOf, parseArguments, parseDataUrl, partsOf, stopList, toolChoiceOf, unsupported, type ChatPart,
 } from "../pivot.ts";
 import {
-  forEachMessage, imageUrlOf, inlineFileOf, rejectChatOnlyFields, structuredFormatOf, systemTextParts, toolCallIdOf, toolCallsOf, unknownRole,
+  forEachMessage, imageUrlOf, inlineFileOf, noteDropped, rejectChatOnlyFields, structuredFormatOf, systemTextParts, toolCallIdOf, toolCallsOf, unknownRole,
 } from "../chat-request.ts";
-import type { ChatRequest, Json } from "../types.ts";
+import type { ChatRequest, EncodeOptions, Json } from "../types.ts";
 
 export const DEFAULT_MAX_TOKENS = 4096;
+/**
+ * `reasoning_effort` → extended-thinking budget in tokens (0: no thinking, Anthropic's default).
+ * Documented in docs/protocol-translation.md.
+ */
+export const THINKING_BUDGET: Readonly<Record<string, number>> = { none: 0, minimal: 0, low: 1024, medium: 4096, high: 16384, xhigh: 32768 };
+/** Anthropic's smallest thinking budget. */
+export const MIN_THINKING_BUDGET = 1024;
+/** Chat fields the Messages API has no place for, which only tune the vendor's own behaviour. */
+const VENDOR_ONLY = ["store", "metadata", "prompt_cache_key", "prompt_cache_retention", "safety_identifier", "seed"] as const;
 /** The forced tool that carries a `response_format` answer; a client tool may not use this name. */
 export const JSON_TOOL_NAME = "json_response";
 const LABEL = "anthropic";
@@ -28,8 +40,10 @@ interface Turn {
   content: Block[];
 }
 
-export function encodeAnthropicRequest(req: ChatRequest, opts: { model: string; stream: boolean }): Json {
-  rejectInexpressible(req);
+export function encodeAnthropicRequest(req: ChatRequest, opts: EncodeOptions): Json {
+  const log = opts.adapt;
+  rejectInexpressible(req, log);
+  noteDropped(req, log, VENDOR_ONLY);
   const { system, messages } = convertMessages(req.messages);
   const body: Json = { model: opts.model, max_tokens: maxTokensOf(req) ?? DEFAULT_MAX_TOKENS, messages };
   if (system.length) body.system = system;
@@ -76,18 +90,68 @@ export function encodeAnthropicRequest(req: ChatRequest, opts: { model: string; 
   } else if (choice && choice.kind !== "none" && choice.kind !== "auto") {
     throw badRequest("`tool_choice` requires `tools`.");
   }
+  if (isSet(req.reasoning_effort) && log) mapEffort(req, body, log);
   return body;
 }
 
+/**
+ * Under adapt, `reasoning_effort` → `thinking: {type: "enabled", budget_tokens}` (THINKING_BUDGET).
+ * The budget must stay below `max_tokens`: without a client limit, max_tokens grows by the budget
+ * so the answer keeps its default room; with one (which the gateway may not exceed, CONTRACT §7),
+ * a budget that does not fit is halved to half the limit, and left out below Anthropic's minimum.
+ * Thinking is left out too (the effort dropped, not refused: it only tunes how long the model
+ * thinks) where Anthropic refuses it together with what the request asks for: a temperature other
+ * than 1, top_p below 0.95, top_k, a forced tool (tool_choice, response_format), or a request that
+ * continues a tool call whose assistant turn carries no signed thinking block (chat history has
+ * none to send back; Anthropic requires one there once thinking is on).
+ */
+function mapEffort(req: ChatRequest, body: Json, log: AdaptLog): void {
+  const effort = String(req.reasoning_effort);
+  const budget = THINKING_BUDGET[effort];
+  if (budget === undefined) unsupported(LABEL, `\`reasoning_effort\` "${effort}"`, "send none, minimal, low, medium, high or xhigh");
+  if (budget === 0 || thinkingExcluded(body)) {
+    log.note("reasoning_effort", budget === 0 ? "mapped" : "dropped");
+    return;
+  }
+  const max = maxTokensOf(req);
+  let b = budget;
+  if (max === null) body.max_tokens = DEFAULT_MAX_TOKENS + b;
+  else if (b >= max) b = Math.floor(max / 2);
+  if (b < MIN_THINKING_BUDGET) {
+    log.note("reasoning_effort", "dropped");
+    return;
+  }
+  body.thinking = { type: "enabled", budget_tokens: b };
+  log.note("reasoning_effort", "mapped");
+}
+
+/** What Anthropic refuses together with extended thinking (see mapEffort). */
+function thinkingExcluded(body: Json): boolean {
+  if (typeof body.temperature === "number" && body.temperature !== 1) return true;
+  if (typeof body.top_p === "number" && body.top_p < 0.95) return true;
+  if (body.top_k !== undefined) return true;
+  const tc = body.tool_choice?.type;
+  if (tc === "any" || tc === "tool") return true;
+  const turns: Json[] = body.messages;
+  const last = turns[turns.length - 1];
+  const prev = turns[turns.length - 2];
+  const continuesToolUse = last?.role === "user" && last.content.some((b: Json) => b.type === "tool_result")
+    && prev?.role === "assistant" && prev.content.some((b: Json) => b.type === "tool_use");
+  return continuesToolUse && prev.content[0]?.type !== "thinking" && prev.content[0]?.type !== "redacted_thinking";
+}
+
 /** Chat parameters with no Messages equivalent whose loss would change the answer: 400. */
-function rejectInexpressible(req: ChatRequest): void {
+function rejectInexpressible(req: ChatRequest, log: AdaptLog | undefined): void {
   if (isSet(req.n, 1)) unsupported(LABEL, "`n` > 1 (several choices)", "send n = 1 and repeat the request");
   rejectChatOnlyFields(req, LABEL);
   if (isSet(req.presence_penalty, 0)) unsupported(LABEL, "`presence_penalty`");
   if (isSet(req.frequency_penalty, 0)) unsupported(LABEL, "`frequency_penalty`");
-  if (isSet(req.reasoning_effort)) unsupported(LABEL, "`reasoning_effort`", "Anthropic's extended thinking cannot be carried through chat tool-call history; remove it");
-  if (isSet(req.verbosity, "medium")) unsupported(LABEL, "`verbosity`");
-  if (isSet(req.service_tier, "auto", "default")) unsupported(LABEL, `\`service_tier\` "${req.service_tier}"`, "send \"auto\" or \"default\"");
+  if (isSet(req.reasoning_effort) && !log?.adapting) unsupported(LABEL, "`reasoning_effort`", "Anthropic's extended thinking cannot be carried through chat tool-call history; remove it");
+  if (isSet(req.verbosity, "medium")) dropOrRefuse(log, "verbosity", () => unsupported(LABEL, "`verbosity`"));
+  else if (isSet(req.verbosity)) log?.note("verbosity", "dropped");
+  if (isSet(req.service_tier, "auto", "default")) {
+    dropOrRefuse(log, "service_tier", () => unsupported(LABEL, `\`service_tier\` "${req.service_tier}"`, "send \"auto\" or \"default\""));
+  }
 }
 
 function responseFormatTool(rf: unknown): Json | null {

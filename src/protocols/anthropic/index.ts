@@ -2,7 +2,8 @@
 // - anthropicCodec: a lane that speaks Messages (chat pivot → /v1/messages and back; and the
 //   pass-through usage reader when the client speaks Messages too);
 // - anthropicClientCodec: a /v1/messages client on a lane that speaks another protocol.
-import type { ClientCodec, Json, UpstreamCodec, Usage } from "../types.ts";
+import type { ClientCodec, EncodeOptions, Json, UpstreamCodec, Usage } from "../types.ts";
+import { movedSystemTurns } from "./system-turns.ts";
 import { decodeAnthropicResponse, oneHourWrites, usageFromAnthropic } from "./decode-response.ts";
 import { encodeAnthropicRequest } from "./encode-request.ts";
 import { anthropicErrorOf } from "./errors.ts";
@@ -40,8 +41,12 @@ export const anthropicCodec: UpstreamCodec = {
   protocol: "anthropic",
   encodeRequest: encodeAnthropicRequest,
   // A Messages client on a Messages lane: the body goes as it is (the lane's model set when it
-  // differs). Anthropic streams always report usage, so nothing needs asking for.
-  passThroughRequest: (body, opts) => (body.model === opts.model ? body : { ...body, model: opts.model }),
+  // differs). Anthropic streams always report usage, so nothing needs asking for. Under adapt,
+  // `system` turns inside `messages` (which Anthropic refuses) move into `system`.
+  passThroughRequest(body: Json, opts: EncodeOptions): Json {
+    const out = body.model === opts.model ? body : { ...body, model: opts.model };
+    return opts.adapt?.adapting ? movedSystemTurns(out, body, opts.adapt) : out;
+  },
   decodeResponse: (body, opts) => decodeAnthropicResponse(body, opts),
   streamDecoder: anthropicStreamDecoder,
   errorOf: anthropicErrorOf,
@@ -61,4 +66,5 @@ export const anthropicClientCodec: ClientCodec = {
   streamEncoder: anthropicStreamEncoder,
   // The API version and beta features the client asked for mean something only to Anthropic.
   forwardHeaders: ["anthropic-version", "anthropic-beta"],
+  fieldNames: { reasoning_effort: "thinking", user: "metadata.user_id", stop: "stop_sequences" },
 };

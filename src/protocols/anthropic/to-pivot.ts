@@ -3,8 +3,11 @@
 // servers, containers, top_k) is refused as unsupported_feature, so the lane fails over to one
 // that can serve (CONTRACT §8). Thinking blocks of earlier turns are dropped: only the model
 // that signed them can read them. `cache_control` markers are dropped too: prompt caching is
-// Anthropic's, and an Anthropic lane gets a Messages client's request untranslated anyway.
+// Anthropic's, and an Anthropic lane gets a Messages client's request untranslated anyway. Under
+// the `adapt` policy (adapt.ts) `context_management` (Anthropic's own context editing) is dropped,
+// and `system` turns inside `messages` (Claude Code sends them) become chat system messages in place.
 import { badRequest, GatewayError } from "../../errors.ts";
+import { dropOrRefuse, type AdaptLog } from "../adapt.ts";
 import { isSet, unsupported } from "../pivot.ts";
 import type { ChatRequest, Json } from "../types.ts";
 
@@ -17,15 +20,15 @@ export function effortOfBudget(budget: number): string {
   return "high";
 }
 
-export function anthropicToPivot(body: Json): ChatRequest {
+export function anthropicToPivot(body: Json, adapt?: AdaptLog): ChatRequest {
   if (typeof body.model !== "string" || !body.model) throw new GatewayError(400, "The request needs a `model` string.");
   if (!Array.isArray(body.messages)) throw new GatewayError(400, "The request needs `messages`: an array of user and assistant turns.");
-  rejectInexpressible(body);
+  rejectInexpressible(body, adapt);
 
   const messages: Json[] = [];
   const system = systemParts(body.system);
   if (system.length) messages.push({ role: "system", content: system });
-  body.messages.forEach((m: unknown, i: number) => convertTurn(m, `messages[${i}]`, messages));
+  body.messages.forEach((m: unknown, i: number) => convertTurn(m, `messages[${i}]`, messages, adapt));
 
   const req: ChatRequest = { model: body.model, messages };
   if (body.stream === true) {
@@ -70,11 +73,25 @@ export function anthropicToPivot(body: Json): ChatRequest {
   return req;
 }
 
-function rejectInexpressible(body: Json): void {
+function rejectInexpressible(body: Json, adapt: AdaptLog | undefined): void {
   if (isSet(body.top_k)) unsupported(LABEL, "`top_k`", "remove it or route the request to an Anthropic lane");
   if (isSet(body.mcp_servers)) unsupported(LABEL, "`mcp_servers`", "route the request to an Anthropic lane");
   if (isSet(body.container)) unsupported(LABEL, "`container`", "route the request to an Anthropic lane");
-  if (isSet(body.context_management)) unsupported(LABEL, "`context_management`", "route the request to an Anthropic lane");
+  // Context editing (clearing old thinking or tool results) is how Anthropic trims its own context;
+  // the answer to the messages as sent is still the answer asked for.
+  if (isSet(body.context_management)) {
+    dropOrRefuse(adapt, "context_management", () => unsupported(LABEL, "`context_management`", "route the request to an Anthropic lane"));
+  }
+}
+
+/** A `system` turn's text (a string or text blocks) as chat text parts. */
+function systemTurnParts(content: unknown, where: string): Json[] {
+  if (typeof content === "string") return content ? [{ type: "text", text: content }] : [];
+  if (!Array.isArray(content)) throw badRequest(`${where}.content must be a string or an array of text blocks.`);
+  return content.map((b: Json, j: number) => {
+    if (b?.type !== "text" || typeof b.text !== "string") throw badRequest(`${where}.content[${j}] must be a text block in a system turn.`);
+    return { type: "text", text: b.text };
+  }).filter((p: Json) => p.text);
 }
 
 function systemParts(system: unknown): Json[] {
@@ -101,9 +118,15 @@ function toolsOf(tools: unknown): Json[] {
   });
 }
 
-function convertTurn(raw: unknown, where: string, out: Json[]): void {
+function convertTurn(raw: unknown, where: string, out: Json[], adapt: AdaptLog | undefined): void {
   if (!raw || typeof raw !== "object") throw badRequest(`${where} must be an object with \`role\` and \`content\`.`);
   const m = raw as Json;
+  if (m.role === "system" && adapt?.adapting) {
+    const parts = systemTurnParts(m.content, where);
+    if (parts.length) out.push({ role: "system", content: parts });
+    adapt.note("messages[].role", "mapped");
+    return;
+  }
   if (m.role !== "user" && m.role !== "assistant") throw badRequest(`${where}.role must be "user" or "assistant".`);
   if (typeof m.content === "string") {
     out.push({ role: m.role, content: m.content });

@@ -9,28 +9,33 @@
 // - Gemini 3 models require the thought signature of a function call to come back with it; chat
 //   history cannot carry one, so the documented validator-skip value is sent instead.
 import { badRequest } from "../../errors.ts";
+import { dropOrRefuse, type AdaptLog } from "../adapt.ts";
 import {
   functionTools, isSet, maxTokensOf, parseArguments, parseDataUrl, partsOf, stopList, toolChoiceOf, unsupported, type ChatPart,
 } from "../pivot.ts";
 import {
-  forEachMessage, imageUrlOf, inlineFileOf, rejectChatOnlyFields, structuredFormatOf, systemTextParts, toolCallIdOf, toolCallsOf, unknownRole,
+  forEachMessage, imageUrlOf, inlineFileOf, noteDropped, rejectChatOnlyFields, structuredFormatOf, systemTextParts, toolCallIdOf, toolCallsOf, unknownRole,
 } from "../chat-request.ts";
-import type { ChatRequest, Json } from "../types.ts";
+import type { ChatRequest, EncodeOptions, Json } from "../types.ts";
 import { toGeminiParameters, toGeminiSchema } from "./schema.ts";
 
 const LABEL = "gemini";
 export const SKIP_THOUGHT_SIGNATURE = "skip_thought_signature_validator";
 /** reasoning_effort → thinking budget in tokens (the mapping Google's own OpenAI-compatible endpoint uses). */
-const THINKING_BUDGET: Record<string, number> = { none: 0, minimal: 0, low: 1024, medium: 8192, high: 24576 };
+export const THINKING_BUDGET: Readonly<Record<string, number>> = { none: 0, minimal: 0, low: 1024, medium: 8192, high: 24576, xhigh: 32768 };
 const MAX_STOP_SEQUENCES = 5;
+/** Chat fields generateContent has no place for, which only tune the vendor's own behaviour. */
+const VENDOR_ONLY = ["store", "metadata", "prompt_cache_key", "prompt_cache_retention", "safety_identifier", "user"] as const;
 
 interface Content {
   role: "user" | "model";
   parts: Json[];
 }
 
-export function encodeGeminiRequest(req: ChatRequest, opts: { model: string; stream: boolean }): Json {
-  rejectInexpressible(req);
+export function encodeGeminiRequest(req: ChatRequest, opts: EncodeOptions): Json {
+  const log = opts.adapt;
+  rejectInexpressible(req, log);
+  noteDropped(req, log, VENDOR_ONLY);
   const { systemInstruction, contents } = convertMessages(req.messages, needsSignatureSkip(opts.model));
   const body: Json = { contents };
   if (systemInstruction) body.systemInstruction = systemInstruction;
@@ -54,8 +59,9 @@ export function encodeGeminiRequest(req: ChatRequest, opts: { model: string; str
   Object.assign(gc, responseFormatConfig(req.response_format));
   if (isSet(req.reasoning_effort)) {
     const budget = THINKING_BUDGET[String(req.reasoning_effort)];
-    if (budget === undefined) unsupported(LABEL, `\`reasoning_effort\` "${req.reasoning_effort}"`, "send none, minimal, low, medium or high");
+    if (budget === undefined) unsupported(LABEL, `\`reasoning_effort\` "${req.reasoning_effort}"`, "send none, minimal, low, medium, high or xhigh");
     gc.thinkingConfig = { thinkingBudget: budget };
+    log?.note("reasoning_effort", "mapped");
   }
   if (Object.keys(gc).length) body.generationConfig = gc;
 
@@ -71,7 +77,9 @@ export function encodeGeminiRequest(req: ChatRequest, opts: { model: string; str
         return fd;
       }),
     }];
-    if (req.parallel_tool_calls === false) unsupported(LABEL, "`parallel_tool_calls: false`", "Gemini cannot limit an answer to one function call; remove it");
+    if (req.parallel_tool_calls === false) {
+      dropOrRefuse(log, "parallel_tool_calls", () => unsupported(LABEL, "`parallel_tool_calls: false`", "Gemini cannot limit an answer to one function call; remove it"));
+    }
     if (choice) {
       const fcc: Json =
         choice.kind === "auto" ? { mode: "AUTO" }
@@ -92,10 +100,13 @@ function needsSignatureSkip(model: string): boolean {
   return !/^(models\/)?gemini-(1|2)(\.|-)/.test(model);
 }
 
-function rejectInexpressible(req: ChatRequest): void {
+function rejectInexpressible(req: ChatRequest, log: AdaptLog | undefined): void {
   rejectChatOnlyFields(req, LABEL);
-  if (isSet(req.verbosity, "medium")) unsupported(LABEL, "`verbosity`");
-  if (isSet(req.service_tier, "auto", "default")) unsupported(LABEL, `\`service_tier\` "${req.service_tier}"`, "send \"auto\" or \"default\"");
+  if (isSet(req.verbosity, "medium")) dropOrRefuse(log, "verbosity", () => unsupported(LABEL, "`verbosity`"));
+  else if (isSet(req.verbosity)) log?.note("verbosity", "dropped");
+  if (isSet(req.service_tier, "auto", "default")) {
+    dropOrRefuse(log, "service_tier", () => unsupported(LABEL, `\`service_tier\` "${req.service_tier}"`, "send \"auto\" or \"default\""));
+  } else if (isSet(req.service_tier)) log?.note("service_tier", "dropped");
 }
 
 function responseFormatConfig(rf: unknown): Json {

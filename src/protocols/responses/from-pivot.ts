@@ -2,11 +2,19 @@
 import { randomToken } from "../../lib/crypto.ts";
 import { reasoningBlocksOf, usageFromChat } from "../pivot.ts";
 import type { Json, ReasoningBlock, Usage } from "../types.ts";
+import { clientCallItem, toolMapOf, type ToolMap } from "./tool-map.ts";
 import { responsesUsage } from "./usage.ts";
 
 export const newResponseId = () => `resp_${randomToken(32)}`;
 export const newMessageItemId = () => `msg_${randomToken(32)}`;
 export const newFunctionItemId = () => `fc_${randomToken(32)}`;
+export const newCustomCallItemId = () => `ctc_${randomToken(32)}`;
+
+/** A chat tool call as the client's output item: a function_call, or what tool-map.ts maps it back to. */
+export function callItem(map: ToolMap | null, id: string | null, status: string, callId: string, laneName: string, args: string): Json {
+  const item = clientCallItem(map, callId, laneName, args);
+  return { id: id ?? (item.type === "custom_tool_call" ? newCustomCallItemId() : newFunctionItemId()), status, ...item };
+}
 export const newReasoningItemId = () => `rs_${randomToken(32)}`;
 
 /** A reasoning output item: its summary parts and, when its vendor sent it, its encrypted content. */
@@ -82,9 +90,9 @@ export function responsesFromPivot(completion: Json, usage: Usage | null, reques
   if (typeof message.content === "string" && message.content) content.push(outputTextPart(message.content));
   if (typeof message.refusal === "string" && message.refusal) content.push({ type: "refusal", refusal: message.refusal });
   if (content.length) output.push({ id: newMessageItemId(), type: "message", status: "completed", role: "assistant", content });
-  for (const tc of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
-    output.push({ id: newFunctionItemId(), type: "function_call", status: "completed", arguments: tc.function?.arguments ?? "", call_id: tc.id, name: tc.function?.name });
-  }
+  const calls: Json[] = Array.isArray(message.tool_calls) ? message.tool_calls : [];
+  const map = calls.length ? toolMapOf(request) : null;
+  for (const tc of calls) output.push(callItem(map, null, "completed", tc.id, tc.function?.name, tc.function?.arguments ?? ""));
   Object.assign(r, statusOf(choice?.finish_reason));
   r.output = output;
   const u = usage ?? usageFromChat(completion.usage);

@@ -20,6 +20,7 @@ export const responsesClientCodec: ClientCodec = {
   toPivot: responsesToPivot,
   fromPivot: responsesFromPivot,
   streamEncoder: responsesStreamEncoder,
+  fieldNames: { reasoning_effort: "reasoning.effort", verbosity: "text.verbosity", response_format: "text.format" },
 };
 
 /**

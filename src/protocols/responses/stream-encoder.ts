@@ -4,13 +4,17 @@
 // (message) response.content_part.added + response.output_text.delta…, (function call)
 // response.function_call_arguments.delta…; at the end each open item is closed in order
 // (output_text.done, content_part.done / function_call_arguments.done, output_item.done) and
-// response.completed (or response.incomplete) carries the final Response with usage.
+// response.completed (or response.incomplete) carries the final Response with usage. A call of a
+// tool the client declared as `custom` (tool-map.ts) is a custom_tool_call item instead: its input
+// is the call's `input` argument, which is only whole once the arguments are, so it is written
+// in one response.custom_tool_call_input.delta when the item closes.
 // Every event has `type` and an increasing `sequence_number`, framed with an `event:` line.
 import { nestedErrorObject, type GatewayError } from "../../errors.ts";
 import { firstChoice, writeDelta, type DeltaWriter } from "../chat/delta.ts";
 import { writeSseJson } from "../sse.ts";
 import type { ChunkEncoder, Json, ReasoningEnd, Usage } from "../types.ts";
-import { newFunctionItemId, newMessageItemId, newReasoningItemId, newResponseId, outputTextPart, reasoningItem, responseSkeleton, statusOf } from "./from-pivot.ts";
+import { clientCallItem, customInput, toolMapOf, type ToolMap } from "./tool-map.ts";
+import { callItem, newCustomCallItemId, newFunctionItemId, newMessageItemId, newReasoningItemId, newResponseId, outputTextPart, reasoningItem, responseSkeleton, statusOf } from "./from-pivot.ts";
 import { responsesUsage } from "./usage.ts";
 
 interface MessageItem {
@@ -40,6 +44,8 @@ interface CallItem {
   callId: string;
   name: string;
   arguments: string;
+  /** A call of a custom tool: a custom_tool_call item. */
+  custom: boolean;
 }
 
 export function responsesStreamEncoder(request: Json, opts: { nextSequence?: number } = {}): ChunkEncoder {
@@ -51,6 +57,8 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
   let message: MessageItem | null = null;
   let reasoningOpen: ReasoningItemState | null = null;
   const calls = new Map<number, CallItem>();
+  // The way back to the client's tool names (tool-map.ts), looked up at the first call.
+  let toolMap: ToolMap | null | undefined;
 
   const emit = (type: string, fields: Json): string => writeSseJson({ type, sequence_number: seq++, ...fields });
 
@@ -143,15 +151,18 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
     let s = "";
     let c = calls.get(index);
     if (!c) {
-      c = { kind: "call", id: newFunctionItemId(), outputIndex: items.length, callId: String(tc.id ?? ""), name: String(tc.function?.name ?? ""), arguments: "" };
+      if (toolMap === undefined) toolMap = toolMapOf(request);
+      const name = String(tc.function?.name ?? "");
+      const custom = toolMap?.byLaneName.get(name)?.kind === "custom";
+      c = { kind: "call", id: custom ? newCustomCallItemId() : newFunctionItemId(), outputIndex: items.length, callId: String(tc.id ?? ""), name, arguments: "", custom };
       calls.set(index, c);
       items.push(c);
-      s += emit("response.output_item.added", { output_index: c.outputIndex, item: { id: c.id, type: "function_call", status: "in_progress", arguments: "", call_id: c.callId, name: c.name } });
+      s += emit("response.output_item.added", { output_index: c.outputIndex, item: callItem(toolMap ?? null, c.id, "in_progress", c.callId, c.name, "") });
     }
     const delta = tc.function?.arguments;
     if (typeof delta === "string" && delta) {
       c.arguments += delta;
-      s += emit("response.function_call_arguments.delta", { item_id: c.id, output_index: c.outputIndex, delta });
+      if (!c.custom) s += emit("response.function_call_arguments.delta", { item_id: c.id, output_index: c.outputIndex, delta });
     }
     return s;
   };
@@ -166,7 +177,7 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
     if (it.kind === "reasoning") return reasoningItem(it.id, it.parts, it.encrypted);
     return it.kind === "message"
       ? { id: it.id, type: "message", status: "completed", role: "assistant", content: messageContent(it) }
-      : { id: it.id, type: "function_call", status: "completed", arguments: it.arguments, call_id: it.callId, name: it.name };
+      : callItem(toolMap ?? null, it.id, "completed", it.callId, it.name, it.arguments);
   }
 
   const closeItems = (): string => {
@@ -183,8 +194,13 @@ export function responsesStreamEncoder(request: Json, opts: { nextSequence?: num
           s += emit("response.refusal.done", { item_id: it.id, output_index: it.outputIndex, content_index: it.refusalPart, refusal: it.refusal });
           s += emit("response.content_part.done", { item_id: it.id, output_index: it.outputIndex, content_index: it.refusalPart, part: { type: "refusal", refusal: it.refusal } });
         }
+      } else if (it.custom) {
+        const input = customInput(it.arguments);
+        if (input) s += emit("response.custom_tool_call_input.delta", { item_id: it.id, output_index: it.outputIndex, delta: input });
+        s += emit("response.custom_tool_call_input.done", { item_id: it.id, output_index: it.outputIndex, input });
       } else {
-        s += emit("response.function_call_arguments.done", { item_id: it.id, output_index: it.outputIndex, name: it.name, arguments: it.arguments });
+        const item = clientCallItem(toolMap ?? null, it.callId, it.name, it.arguments);
+        s += emit("response.function_call_arguments.done", { item_id: it.id, output_index: it.outputIndex, name: item.name, arguments: it.arguments });
       }
       s += emit("response.output_item.done", { output_index: it.outputIndex, item: doneItem(it) });
     }

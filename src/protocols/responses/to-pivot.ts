@@ -1,16 +1,21 @@
 // A Responses request (POST /v1/responses) → the chat pivot, for lanes that do not speak
 // Responses natively. What needs server-side state (previous_response_id, conversation,
-// item_reference, background) or a hosted tool cannot be translated and is refused.
+// item_reference, background) or a hosted tool cannot be translated and is refused. Under the
+// `adapt` policy (adapt.ts) Codex's tool dialect is carried too (tool-map.ts): `additional_tools`
+// input items, `namespace` tools, freeform `custom` tools and their calls in the history.
 import { badRequest, GatewayError } from "../../errors.ts";
+import type { AdaptLog } from "../adapt.ts";
 import { isSet, unsupported } from "../pivot.ts";
 import type { ChatRequest, Json } from "../types.ts";
+import { collectTools, type ToolMap } from "./tool-map.ts";
 
 const LABEL = "non-Responses";
 
-export function responsesToPivot(body: Json): ChatRequest {
+export function responsesToPivot(body: Json, adapt?: AdaptLog): ChatRequest {
   if (typeof body.model !== "string" || !body.model) throw new GatewayError(400, "The request needs a `model` string.");
   if (body.input === undefined || body.input === null) throw new GatewayError(400, "The request needs `input`: a string or an array of input items.");
   rejectStateful(body);
+  const { tools, map } = collectTools(body, adapt);
 
   const messages: Json[] = [];
   if (isSet(body.instructions, "")) {
@@ -18,7 +23,7 @@ export function responsesToPivot(body: Json): ChatRequest {
     messages.push({ role: "system", content: body.instructions });
   }
   if (typeof body.input === "string") messages.push({ role: "user", content: body.input });
-  else if (Array.isArray(body.input)) convertItems(body.input, messages);
+  else if (Array.isArray(body.input)) convertItems(body.input, messages, map, adapt?.adapting === true);
   else throw badRequest("`input` must be a string or an array of input items.");
 
   const req: ChatRequest = { model: body.model, messages };
@@ -34,10 +39,21 @@ export function responsesToPivot(body: Json): ChatRequest {
   if (isSet(body.text?.verbosity)) req.verbosity = body.text.verbosity;
   const rf = responseFormatOf(body.text?.format);
   if (rf) req.response_format = rf;
-  const tools = toolsOf(body.tools);
   if (tools.length) req.tools = tools;
-  if (isSet(body.tool_choice)) req.tool_choice = toolChoiceOf(body.tool_choice);
+  if (isSet(body.tool_choice)) req.tool_choice = toolChoiceOf(body.tool_choice, map, adapt?.adapting === true);
+  noteDropped(body, adapt);
   return req;
+}
+
+/** What a chat lane has no place for and that only OpenAI's own state or tuning reads: dropped, as before, and named. */
+function noteDropped(body: Json, log: AdaptLog | undefined): void {
+  if (!log) return;
+  if (Array.isArray(body.include) && body.include.length) log.note("include", "dropped");
+  if (body.store === true) log.note("store", "dropped");
+  if (isSet(body.truncation, "disabled")) log.note("truncation", "dropped");
+  if (body.metadata && typeof body.metadata === "object" && Object.keys(body.metadata).length) log.note("metadata", "dropped");
+  if (isSet(body.prompt_cache_retention)) log.note("prompt_cache_retention", "dropped");
+  if (isSet(body.client_metadata)) log.note("client_metadata", "dropped");
 }
 
 function rejectStateful(body: Json): void {
@@ -66,32 +82,22 @@ function responseFormatOf(f: unknown): Json | null {
   throw badRequest("`text.format.type` must be text, json_object or json_schema.");
 }
 
-/** Responses function tools are flat ({type, name, parameters}); chat nests them under `function`. */
-function toolsOf(tools: unknown): Json[] {
-  if (tools === undefined || tools === null) return [];
-  if (!Array.isArray(tools)) throw badRequest("`tools` must be an array.");
-  return tools.map((t, i) => {
-    if (!t || typeof t !== "object") throw badRequest(`tools[${i}] must be an object.`);
-    if (t.type !== "function") unsupported(LABEL, `The hosted tool ${JSON.stringify(t.type)} (tools[${i}])`, "send function tools only, or route to an OpenAI lane");
-    if (typeof t.name !== "string" || !t.name) throw badRequest(`tools[${i}].name is required.`);
-    const fn: Json = { name: t.name };
-    if (t.description !== undefined && t.description !== null) fn.description = t.description;
-    if (t.parameters !== undefined && t.parameters !== null) fn.parameters = t.parameters;
-    if (t.strict !== undefined && t.strict !== null) fn.strict = t.strict;
-    return { type: "function", function: fn };
-  });
-}
-
-function toolChoiceOf(tc: unknown): unknown {
+function toolChoiceOf(tc: unknown, map: ToolMap, adapting: boolean): unknown {
   if (tc === "auto" || tc === "none" || tc === "required") return tc;
-  if (tc && typeof tc === "object" && (tc as Json).type === "function" && typeof (tc as Json).name === "string") {
-    return { type: "function", function: { name: (tc as Json).name } };
+  const t = tc as Json;
+  if (t && typeof t === "object" && (t.type === "function" || (adapting && t.type === "custom")) && typeof t.name === "string") {
+    const ns = adapting && typeof t.namespace === "string" ? t.namespace : undefined;
+    return { type: "function", function: { name: t.type === "custom" || ns ? map.laneName(t.name, ns) : t.name } };
   }
   return unsupported(LABEL, `\`tool_choice\` ${JSON.stringify(tc)}`, "send auto, none, required or {type: \"function\", name}");
 }
 
-/** Input items → chat messages; consecutive function calls join the assistant message before them. */
-function convertItems(items: unknown[], messages: Json[]): void {
+/**
+ * Input items → chat messages; consecutive function calls join the assistant message before them.
+ * `adapting`: Codex's items are carried too (custom tool calls and their outputs, namespaced
+ * calls under their lane names; the additional_tools item's tools are already the request's).
+ */
+function convertItems(items: unknown[], messages: Json[], map: ToolMap, adapting: boolean): void {
   // The assistant message that function_call items may still join (until anything else comes).
   let openAssistant: Json | null = null;
   items.forEach((raw, i) => {
@@ -112,18 +118,31 @@ function convertItems(items: unknown[], messages: Json[]): void {
         openAssistant = null;
         return;
       }
-      case "function_call": {
-        if (typeof item.call_id !== "string" || typeof item.name !== "string") throw badRequest(`${where} (function_call) needs call_id and name.`);
+      case "function_call":
+      case "custom_tool_call": {
+        const custom = type === "custom_tool_call";
+        if (custom && !adapting) return unsupported(LABEL, `An input item of type "custom_tool_call" (${where})`, "send messages, function calls and function call outputs");
+        if (typeof item.call_id !== "string" || typeof item.name !== "string") throw badRequest(`${where} (${type}) needs call_id and name.`);
         if (!openAssistant) {
           openAssistant = { role: "assistant", content: null };
           messages.push(openAssistant);
         }
         const a: Json = openAssistant;
-        (a.tool_calls ??= []).push({ id: item.call_id, type: "function", function: { name: item.name, arguments: typeof item.arguments === "string" ? item.arguments : JSON.stringify(item.arguments ?? {}) } });
+        const ns = adapting && typeof item.namespace === "string" && item.namespace ? item.namespace : undefined;
+        const name = custom || ns ? map.laneName(item.name, ns) : item.name;
+        const args = custom
+          ? JSON.stringify({ input: typeof item.input === "string" ? item.input : "" })
+          : typeof item.arguments === "string" ? item.arguments : JSON.stringify(item.arguments ?? {});
+        (a.tool_calls ??= []).push({ id: item.call_id, type: "function", function: { name, arguments: args } });
         return;
       }
+      case "additional_tools":
+        return; // its tools are the request's (collectTools), which refused it under strict
+      case "custom_tool_call_output":
+        if (!adapting) return unsupported(LABEL, `An input item of type "custom_tool_call_output" (${where})`, "send messages, function calls and function call outputs");
+      // falls through: the same shape as a function call's output
       case "function_call_output": {
-        if (typeof item.call_id !== "string") throw badRequest(`${where} (function_call_output) needs call_id.`);
+        if (typeof item.call_id !== "string") throw badRequest(`${where} (${type}) needs call_id.`);
         const out = item.output;
         const content = typeof out === "string" ? out : Array.isArray(out) ? userContent(out, `${where}.output`, false) : JSON.stringify(out ?? "");
         messages.push({ role: "tool", tool_call_id: item.call_id, content });

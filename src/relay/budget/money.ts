@@ -45,6 +45,8 @@ export interface AttemptRecord {
   usage: Usage | null;
   latencyMs: number;
   ttfbMs: number | null;
+  /** The request fields this attempt's lane got adapted (CONTRACT §9), null when none. */
+  adapted?: string | null;
 }
 
 /**
@@ -336,6 +338,7 @@ export class MoneyCall {
       latencyMs: a.latencyMs,
       ttfbMs: a.ttfbMs,
       seat: a.adapter.seat,
+      adapted: a.adapted ?? null,
       createdAt: new Date().toISOString(),
     };
     // Redis mode: into the usage stream with this turn's ledger writes; embedded: the usage queue.

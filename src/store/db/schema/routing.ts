@@ -42,6 +42,8 @@ export const routingKeys = pgTable("routing_keys", {
   maxConcurrentRequests: integer("max_concurrent_requests"),
   // Response cache (CONTRACT §8): null = off; `shared` puts the key's entries in its account's namespace.
   cache: jsonb("cache").$type<RoutingKeyCache | null>(),
+  // Translation policy (CONTRACT §9): `adapt` maps or drops what a lane cannot carry, `strict` refuses it.
+  translation: text("translation").notNull().default("adapt"),
   lanes: jsonb("lanes").$type<LaneRow[]>().notNull().default([]),
   lastUsedAt: ts("last_used_at"),
   revokedAt: ts("revoked_at"),

@@ -36,6 +36,8 @@ export const usageRecords = pgTable("usage_records", {
   latencyMs: integer("latency_ms").notNull().default(0),
   ttfbMs: integer("ttfb_ms"),
   seat: boolean("seat").notNull().default(false),
+  /** The request fields this attempt's lane got adapted (CONTRACT §9: `field=action, …`); null when none. */
+  adapted: text("adapted"),
   createdAt: ts("created_at").notNull().defaultNow(),
 }, (t) => [
   primaryKey({ name: "usage_records_pkey", columns: [t.id, t.createdAt] }),
