@@ -9,7 +9,7 @@ import type { GatewayError } from "../errors.ts";
 /** Protocols a lane can speak upstream. */
 export type WireProtocol = "chat" | "responses" | "anthropic" | "gemini" | "embeddings" | "gemini-embeddings";
 /** Shapes a client can send. */
-export type ClientShape = "chat" | "responses" | "anthropic" | "embeddings";
+export type ClientShape = "chat" | "responses" | "anthropic" | "embeddings" | "gemini";
 
 /** Token counts of one attempt; every codec fills what its protocol reports. */
 export interface Usage {
@@ -99,6 +99,8 @@ export interface UpstreamCodec {
   errorOf(status: number, bodyText: string): UpstreamErrorInfo;
   /** Usage block of a native (pass-through) answer or of one stream event's data; null when absent. */
   usageOf(body: Json): Usage | null;
+  /** The JSON key of a stream event's usage block, which a pass-through tap looks for in the bytes. Default `usage`. */
+  usageKey?: string;
   /**
    * Pass-through: a client body already in this protocol → the upstream body (shallow copy, `model`
    * set, usage requested on streams). A protocol without it is never passed through untranslated.
