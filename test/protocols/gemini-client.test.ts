@@ -138,7 +138,7 @@ describe("CONTRACT §9: chat answer → GenerateContentResponse", () => {
 describe("CONTRACT §9: chat chunks → streamGenerateContent events", () => {
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({ id: "c", object: "chat.completion.chunk", created: 1, model: "claude-x", choices: [{ index: 0, delta, finish_reason: finish }] });
 
-  test("CONTRACT §9: text as it comes; a tool call gathered whole into the last event with finishReason and usageMetadata", () => {
+  test("CONTRACT §9: text as it comes; a tool call gathered whole at the choice's finish; the last event has finishReason and usageMetadata", () => {
     const enc = streamEncoder({ model: "gemini-2.5-pro", generationConfig: { thinkingConfig: { includeThoughts: true } } });
     let s = enc.push(chunk({ role: "assistant", content: "" }));
     s += enc.push(chunk({ reasoning_content: "hmm" }));
@@ -154,6 +154,7 @@ describe("CONTRACT §9: chat chunks → streamGenerateContent events", () => {
     expect(events.map((e) => e.candidates[0].content.parts)).toEqual([
       [{ text: "hmm", thought: true }], [{ text: "Hel" }], [{ text: "lo" }],
       [{ functionCall: { id: "toolu_1", name: "ls", args: { dir: "." } } }],
+      [{ text: "" }],
     ]);
     const last = events.at(-1);
     expect(last.candidates[0].finishReason).toBe("STOP");
@@ -161,7 +162,11 @@ describe("CONTRACT §9: chat chunks → streamGenerateContent events", () => {
     expect(last.modelVersion).toBe("claude-x");
     expect(events.every((e) => e.responseId === last.responseId)).toBe(true);
     // Only the last event ends the stream: it is what the pass-through reader takes as terminal too.
-    expect(events.map((e) => geminiCodec.isTerminal!(JSON.stringify(e), null))).toEqual([false, false, false, true]);
+    expect(events.map((e) => geminiCodec.isTerminal!(JSON.stringify(e), null))).toEqual([false, false, false, false, true]);
+    // A stream that ends without the choice's finish still sends its calls, in the last event.
+    const cut = streamEncoder({ model: "m" });
+    cut.push(chunk({ tool_calls: [{ index: 0, id: "t", type: "function", function: { name: "f", arguments: "{}" } }] }));
+    expect(JSON.parse(parseSse(cut.end(null))[0]!.data).candidates[0]).toEqual({ content: { role: "model", parts: [{ functionCall: { id: "t", name: "f", args: {} } }] }, index: 0, finishReason: "STOP" });
   });
 
   test("CONTRACT §9: a failure after the first event is Google's error object", () => {

@@ -3,8 +3,9 @@
 // Every event is a whole GenerateContentResponse holding the next parts of candidate 0: text as
 // it arrives, the model's reasoning as `thought` parts when the client asked to see thoughts.
 // Gemini sends a function call whole, never in pieces, so a tool call's argument fragments are
-// gathered and its functionCall part goes out in the last event, which also carries the
-// finishReason and the usageMetadata: a Gemini client reads the end of the answer from it.
+// gathered and its functionCall parts go out in one event once the choice finishes. The last
+// event carries the finishReason and the usageMetadata: a Gemini client reads the end of the
+// answer from it.
 // Framed as Google frames it (`data: <json>\r\n\r\n`). A failure after the first event is an
 // `{"error": {code, message, status}}` event, as Google's own streams end on one.
 import { GatewayError, googleErrorObject } from "../../errors.ts";
@@ -40,6 +41,12 @@ export function geminiStreamEncoder(request: Json): ChunkEncoder {
   };
 
   let parts: Json[] = [];
+  /** The gathered calls as functionCall parts, once (at the choice's finish, else in the last event). */
+  const takeCalls = (): Json[] => {
+    const out = [...calls.entries()].sort((a, b) => a[0] - b[0]).map(([, c]) => functionCallPart({ id: c.id, function: { name: c.name, arguments: c.args } }));
+    calls.clear();
+    return out;
+  };
   const writer: DeltaWriter = {
     reasoning: (s) => {
       if (thoughts) parts.push({ text: s, thought: true });
@@ -72,13 +79,16 @@ export function geminiStreamEncoder(request: Json): ChunkEncoder {
       if (!choice) return "";
       parts = [];
       writeDelta(choice, writer);
-      if (typeof choice.finish_reason === "string") finishReason = choice.finish_reason;
+      if (typeof choice.finish_reason === "string") {
+        finishReason = choice.finish_reason;
+        parts.push(...takeCalls());
+      }
       return parts.length ? event(parts) : "";
     },
     end(usage: Usage | null): string {
       if (closed) return "";
       closed = true;
-      const last = [...calls.entries()].sort((a, b) => a[0] - b[0]).map(([, c]) => functionCallPart({ id: c.id, function: { name: c.name, arguments: c.args } }));
+      const last = takeCalls();
       return event(last.length ? last : [{ text: "" }], { finishReason: geminiFinishReason(finishReason), usage });
     },
     error(message: string, cause?: GatewayError): string {
