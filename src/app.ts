@@ -27,7 +27,9 @@ export function buildApp(ctx: Ctx, adminSecret: () => string | null = () => null
   app.onError(({ code, path, request }) => {
     if (code === "NOT_FOUND") {
       const nested = path.startsWith("/v1/") && !path.startsWith("/v1/organizations");
-      const res = errorResponse(new GatewayError(404, `No route for ${path}. The API reference at /docs lists the available paths.`, { code: "not_found" }), nested ? "nested" : "flat");
+      // Google's clients read Google's error shape (CONTRACT §9).
+      const shape = path.startsWith("/v1beta/") ? "google" : nested ? "nested" : "flat";
+      const res = errorResponse(new GatewayError(404, `No route for ${path}. The API reference at /docs lists the available paths.`, { code: "not_found" }), shape);
       // The access line's route is not the raw path (unbounded values): unknown paths share one.
       return answerUnrouted(ctx, request, "(no route)", res);
     }

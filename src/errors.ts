@@ -1,10 +1,11 @@
 // Errors are typed values. Only this module turns them into response bodies, in the
 // documented shapes: nested `{error: {message, type, param, code}}` on inference endpoints (both
 // `param` and `code` always present, null when empty, as OpenAI sends them: CONTRACT §8),
-// flat `{error, code}` on management endpoints and /blitz, and Anthropic's
-// `{type: "error", error: {type, message}}` on /v1/messages.
+// flat `{error, code}` on management endpoints and /blitz, Anthropic's
+// `{type: "error", error: {type, message}}` on /v1/messages, and Google's
+// `{error: {code, message, status}}` on the Gemini-native /v1beta routes (CONTRACT §9).
 
-export type ErrorShape = "nested" | "flat" | "anthropic";
+export type ErrorShape = "nested" | "flat" | "anthropic" | "google";
 
 export interface GatewayErrorInit {
   /** Machine-readable code from the spec's Errors table; omitted where the spec gives none. */
@@ -75,6 +76,51 @@ export function anthropicErrorType(status: number): string {
   return anthropicTypeByStatus[status] ?? (status >= 500 ? "api_error" : "invalid_request_error");
 }
 
+/**
+ * Google's canonical status names by HTTP status (google.rpc.Code), so Google's SDKs raise the
+ * matching error. Statuses Google never answers keep their own number (402 budget) and take the
+ * nearest name; the message says what happened.
+ */
+const googleStatusByHttp: Record<number, string> = {
+  400: "INVALID_ARGUMENT",
+  401: "UNAUTHENTICATED",
+  402: "RESOURCE_EXHAUSTED",
+  403: "PERMISSION_DENIED",
+  404: "NOT_FOUND",
+  405: "UNIMPLEMENTED",
+  409: "ABORTED",
+  410: "UNAUTHENTICATED",
+  413: "INVALID_ARGUMENT",
+  429: "RESOURCE_EXHAUSTED",
+  499: "CANCELLED",
+  500: "INTERNAL",
+  501: "UNIMPLEMENTED",
+  502: "UNAVAILABLE",
+  503: "UNAVAILABLE",
+  504: "DEADLINE_EXCEEDED",
+};
+
+/** The google.rpc status name of a gateway error's HTTP status. */
+export function googleStatus(status: number): string {
+  return googleStatusByHttp[status] ?? (status >= 500 ? "INTERNAL" : "FAILED_PRECONDITION");
+}
+
+/** Statuses whose gateway meaning a Google client cannot read off the status name alone (a budget is not a quota). */
+const SAYS_ITS_CODE = new Set([401, 402, 403, 410, 429]);
+
+/**
+ * Google's error object. The gateway's own code (budget_exceeded, rate_limit_exceeded,
+ * invalid_api_key…) leads the message of a key, budget or rate-limit error (CONTRACT §9: they
+ * keep their status and say so in `message`) and goes in an ErrorInfo detail as its `reason`,
+ * where Google's clients look for one.
+ */
+export function googleErrorObject(err: GatewayError): { code: number; message: string; status: string; details?: unknown[] } {
+  const message = err.code && SAYS_ITS_CODE.has(err.status) ? `${err.code}: ${err.message}` : err.message;
+  const out: { code: number; message: string; status: string; details?: unknown[] } = { code: err.status, message, status: googleStatus(err.status) };
+  if (err.code) out.details = [{ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: err.code, domain: "gateway" }];
+  return out;
+}
+
 /** The nested (OpenAI) error object: message, type, param and code, the last two null when empty. */
 export function nestedErrorObject(err: GatewayError): { message: string; type: string; param: string | null; code: string | null } {
   return {
@@ -87,6 +133,7 @@ export function nestedErrorObject(err: GatewayError): { message: string; type: s
 
 export function errorBody(err: GatewayError, shape: ErrorShape): Record<string, unknown> {
   if (shape === "anthropic") return { type: "error", error: { type: anthropicErrorType(err.status), message: err.message } };
+  if (shape === "google") return { error: googleErrorObject(err) };
   if (shape === "nested") {
     return { error: nestedErrorObject(err), ...err.extra };
   }

@@ -107,6 +107,23 @@ const ERROR_SCHEMAS = {
       error: { type: "object", required: ["type", "message"], properties: { type: { type: "string" }, message: { type: "string" } } },
     },
   },
+  GoogleError: {
+    type: "object",
+    description: "Google's error object: the Gemini-native /v1beta routes.",
+    required: ["error"],
+    properties: {
+      error: {
+        type: "object",
+        required: ["code", "message", "status"],
+        properties: {
+          code: { type: "integer", description: "The HTTP status." },
+          message: { type: "string" },
+          status: { type: "string", description: "google.rpc status name: INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, RESOURCE_EXHAUSTED, UNAVAILABLE, INTERNAL…" },
+          details: { type: "array", items: { type: "object" } },
+        },
+      },
+    },
+  },
   FlatError: {
     type: "object",
     description: "Management, signup and /blitz errors: a sentence and, where documented, a code.",
@@ -115,7 +132,7 @@ const ERROR_SCHEMAS = {
   },
 };
 
-const ERROR_SCHEMA_OF: Record<ErrorShape, keyof typeof ERROR_SCHEMAS> = { nested: "NestedError", flat: "FlatError", anthropic: "AnthropicError" };
+const ERROR_SCHEMA_OF: Record<ErrorShape, keyof typeof ERROR_SCHEMAS> = { nested: "NestedError", flat: "FlatError", anthropic: "AnthropicError", google: "GoogleError" };
 
 function parametersOf(query: z.ZodType): Array<Record<string, unknown>> {
   const s = jsonSchemaOf(query);

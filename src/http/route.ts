@@ -1,5 +1,5 @@
 // Mounts a path with its allowed methods. Every other method answers 405 (with code
-// `method_not_allowed` on management, without on inference and /blitz), errors are turned into
+// `method_not_allowed` on management, without on inference, /blitz and /v1beta), errors are turned into
 // the path's documented shape here, and every response carries the request id.
 import type { Elysia } from "elysia";
 import { asGatewayError, errorResponse, loggableError, methodNotAllowed, websocketNotServed, type ErrorShape } from "../errors.ts";
@@ -97,3 +97,5 @@ export const INFERENCE: MountOptions = { shape: "nested", codeOn405: false };
 export const BLITZ: MountOptions = { shape: "flat", codeOn405: false };
 /** /v1/messages: errors in Anthropic's shape so its SDKs raise their own typed errors. */
 export const ANTHROPIC: MountOptions = { shape: "anthropic", codeOn405: false };
+/** /v1beta (Gemini-native): errors in Google's shape, `{error: {code, message, status}}`. */
+export const GEMINI: MountOptions = { shape: "google", codeOn405: false };

@@ -3,7 +3,7 @@ import type { ClientCodec, ClientShape, DirectCodec, UpstreamCodec, WireProtocol
 import { geminiEmbeddingsCodec, openaiEmbeddingsCodec } from "./embeddings/index.ts";
 import { chatClientCodec, chatUpstreamCodec } from "./chat/index.ts";
 import { anthropicClientCodec, anthropicCodec } from "./anthropic/index.ts";
-import { geminiCodec } from "./gemini/index.ts";
+import { geminiClientCodec, geminiCodec } from "./gemini/index.ts";
 import { responsesClientCodec, responsesUpstreamCodec } from "./responses/index.ts";
 
 export const upstreamCodecs: Partial<Record<WireProtocol, UpstreamCodec>> = {
@@ -17,6 +17,7 @@ export const clientCodecs: Partial<Record<ClientShape, ClientCodec>> = {
   chat: chatClientCodec,
   responses: responsesClientCodec,
   anthropic: anthropicClientCodec,
+  gemini: geminiClientCodec,
 };
 
 /** Client shapes served without the pivot, by the protocols that can serve them (a lane with none fails over). */

@@ -47,6 +47,19 @@ export const requiredFields: Record<ClientShape, RequestRule> = {
       encodingFormat(b);
     },
   },
+  gemini: {
+    // The model and the streaming choice come from the URL (the route sets both before this runs).
+    streams: true,
+    check(b) {
+      if (!Array.isArray(b.contents)) throw invalidRequest("contents: required (an array of Content objects: user and model turns).", "contents");
+      for (let i = 0; i < b.contents.length; i++) {
+        const c = b.contents[i];
+        if (c === null || typeof c !== "object" || Array.isArray(c) || !Array.isArray(c.parts)) throw invalidRequest(`contents[${i}] must be a Content object with \`parts\`.`, `contents[${i}]`);
+      }
+      const gc = b.generationConfig;
+      if (gc !== undefined && gc !== null && (typeof gc !== "object" || Array.isArray(gc))) throw invalidRequest("generationConfig must be an object.", "generationConfig");
+    },
+  },
   responses: {
     streams: true,
     check(b) {
@@ -83,5 +96,15 @@ export const embeddingsBodyDoc = z.looseObject({
   encoding_format: z.enum(["float", "base64"]).optional(),
   dimensions: z.int().min(1).optional(),
 }).meta({ description: "An OpenAI embeddings request." });
+export const generateContentBodyDoc = z.looseObject({
+  contents: z.array(z.looseObject({ role: z.string().optional(), parts: z.array(z.looseObject({})) })).meta({ description: "Gemini Content objects: user and model turns." }),
+  systemInstruction: z.looseObject({ parts: z.array(z.looseObject({})) }).optional(),
+  tools: z.array(z.looseObject({})).optional().meta({ description: "Tool objects; functionDeclarations work on every lane, Google's hosted tools on google lanes only." }),
+  generationConfig: z.looseObject({ maxOutputTokens: z.int().min(1).optional() }).optional(),
+}).meta({ description: "A Gemini generateContent request; the model is in the path. Passed through on google lanes, translated elsewhere." });
+export const geminiCountTokensBodyDoc = z.looseObject({
+  contents: z.array(z.looseObject({})).optional(),
+  generateContentRequest: z.looseObject({}).optional(),
+}).meta({ description: "A Gemini countTokens request: `contents`, or a whole `generateContentRequest`." });
 export const countTokensBodyDoc = messagesBodyDoc.omit({ max_tokens: true, stream: true })
   .meta({ description: "A Messages request without max_tokens: the tokens its system, messages and tools take." });

@@ -10,7 +10,7 @@ import type { AdaptLog } from "./adapt.ts";
 /** Protocols a lane can speak upstream. */
 export type WireProtocol = "chat" | "responses" | "anthropic" | "gemini" | "embeddings" | "gemini-embeddings";
 /** Shapes a client can send. */
-export type ClientShape = "chat" | "responses" | "anthropic" | "embeddings";
+export type ClientShape = "chat" | "responses" | "anthropic" | "embeddings" | "gemini";
 
 /** Token counts of one attempt; every codec fills what its protocol reports. */
 export interface Usage {
@@ -111,6 +111,8 @@ export interface UpstreamCodec {
   errorOf(status: number, bodyText: string): UpstreamErrorInfo;
   /** Usage block of a native (pass-through) answer or of one stream event's data; null when absent. */
   usageOf(body: Json): Usage | null;
+  /** The JSON key of a stream event's usage block, which a pass-through tap looks for in the bytes. Default `usage`. */
+  usageKey?: string;
   /**
    * Pass-through: a client body already in this protocol → the upstream body (shallow copy, `model`
    * set, usage requested on streams). A protocol without it is never passed through untranslated.

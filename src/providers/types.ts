@@ -93,7 +93,8 @@ export interface ProviderAdapter {
    */
   prepare(args: AdapterRequestArgs): Promise<UpstreamCall> | UpstreamCall;
   /**
-   * Exact input-token counting of a Messages request (POST /v1/messages/count_tokens), on lanes
+   * Exact input-token counting of a request in the vendor's own protocol (a Messages request on
+   * POST /v1/messages/count_tokens, a Gemini one on /v1beta/models/{model}:countTokens), on lanes
    * whose vendor offers it; `body` is the client's, `model` set. Other lanes get the relay's estimate.
    */
   countTokens?(args: { ctx: AdapterEnv; lane: ResolvedLane; body: Json; clientHeaders?: Record<string, string> }): UpstreamCall;

@@ -62,11 +62,29 @@ function check(key: KeyContext | null): KeyContext {
 }
 
 /**
- * Resolves the request's routing key or throws (rejects with) 401 signup_required / invalid_api_key.
- * `apiKeyHeader`: also read `x-api-key` (what Anthropic's clients send) when there is no Authorization.
+ * Where a client's SDK puts its API key besides `Authorization: Bearer`: Anthropic's in
+ * `x-api-key`; Google's in `x-goog-api-key` or the `key` query parameter (CONTRACT §9), which
+ * come first there (a Google client may also carry an unrelated Authorization).
  */
-export async function resolveRoutingKey(ctx: AuthDeps, request: Request, apiKeyHeader = false): Promise<KeyContext> {
-  const token = bearer(request) ?? (apiKeyHeader ? request.headers.get("x-api-key")?.trim() || null : null);
+export type KeySource = "bearer" | "anthropic" | "google";
+
+/** The routing key a request carries, by its protocol's places, or null. */
+export function tokenOf(request: Request, from: KeySource): string | null {
+  if (from === "google") {
+    const goog = request.headers.get("x-goog-api-key")?.trim();
+    if (goog) return goog;
+    const q = request.url.includes("key=") ? new URL(request.url).searchParams.get("key")?.trim() : null;
+    return q || bearer(request);
+  }
+  return bearer(request) ?? (from === "anthropic" ? request.headers.get("x-api-key")?.trim() || null : null);
+}
+
+/**
+ * Resolves the request's routing key or throws (rejects with) 401 signup_required / invalid_api_key.
+ * `from`: the client protocol's key places besides Authorization (true: Anthropic's `x-api-key`).
+ */
+export async function resolveRoutingKey(ctx: AuthDeps, request: Request, from: boolean | KeySource = false): Promise<KeyContext> {
+  const token = tokenOf(request, from === true ? "anthropic" : from === false ? "bearer" : from);
   const hash = routingKeyHash(ctx, token);
   const kc = ctx.services.keyCache;
   const hit = kc.peek(hash);

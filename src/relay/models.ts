@@ -8,7 +8,7 @@ import { GatewayError } from "../errors.ts";
 import { bearer } from "../http/request.ts";
 import { allAdapters, getAdapter } from "../providers/registry.ts";
 import type { ResolvedLane } from "../providers/types.ts";
-import { resolveRoutingKey } from "./auth.ts";
+import { resolveRoutingKey, type KeyContext } from "./auth.ts";
 import { catalogProvider } from "./pricing.ts";
 import { isRetiredModel } from "./retired-models.ts";
 
@@ -107,10 +107,15 @@ async function laneModels(ctx: RelayDeps, lane: ResolvedLane, signal: AbortSigna
   return ids.map((id) => [id, lane.provider]);
 }
 
+/** The models a key's lanes can be called with, as [id, owner] pairs in lane order (ids repeat across lanes). */
+export async function keyModels(ctx: RelayDeps, key: KeyContext, signal: AbortSignal): Promise<[string, string][]> {
+  // Lanes are asked at once; the list keeps the key's lane order.
+  const perLane = await Promise.all(key.lanes.map((lane) => laneModels(ctx, lane, signal)));
+  return perLane.flat();
+}
+
 export async function listModels(ctx: RelayDeps, request: Request, created: number): Promise<object> {
   if (bearer(request) === null) return { object: "list", data: generalCatalog(created) };
   const key = await resolveRoutingKey(ctx, request);
-  // Lanes are asked at once; the list keeps the key's lane order.
-  const perLane = await Promise.all(key.lanes.map((lane) => laneModels(ctx, lane, request.signal)));
-  return { object: "list", data: entries(perLane.flat(), created) };
+  return { object: "list", data: entries(await keyModels(ctx, key, request.signal), created) };
 }

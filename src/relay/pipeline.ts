@@ -11,14 +11,14 @@ import type { ResolvedLane } from "../providers/types.ts";
 import { getAdapter } from "../providers/registry.ts";
 import { servesShape, type Endpoint, type LaneResult, type RelayRequest } from "./attempt.ts";
 import { pivotOf } from "./plan.ts";
-import { resolveRoutingKey } from "./auth.ts";
+import { resolveRoutingKey, type KeySource } from "./auth.ts";
 import { forwardedHeaders } from "./client-headers.ts";
 import { MoneyCall } from "./budget/money.ts";
 import { withOutputLimit } from "./budget/output-limits.ts";
 import { checkOutputAsk, checkServerState } from "./budget/request-checks.ts";
 import type { KeyContext } from "./key-context.ts";
 import { allLanesFailed, noProviders, type LaneFailure } from "./relay-errors.ts";
-import { readInferenceBody, type InferenceBody } from "./request-body.ts";
+import { readInferenceBody, type FromPath, type InferenceBody } from "./request-body.ts";
 import { classifyLanes } from "./routing/classifier.ts";
 import { LaneRunner } from "./lane-runner.ts";
 import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
@@ -51,7 +51,7 @@ const noLaneServes = (shape: ClientShape) =>
   unsupportedFeature(`None of this routing key's lanes can serve ${shape} requests; add a lane whose provider offers them (e.g. openai or google for embeddings).`);
 
 /** The usage-record endpoint of a client shape. */
-const ENDPOINT_OF: Record<ClientShape, Endpoint> = { chat: "chat", responses: "responses", anthropic: "messages", embeddings: "embeddings" };
+const ENDPOINT_OF: Record<ClientShape, Endpoint> = { chat: "chat", responses: "responses", anthropic: "messages", embeddings: "embeddings", gemini: "generate_content" };
 
 function newRelayRequest(ctx: RelayDeps, key: KeyContext, i: { endpoint: Endpoint; shape: ClientShape; body: Json; bytes: number; stream: boolean; requestId: string; signal: AbortSignal; money: MoneyCall; access: AccessEntry }): RelayRequest {
   return {
@@ -89,16 +89,22 @@ function refused(endpoint: Endpoint, e: unknown, access: AccessEntry): void {
   access.noteRefusal(endpoint, e);
 }
 
-/** POST /v1/chat/completions, /v1/responses and /v1/messages. Order: key 401 → body 413/400 → lanes 400 → budget 402 → limits 429. */
-export async function handleInference(ctx: RelayDeps, rc: RequestContext, shape: ClientShape): Promise<Response> {
+/** Where each client protocol's SDK sends its key. */
+const KEY_SOURCE: Partial<Record<ClientShape, KeySource>> = { anthropic: "anthropic", gemini: "google" };
+
+/**
+ * POST /v1/chat/completions, /v1/responses, /v1/messages and Gemini's generateContent (`fromPath`:
+ * its model and streaming choice, from the URL). Order: key 401 → body 413/400 → lanes 400 → budget 402 → limits 429.
+ */
+export async function handleInference(ctx: RelayDeps, rc: RequestContext, shape: ClientShape, fromPath?: FromPath): Promise<Response> {
   const endpoint = ENDPOINT_OF[shape];
   rc.access.endpoint = endpoint;
   let key: KeyContext;
   let parsed: InferenceBody;
   try {
-    key = await resolveRoutingKey(ctx, rc.request, shape === "anthropic");
+    key = await resolveRoutingKey(ctx, rc.request, KEY_SOURCE[shape] ?? "bearer");
     rc.access.keyPrefix = key.keyPrefix;
-    parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES);
+    parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES, fromPath);
     rc.access.model = parsed.model;
     ctx.services.usageQueue.touchKey(key.id);
     if (key.lanes.length === 0) throw noProviders();

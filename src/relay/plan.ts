@@ -44,10 +44,12 @@ export function servesShape(adapter: ProviderAdapter, shape: ClientShape): boole
  */
 export function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Plan | string | null {
   if (rr.count) {
-    if (!adapter.countTokens) return null;
-    // The client's Messages body, as it came, with the lane's model; answers and errors in Anthropic's shape.
+    // A vendor counts requests of its own protocol only (Anthropic a Messages body, Google a Gemini one).
+    const protocol = rr.shape as WireProtocol;
+    if (!adapter.countTokens || !adapter.protocols.includes(protocol)) return null;
+    // The client's body, as it came, with the lane's model; answers and errors in the client's protocol.
     const body = model === rr.body.model ? rr.body : { ...rr.body, model };
-    return { kind: "count", protocol: "anthropic", codec: { errorOf: upstreamCodecs.anthropic!.errorOf }, client: null, direct: null, body, adapted: null };
+    return { kind: "count", protocol, codec: { errorOf: upstreamCodecs[protocol]!.errorOf }, client: null, direct: null, body, adapted: null };
   }
   if (rr.upload) {
     if (!adapter.transcribe) return `${adapter.id} lanes cannot transcribe audio.`;

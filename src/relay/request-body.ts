@@ -15,12 +15,27 @@ export interface InferenceBody {
   model: string;
 }
 
-export async function readInferenceBody(request: Request, shape: ClientShape, maxBytes: number): Promise<InferenceBody> {
+/** What a protocol says in its URL rather than its body (Gemini: the model and whether to stream). */
+export interface FromPath {
+  model: string;
+  stream: boolean;
+}
+
+export async function readInferenceBody(request: Request, shape: ClientShape, maxBytes: number, fromPath?: FromPath): Promise<InferenceBody> {
   const raw = await readText(request, maxBytes);
   // A long body's walk for the nesting limit also maps its top-level members, for a pass-through lane.
   const { value: body, members } = raw.text.length >= MIN_REUSE_CHARS ? parseJsonTextWithMembers(raw.text, invalid) : { value: parseJsonText(raw.text, invalid), members: null };
   if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalid(NOT_OBJECT);
   const b = body as Json;
+  if (fromPath) {
+    // The body's own members are mapped first; the URL's model and stream are the relay's, set
+    // on it for every reader downstream and left out again of a pass-through lane's body.
+    rememberSource(b, raw.text, members);
+    b.model = fromPath.model;
+    b.stream = fromPath.stream;
+    requiredFields[shape].check(b);
+    return { body: b, bytes: raw.bytes, stream: fromPath.stream, model: fromPath.model };
+  }
   if (typeof b.model !== "string" || b.model === "") throw invalid("Missing required parameter: `model` (a string naming the model).", "model");
   const rule = requiredFields[shape];
   rule.check(b);

@@ -1,13 +1,14 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
-import { ANTHROPIC, BLITZ, INFERENCE, mount } from "../http/route.ts";
+import { ANTHROPIC, BLITZ, GEMINI, INFERENCE, mount } from "../http/route.ts";
 import { blitzBodyDoc, handleBlitz } from "./blitz.ts";
 import { blitzJobRoutes } from "./blitz/jobs/routes.ts";
 import { keyInfo } from "./key-info.ts";
 import { listModels, retrieveModel } from "./models.ts";
 import { handleCountTokens } from "./count-tokens.ts";
 import { handleInference } from "./pipeline.ts";
-import { chatCompletionsBodyDoc, countTokensBodyDoc, embeddingsBodyDoc, messagesBodyDoc, responsesBodyDoc } from "../protocols/required-fields.ts";
+import { chatCompletionsBodyDoc, countTokensBodyDoc, embeddingsBodyDoc, generateContentBodyDoc, messagesBodyDoc, responsesBodyDoc } from "../protocols/required-fields.ts";
+import { getGeminiModel, handleModelAction, listGeminiModels } from "./gemini.ts";
 import { transcriptionsHandler } from "./transcriptions.ts";
 import { relayDeps } from "./relay-deps.ts";
 import { RATE_LIMITED_DOC } from "./limits/headers.ts";
@@ -71,6 +72,22 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
       summary: "Up to 50 prompts in one request", tag: "Inference", auth: "routing-key", body: blitzBodyDoc,
       description: "Each prompt runs as its own chat completion through the key's lanes, all at once; one failing prompt is one error entry.",
       responses: { "200": { description: "`blitz.result`: one entry per prompt, in order, and the summed usage. Streamed: `text/event-stream` with `event: item` (`{index, status, completion | error, usage}`) per prompt in finishing order, `:` keep-alive comments while none finished, and a final `event: done` (`blitz.summary`: prompts, succeeded, failed, cancelled, usage)." }, ...RATE_LIMITED_DOC },
+    },
+  });
+  // Gemini-native (CONTRACT §9): `{model}` is `gemini-2.5-flash:generateContent` on POST, the model alone on GET.
+  mount(ctx, app, "/v1beta/models", { GET: (rc) => listGeminiModels(deps, rc) }, GEMINI, {
+    GET: { summary: "Models the key's lanes can serve (Gemini API shape)", tag: "Inference", auth: "routing-key", responses: { "200": { description: "`{models: [{name: \"models/…\", displayName, supportedGenerationMethods, inputTokenLimit, outputTokenLimit}]}`." } } },
+  });
+  mount(ctx, app, "/v1beta/models/:model", { GET: (rc) => getGeminiModel(deps, rc), POST: (rc) => handleModelAction(deps, rc) }, GEMINI, {
+    GET: { summary: "One model of the Gemini model list", tag: "Inference", auth: "routing-key", responses: { "200": { description: "A Gemini Model object." }, "404": { description: "NOT_FOUND in Google's error shape." } } },
+    POST: {
+      summary: "Gemini API: generateContent, streamGenerateContent, countTokens", tag: "Inference", auth: "routing-key", body: generateContentBodyDoc,
+      description: "For Gemini CLI and Google's SDKs: `{model}` is `<model>:generateContent`, `<model>:streamGenerateContent` (add `?alt=sse` for server-sent events, else one JSON array) or `<model>:countTokens` (a `{contents}` or `{generateContentRequest}` body; exact on google lanes, else estimated and marked `x-token-count: estimated`). The routing key goes in `x-goog-api-key`, `?key=` or `Authorization: Bearer`. Passed through on google lanes, translated elsewhere.",
+      responses: {
+        "200": { description: "A GenerateContentResponse; streamed: one per event, the last carrying finishReason and usageMetadata. countTokens: `{totalTokens}`." },
+        "402": { description: "budget_exceeded (status RESOURCE_EXHAUSTED, HTTP 402): the key's monthly budget does not fit this request." },
+        ...RATE_LIMITED_DOC,
+      },
     },
   });
   blitzJobRoutes(ctx, app);

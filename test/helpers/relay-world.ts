@@ -10,6 +10,7 @@ import { newId } from "../../src/lib/ids.ts";
 import { resolveRoutingKey } from "../../src/relay/auth.ts";
 import { credentials, routingKeys, usageRecords, type LaneRow } from "../../src/store/db/schema/index.ts";
 import { startMockAnthropic, type MockAnthropic } from "../mocks/anthropic-upstream.ts";
+import { startMockGemini, type MockGemini } from "../mocks/gemini-upstream.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { createAccount, startTestGateway, type StartOptions, type TestGateway } from "./gateway.ts";
 
@@ -92,7 +93,7 @@ export async function usageRows(gw: Gateway, where: SQL | undefined) {
 }
 
 /** Providers with a mock of their own protocol; every other provider gets an OpenAI-compatible mock. */
-interface Mocks { anthropic: MockAnthropic }
+interface Mocks { anthropic: MockAnthropic; google: MockGemini }
 type MockFor<P extends string> = P extends keyof Mocks ? Mocks[P] : MockUpstream;
 
 export interface RelayWorldOptions<P extends string> {
@@ -116,11 +117,11 @@ export interface RelayWorld<P extends string> {
 }
 
 export async function startRelayWorld<P extends string>(opts: RelayWorldOptions<P>): Promise<RelayWorld<P>> {
-  const up = {} as Record<string, MockUpstream | MockAnthropic>;
+  const up = {} as Record<string, MockUpstream | MockAnthropic | MockGemini>;
   const stopMocks = async () => { await Promise.all(Object.values(up).map((m) => m.stop())); };
   let gw: TestGateway | undefined;
   try {
-    await Promise.all(opts.providers.map(async (p) => { up[p] = p === "anthropic" ? await startMockAnthropic() : await startMockOpenAI(); }));
+    await Promise.all(opts.providers.map(async (p) => { up[p] = p === "anthropic" ? await startMockAnthropic() : p === "google" ? await startMockGemini() : await startMockOpenAI(); }));
     const env: Record<string, string> = {};
     for (const p of opts.providers) env[`PROVIDER_${p.toUpperCase()}_BASE_URL`] = up[p]!.url;
     gw = await startTestGateway({ ...env, ...opts.env }, opts.gateway);

@@ -3,6 +3,7 @@
 //   POST /v1beta/models/{model}:generateContent
 //   POST /v1beta/models/{model}:streamGenerateContent?alt=sse
 //   POST /v1beta/models/{model}:batchEmbedContents (vectors only, no token counts, as Google answers)
+//   POST /v1beta/models/{model}:countTokens ({contents} or {generateContentRequest} → {totalTokens})
 //
 // It checks what the gateway sends as strictly as Google does and answers Google's error shape
 // ({"error":{"code","message","status"}}) otherwise: the x-goog-api-key header (missing → 403,
@@ -223,7 +224,7 @@ export async function startMockGemini(opts: { apiKey?: string } = {}): Promise<M
       const url = new URL(req.url);
       const rec: Received = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers: headersOf(req), body: null, rejected: null };
       received.push(rec);
-      const m = /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent|batchEmbedContents)$/.exec(url.pathname);
+      const m = /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent|batchEmbedContents|countTokens)$/.exec(url.pathname);
       if (req.method !== "POST" || !m) {
         rec.rejected = "not_found";
         return errorResponse(404, "NOT_FOUND", `The requested URL ${url.pathname} was not found on this server.`);
@@ -235,6 +236,29 @@ export async function startMockGemini(opts: { apiKey?: string } = {}): Promise<M
       } catch {
         rec.rejected = "invalid json";
         return errorResponse(400, "INVALID_ARGUMENT", "Invalid JSON payload received.");
+      }
+      if (m[2] === "countTokens") {
+        try {
+          validateKey(req, url, apiKey);
+          const b = rec.body;
+          check(isObject(b), "Invalid JSON payload received. Expected an object.");
+          for (const k of Object.keys(b)) check(k === "contents" || k === "generateContentRequest", unknownName(k, ""));
+          check(!(b.contents && b.generateContentRequest), "* CountTokensRequest: send contents or generate_content_request, not both");
+          if (b.generateContentRequest) {
+            check(b.generateContentRequest.model === `models/${model}`, "* CountTokensRequest.generate_content_request.model: must name the model of the URL");
+            const { model: _m, ...inner } = b.generateContentRequest;
+            validateRequest(req, url, inner, apiKey);
+          } else {
+            validateRequest(req, url, { contents: b.contents }, apiKey);
+          }
+        } catch (e) {
+          if (!(e instanceof Invalid)) throw e;
+          rec.rejected = e.message;
+          return errorResponse(e.code, e.status, e.message, e.details);
+        }
+        const counted = rec.body.generateContentRequest ?? rec.body;
+        const totalTokens = Math.max(1, Math.ceil(JSON.stringify([counted.systemInstruction ?? null, counted.contents, counted.tools ?? null]).length / 4));
+        return Response.json({ totalTokens, promptTokensDetails: [{ modality: "TEXT", tokenCount: totalTokens }] });
       }
       if (m[2] === "batchEmbedContents") {
         try {

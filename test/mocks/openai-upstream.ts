@@ -52,6 +52,11 @@ export interface MockBehavior {
   /** Fixed completion id and created time (byte-for-byte comparisons of two answers). */
   id?: string;
   created?: number;
+  /**
+   * Chat: answer with these tool calls instead of text (finish_reason tool_calls). Streamed as
+   * OpenAI streams them: the call's id and name first, its arguments in two pieces after.
+   */
+  tool_calls?: Array<{ id: string; name: string; arguments: string }>;
 }
 
 export interface ReceivedRequest {
@@ -248,6 +253,22 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
         try {
           if (b.processing_comment) controller.enqueue(enc.encode(": PROCESSING\n\n"));
           await wait(b.first_byte_ms, state);
+          if (b.tool_calls) {
+            let out = chunk({ role: "assistant", content: null }, null);
+            b.tool_calls.forEach((tc, index) => {
+              const half = Math.ceil(tc.arguments.length / 2);
+              out += chunk({ tool_calls: [{ index, id: tc.id, type: "function", function: { name: tc.name, arguments: "" } }] }, null);
+              out += chunk({ tool_calls: [{ index, function: { arguments: tc.arguments.slice(0, half) } }] }, null);
+              out += chunk({ tool_calls: [{ index, function: { arguments: tc.arguments.slice(half) } }] }, null);
+            });
+            out += chunk({}, "tool_calls");
+            if (includeUsage) out += ev({ id, object: "chat.completion.chunk", created, model, system_fingerprint: "fp_mock", choices: [], usage: chatUsage(body, b, n) });
+            controller.enqueue(enc.encode(out + "data: [DONE]\n\n"));
+            bill.completion = chatUsage(body, b, n).completion_tokens;
+            state.done = true;
+            controller.close();
+            return;
+          }
           for (let i = 0; i < n; i++) {
             if (state.gone) return;
             if (i > 0) await wait(b.chunk_delay_ms, state);
@@ -355,7 +376,9 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
     const text = pieces(b, n).join("");
     const out: Record<string, unknown> = {
       id: b.id ?? `chatcmpl-mock${++seq}`, object: "chat.completion", created: b.created ?? Math.floor(Date.now() / 1000), model,
-      choices: Array.from({ length: choiceCount(body) }, (_, index) => ({ index, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: b.finish_reason ?? "stop" })),
+      choices: Array.from({ length: choiceCount(body) }, (_, index) => b.tool_calls
+        ? { index, message: { role: "assistant", content: null, refusal: null, tool_calls: b.tool_calls.map((tc) => ({ id: tc.id, type: "function", function: { name: tc.name, arguments: tc.arguments } })) }, logprobs: null, finish_reason: "tool_calls" }
+        : { index, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: b.finish_reason ?? "stop" }),
       system_fingerprint: "fp_mock",
     };
     if (b.usage !== false) out.usage = chatUsage(body, b, n);

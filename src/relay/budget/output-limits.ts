@@ -18,26 +18,38 @@ export const DEFAULT_MAX_OUTPUT_TOKENS = 32_768;
 export const MIN_USEFUL_OUTPUT_TOKENS = 256;
 
 let maxOutputs: Map<string, number> | null = null;
+let contextWindows: Map<string, number> | null = null;
 
-function catalog(): Map<string, number> {
-  if (maxOutputs) return maxOutputs;
+function limits(which: "output" | "context"): Map<string, number> {
+  const cached = which === "output" ? maxOutputs : contextWindows;
+  if (cached) return cached;
   const m = new Map<string, number>();
-  for (const provider of Object.values(providersCatalog) as Array<{ models: Record<string, { limit?: { output?: number } }> }>) {
+  for (const provider of Object.values(providersCatalog) as Array<{ models: Record<string, { limit?: { output?: number; context?: number } }> }>) {
     for (const [id, model] of Object.entries(provider.models)) {
-      const out = model.limit?.output;
-      if (typeof out === "number" && out > 0) m.set(id, Math.max(m.get(id) ?? 0, out));
+      const n = model.limit?.[which];
+      if (typeof n === "number" && n > 0) m.set(id, Math.max(m.get(id) ?? 0, n));
     }
   }
-  return (maxOutputs = m);
+  if (which === "output") maxOutputs = m;
+  else contextWindows = m;
+  return m;
 }
 
-/** The catalog's maximum output tokens for a model id, or null when it does not list one. */
-export function catalogMaxOutput(model: string): number | null {
-  const c = catalog();
+function lookUp(c: Map<string, number>, model: string): number | null {
   const hit = c.get(model);
   if (hit !== undefined) return hit;
   const slash = model.lastIndexOf("/");
   return slash >= 0 ? (c.get(model.slice(slash + 1)) ?? null) : null;
+}
+
+/** The catalog's maximum output tokens for a model id, or null when it does not list one. */
+export function catalogMaxOutput(model: string): number | null {
+  return lookUp(limits("output"), model);
+}
+
+/** The catalog's context window (input tokens) for a model id, or null when it does not list one. */
+export function catalogContextWindow(model: string): number | null {
+  return lookUp(limits("context"), model);
 }
 
 /** Every output-limit field a client body may carry, whatever its shape. */
@@ -54,12 +66,15 @@ export function clientOutputLimit(body: Json): number | null {
     const v = body[f];
     if (typeof v === "number" && Number.isFinite(v) && v > 0) out = Math.max(out ?? 0, Math.ceil(v));
   }
+  // A Gemini client's limit is nested (generationConfig.maxOutputTokens).
+  const g = body.generationConfig?.maxOutputTokens;
+  if (typeof g === "number" && Number.isFinite(g) && g > 0) out = Math.max(out ?? 0, Math.ceil(g));
   return out;
 }
 
 /** How many answers the request asks for at once (chat `n`, Gemini `candidateCount` via the pivot): each is billed. */
 export function choicesOf(body: Json): number {
-  const n = body.n;
+  const n = body.n ?? body.generationConfig?.candidateCount;
   return typeof n === "number" && Number.isFinite(n) && n > 1 ? Math.ceil(n) : 1;
 }
 
@@ -77,10 +92,16 @@ const LIMIT_FIELDS: Record<ClientShape, readonly string[]> = {
   responses: ["max_output_tokens"],
   anthropic: ["max_tokens"],
   embeddings: [], // no output to limit
+  gemini: [], // nested: generationConfig.maxOutputTokens (below)
 };
 
 /** A copy of the client's body whose output limit is at most `limit` (the client's fields kept, lowered). */
 export function withOutputLimit(body: Json, shape: ClientShape, limit: number): Json {
+  if (shape === "gemini") {
+    const gc: Json = body.generationConfig && typeof body.generationConfig === "object" ? body.generationConfig : {};
+    const v = gc.maxOutputTokens;
+    return { ...body, generationConfig: { ...gc, maxOutputTokens: typeof v === "number" && v <= limit ? v : limit } };
+  }
   const fields = LIMIT_FIELDS[shape];
   if (!fields.length) return body;
   const out: Json = { ...body };

@@ -20,6 +20,7 @@ const OWN_LIMIT: Record<ClientShape, string> = {
   responses: "max_output_tokens",
   anthropic: "max_tokens",
   embeddings: "max_tokens",
+  gemini: "generationConfig.maxOutputTokens",
 };
 
 const present = (v: unknown) => v !== undefined && v !== null;
@@ -27,6 +28,7 @@ const present = (v: unknown) => v !== undefined && v !== null;
 /** Throws 400 naming the field when the request's output limit or choice count is unclear. */
 export function checkOutputAsk(body: Json, shape: ClientShape): void {
   if (shape === "embeddings") return;
+  if (shape === "gemini") return checkGeminiAsk(body);
   let ref: { field: string; value: number } | null = null;
   const order = [OWN_LIMIT[shape], ...LIMIT_NAMES.filter((f) => f !== OWN_LIMIT[shape])];
   for (const f of order) {
@@ -40,6 +42,16 @@ export function checkOutputAsk(body: Json, shape: ClientShape): void {
   }
   const n = body.n;
   if (present(n) && (typeof n !== "number" || !Number.isInteger(n) || n < 1)) throw refuse("`n` must be a positive integer (each choice is generated and billed).", "n");
+}
+
+/** A Gemini request keeps its limit and its candidate count in generationConfig: one of each, by construction. */
+function checkGeminiAsk(body: Json): void {
+  const gc = body.generationConfig;
+  if (!gc || typeof gc !== "object") return;
+  for (const f of ["maxOutputTokens", "candidateCount"]) {
+    const v = gc[f];
+    if (present(v) && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) throw refuse(`\`generationConfig.${f}\` must be a positive integer.`, `generationConfig.${f}`);
+  }
 }
 
 /** Throws 400 for server-side state the gateway cannot observe or size (CONTRACT §8). */

@@ -18,6 +18,8 @@ const DELTA_KEYS: Record<string, Buffer[]> = {
   // the *.done events repeat the whole text under other keys and are not counted again.
   responses: [Buffer.from('"delta"')],
   anthropic: ["text", "thinking", "partial_json"].map((k) => Buffer.from(`"${k}"`)),
+  // Gemini: text parts (thought summaries included); a functionCall's args are an object, not counted.
+  gemini: [Buffer.from('"text"')],
 };
 
 const isSpace = (b: number | undefined) => b === SPACE || b === TAB || b === CR || b === LF;

@@ -14,7 +14,15 @@ import { countDeltaTokens } from "./delta-count.ts";
 import { FailedAfterOutput, type Tap } from "./tap.ts";
 
 const LF = 10, CR = 13, BACKSLASH = 92, COLON = 58, SPACE = 32, TAB = 9;
+/** The usage block's key (`"usage"`; a codec may name another: Gemini's `"usageMetadata"`), as bytes. */
 const USAGE = Buffer.from('"usage"');
+const usageMarkers = new Map<string, Buffer>();
+const usageMarkerOf = (key: string | undefined): Buffer => {
+  if (key === undefined || key === "usage") return USAGE;
+  let b = usageMarkers.get(key);
+  if (!b) usageMarkers.set(key, (b = Buffer.from(`"${key}"`)));
+  return b;
+};
 const DATA = Buffer.from("data:");
 /** An error event's marker in every protocol here (`{"error": …}`, `"type":"error"`); escaped inside content it reads `\"error\"`. */
 const ERROR = Buffer.from('"error"');
@@ -115,9 +123,9 @@ function eventName(bytes: Uint8Array): string | null {
   return m ? m[1]!.trim() : null;
 }
 
-/** True when the usage value starting after `"usage"` at pos is JSON null. */
-function isNullValue(b: Uint8Array, pos: number, n: number): boolean {
-  return nullAfter(b, pos + USAGE.length, n);
+/** True when the usage value starting after the usage key (`keyLength` bytes) at pos is JSON null. */
+function isNullValue(b: Uint8Array, pos: number, n: number, keyLength: number): boolean {
+  return nullAfter(b, pos + keyLength, n);
 }
 
 /** True when b[j..n) reads `: null` (a key whose value is null), or is not a key's colon at all. */
@@ -185,6 +193,7 @@ export class PassThroughTap implements Tap {
   private last: Uint8Array | null = null;
 
   private secretBytes: Buffer[];
+  private usageMarker: Buffer;
 
   /**
    * `client`: the client protocol's codec, for an error event that continues the stream (absent: a
@@ -192,6 +201,7 @@ export class PassThroughTap implements Tap {
    */
   constructor(private codec: UpstreamCodec, private request: Json, private client?: ClientCodec, private secrets: string[] = []) {
     this.secretBytes = secretBytesOf(secrets);
+    this.usageMarker = usageMarkerOf(codec.usageKey);
   }
 
   /** The error event continues the upstream's own event numbering (Responses sequence_number). */
@@ -306,9 +316,10 @@ export class PassThroughTap implements Tap {
   private emit(b: Uint8Array, end: number): Uint8Array {
     const buf = Buffer.from(b.buffer, b.byteOffset, end);
     let cuts: Array<[number, number]> | null = null;
-    let pos = buf.indexOf(USAGE);
+    const marker = this.usageMarker;
+    let pos = buf.indexOf(marker);
     while (pos >= 0) {
-      if (buf[pos - 1] !== BACKSLASH && !isNullValue(buf, pos, end)) {
+      if (buf[pos - 1] !== BACKSLASH && !isNullValue(buf, pos, end, marker.length)) {
         const s = eventStart(buf, pos);
         const e = eventEnd(buf, pos, end);
         let ev: Json | null = null;
@@ -320,9 +331,9 @@ export class PassThroughTap implements Tap {
           if (u) this.usage = u;
           if (this.codec.hideFromClient?.(ev, this.request)) (cuts ??= []).push([s, e]);
         }
-        pos = buf.indexOf(USAGE, e);
+        pos = buf.indexOf(marker, e);
       } else {
-        pos = buf.indexOf(USAGE, pos + USAGE.length);
+        pos = buf.indexOf(marker, pos + marker.length);
       }
     }
     if (!this.delivered && buf.indexOf(DATA) >= 0) this.delivered = true;
