@@ -78,6 +78,6 @@ export function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: stri
   }
   const pivot = pivotOf(rr, client);
   const log = rr.pivotLog ? rr.pivotLog.fork() : new AdaptLog(rr.key.translation ?? "adapt", client.fieldNames);
-  const body = codec.encodeRequest(pivot, { model, stream: rr.stream, adapt: log });
+  const body = codec.encodeRequest(pivot, { model, stream: rr.stream, adapt: log, hints: adapter.modelHints?.(model) });
   return { kind: "inference", protocol, codec, client, direct: null, body, adapted: log.summary() };
 }
