@@ -45,9 +45,12 @@ export function servesShape(adapter: ProviderAdapter, shape: ClientShape): boole
 export function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: string): Plan | string | null {
   if (rr.count) {
     if (!adapter.countTokens) return null;
-    // The client's Messages body, as it came, with the lane's model; answers and errors in Anthropic's shape.
-    const body = model === rr.body.model ? rr.body : { ...rr.body, model };
-    return { kind: "count", protocol: "anthropic", codec: { errorOf: upstreamCodecs.anthropic!.errorOf }, client: null, direct: null, body, adapted: null };
+    // The client's Messages body, as it came, with the lane's model (and under adapt its system
+    // turns moved, as for the answer itself); answers and errors in Anthropic's shape.
+    const messages = upstreamCodecs.anthropic!;
+    const log = rr.key.translation === "strict" ? undefined : new AdaptLog("adapt");
+    const body = messages.passThroughRequest!(rr.body, { model, stream: false, adapt: log });
+    return { kind: "count", protocol: "anthropic", codec: { errorOf: messages.errorOf }, client: null, direct: null, body, adapted: log ? log.summary() : null };
   }
   if (rr.upload) {
     if (!adapter.transcribe) return `${adapter.id} lanes cannot transcribe audio.`;
