@@ -88,12 +88,22 @@ export interface ChunkDecoder {
   usage(): Usage | null;
 }
 
+/** What the lane vendor's model catalog says of a model; absent or null: not known. */
+export interface ModelHints {
+  /** The model thinks (extended thinking, a thinking budget). */
+  reasons?: boolean | null;
+  /** The most output tokens the model writes in one answer. */
+  maxOutputTokens?: number | null;
+}
+
 /** What an encoder is told: the lane's model, whether the answer streams, the translation policy's log. */
 export interface EncodeOptions {
   model: string;
   stream: boolean;
   /** The request's translation policy and the log of what was adapted (absent: strict, nothing noted). */
   adapt?: AdaptLog;
+  /** The lane's model as its vendor's catalog knows it (an adapted field is fitted to it). */
+  hints?: ModelHints;
 }
 
 /** Codec between the chat pivot and one upstream protocol. */

@@ -3,7 +3,7 @@
 // branches on vendor names.
 import type { AdapterEnv } from "./env.ts";
 import type { LaneRow } from "../store/db/schema/routing.ts";
-import type { Json, WireProtocol } from "../protocols/types.ts";
+import type { Json, ModelHints, WireProtocol } from "../protocols/types.ts";
 
 /** A lane as the relay sees it at request time: the stored lane plus what it references, decrypted lazily. */
 export interface ResolvedLane extends LaneRow {
@@ -87,6 +87,11 @@ export interface ProviderAdapter {
    * Runs before applySettings, so a lane setting still wins.
    */
   fitTranslated?(body: Json, protocol: WireProtocol, model: string): void;
+  /**
+   * What this vendor's catalog says of `model` (thinks, most output tokens), which a translating
+   * encoder fits an adapted field to (CONTRACT §9: an effort a model cannot think with is dropped).
+   */
+  modelHints?(model: string): ModelHints;
   /**
    * Builds the upstream HTTP call (URL, auth headers, serialized body). prepare and send may throw a
    * GatewayError: `retryable: true` fails this lane over, otherwise it goes back to the client.

@@ -47,9 +47,17 @@ export function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: stri
     // A vendor counts requests of its own protocol only (Anthropic a Messages body, Google a Gemini one).
     const protocol = rr.shape as WireProtocol;
     if (!adapter.countTokens || !adapter.protocols.includes(protocol)) return null;
-    // The client's body, as it came, with the lane's model; answers and errors in the client's protocol.
-    const body = model === rr.body.model ? rr.body : { ...rr.body, model };
-    return { kind: "count", protocol, codec: { errorOf: upstreamCodecs[protocol]!.errorOf }, client: null, direct: null, body, adapted: null };
+    const codec = upstreamCodecs[protocol]!;
+    if (protocol !== "anthropic" || !codec.passThroughRequest) {
+      // The client's body, as it came, with the lane's model; answers and errors in the client's protocol.
+      const body = model === rr.body.model ? rr.body : { ...rr.body, model };
+      return { kind: "count", protocol, codec: { errorOf: codec.errorOf }, client: null, direct: null, body, adapted: null };
+    }
+    // A Messages body with the lane's model (and under adapt its system turns moved, as for the
+    // answer itself); answers and errors in Anthropic's shape.
+    const log = rr.key.translation === "strict" ? undefined : new AdaptLog("adapt");
+    const body = codec.passThroughRequest(rr.body, { model, stream: false, adapt: log });
+    return { kind: "count", protocol, codec: { errorOf: codec.errorOf }, client: null, direct: null, body, adapted: log ? log.summary() : null };
   }
   if (rr.upload) {
     if (!adapter.transcribe) return `${adapter.id} lanes cannot transcribe audio.`;
@@ -80,6 +88,6 @@ export function planBody(rr: RelayRequest, adapter: ProviderAdapter, model: stri
   }
   const pivot = pivotOf(rr, client);
   const log = rr.pivotLog ? rr.pivotLog.fork() : new AdaptLog(rr.key.translation ?? "adapt", client.fieldNames);
-  const body = codec.encodeRequest(pivot, { model, stream: rr.stream, adapt: log });
+  const body = codec.encodeRequest(pivot, { model, stream: rr.stream, adapt: log, hints: adapter.modelHints?.(model) });
   return { kind: "inference", protocol, codec, client, direct: null, body, adapted: log.summary() };
 }

@@ -13,6 +13,9 @@ import { transcriptionsHandler } from "./transcriptions.ts";
 import { relayDeps } from "./relay-deps.ts";
 import { RATE_LIMITED_DOC } from "./limits/headers.ts";
 
+/** What an answer on a translated lane says about the fields it could not carry as sent (CONTRACT §9). */
+const ADAPTED_DOC = "A translated lane names the request fields it mapped, dropped or moved (the routing key's `translation` policy) in `x-gateway-adapted: <field>=<mapped|dropped|moved>, …`.";
+
 /**
  * The inference endpoints: the hot path. The edge that holds the instance: its handlers get the
  * request path's narrow view of it (relay-deps.ts), built here once.
@@ -25,7 +28,7 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
       summary: "Chat completion (OpenAI-compatible)", tag: "Inference", auth: "routing-key", body: chatCompletionsBodyDoc,
       description: "Runs the request through the routing key's lanes in order, falling over to the next lane when one fails.",
       responses: {
-        "200": { description: "The completion (JSON), or with `stream: true` server-sent events." },
+        "200": { description: `The completion (JSON), or with \`stream: true\` server-sent events. ${ADAPTED_DOC}` },
         "402": { description: "budget_exceeded: the key's monthly budget does not fit this request." },
         ...RATE_LIMITED_DOC,
       },
@@ -34,14 +37,14 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/v1/responses", { POST: (rc) => handleInference(deps, rc, "responses") }, INFERENCE, {
     POST: {
       summary: "Response (OpenAI Responses API)", tag: "Inference", auth: "routing-key", body: responsesBodyDoc,
-      responses: { "200": { description: "The response (JSON), or with `stream: true` server-sent events." }, ...RATE_LIMITED_DOC },
+      responses: { "200": { description: `The response (JSON), or with \`stream: true\` server-sent events. ${ADAPTED_DOC}` }, ...RATE_LIMITED_DOC },
     },
   });
   mount(ctx, app, "/v1/messages", { POST: (rc) => handleInference(deps, rc, "anthropic") }, ANTHROPIC, {
     POST: {
       summary: "Message (Anthropic Messages API)", tag: "Inference", auth: "routing-key", body: messagesBodyDoc,
       description: "For Anthropic SDKs: the routing key goes in `x-api-key` or `Authorization`. Passed through on Anthropic lanes, translated elsewhere.",
-      responses: { "200": { description: "The message (JSON), or with `stream: true` Anthropic server-sent events." }, ...RATE_LIMITED_DOC },
+      responses: { "200": { description: `The message (JSON), or with \`stream: true\` Anthropic server-sent events. ${ADAPTED_DOC}` }, ...RATE_LIMITED_DOC },
     },
   });
   mount(ctx, app, "/v1/embeddings", { POST: (rc) => handleInference(deps, rc, "embeddings") }, INFERENCE, {

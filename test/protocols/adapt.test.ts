@@ -8,6 +8,7 @@ import { anthropicClientCodec, anthropicCodec } from "../../src/protocols/anthro
 import { geminiCodec } from "../../src/protocols/gemini/index.ts";
 import { responsesClientCodec } from "../../src/protocols/responses/index.ts";
 import { laneToolName } from "../../src/protocols/responses/tool-map.ts";
+import { catalogHints } from "../../src/providers/catalog-hints.ts";
 import type { ChatRequest, Json } from "../../src/protocols/types.ts";
 import { parseSse } from "./helpers.ts";
 
@@ -127,6 +128,23 @@ describe("CONTRACT §9: reasoning_effort → Anthropic extended thinking", () =>
     const small = encodeAnthropic({ model: "m", messages: user, reasoning_effort: "high", max_tokens: 1500 }, log);
     expect("thinking" in small).toBe(false);
     expect(small.max_tokens).toBe(1500);
+    expect(log.summary()).toBe("reasoning_effort=dropped");
+  });
+
+  test("CONTRACT §9: the lane's model as the catalog knows it: no thinking for a model that does not think, a raised max_tokens within its output", () => {
+    expect(catalogHints("anthropic", "claude-3-haiku-20240307")).toEqual({ reasons: false, maxOutputTokens: 4096 });
+    expect(catalogHints("anthropic", "claude-model-nobody-listed")).toEqual({});
+    let log = adapt();
+    const none = anthropicCodec.encodeRequest({ model: "m", messages: user, reasoning_effort: "high" }, { model: "claude-3-haiku-20240307", stream: false, adapt: log, hints: catalogHints("anthropic", "claude-3-haiku-20240307") });
+    expect("thinking" in none).toBe(false);
+    expect(none.max_tokens).toBe(4096);
+    expect(log.summary()).toBe("reasoning_effort=dropped");
+    log = adapt();
+    const fit = anthropicCodec.encodeRequest({ model: "m", messages: user, reasoning_effort: "high" }, { model: "m", stream: false, adapt: log, hints: { reasons: true, maxOutputTokens: 8192 } });
+    expect(fit).toMatchObject({ max_tokens: 8192, thinking: { type: "enabled", budget_tokens: 4096 } });
+    log = adapt();
+    const flash = geminiCodec.encodeRequest({ model: "m", messages: user, reasoning_effort: "low" } as ChatRequest, { model: "gemini-2.0-flash", stream: false, adapt: log, hints: catalogHints("google", "gemini-2.0-flash") });
+    expect(flash.generationConfig?.thinkingConfig).toBeUndefined();
     expect(log.summary()).toBe("reasoning_effort=dropped");
   });
 

@@ -102,6 +102,20 @@ describe("CONTRACT §9: Claude Code's Messages body", () => {
     expect((await usageRowsOf(w.gw, requestId))[0]!.adapted).toBe("messages[].role=moved");
   });
 
+  test("CONTRACT §9: count_tokens of Claude Code's body on an anthropic lane: the system turn is moved for the count too, which Anthropic then accepts", async () => {
+    // What count_tokens takes (Anthropic refuses max_tokens, stream and metadata there).
+    const { max_tokens: _m, stream: _s, metadata: _u, ...count } = claudeCode(false);
+    const before = w.anthropic.served.length;
+    const { res, text } = await send("/v1/messages/count_tokens", w.keys.anthropic!.rawKey, count, CLAUDE_HEADERS);
+    if (res.status !== 200) throw new Error(text);
+    expect(res.headers.get("x-token-count")).toBe("exact");
+    expect(JSON.parse(text).input_tokens).toBeGreaterThan(0);
+    const got = w.anthropic.served.slice(before).at(-1)!;
+    expect(got.path).toBe("/v1/messages/count_tokens");
+    expect(got.body.messages.map((m: Json) => m.role)).toEqual(["user"]);
+    expect(got.body.system).toHaveLength(2);
+  });
+
   test("CONTRACT §9: a plain Messages body on an anthropic lane goes byte for byte, with no header and no adapted record", async () => {
     const body = { model: "claude-sonnet-4-5-20250929", max_tokens: 100, messages: [{ role: "user", content: "hi" }] };
     const before = w.anthropic.served.length;

@@ -18,7 +18,7 @@ import {
 import {
   forEachMessage, imageUrlOf, inlineFileOf, noteDropped, rejectChatOnlyFields, structuredFormatOf, systemTextParts, toolCallIdOf, toolCallsOf, unknownRole,
 } from "../chat-request.ts";
-import type { ChatRequest, EncodeOptions, Json } from "../types.ts";
+import type { ChatRequest, EncodeOptions, Json, ModelHints } from "../types.ts";
 
 export const DEFAULT_MAX_TOKENS = 4096;
 /**
@@ -90,37 +90,37 @@ export function encodeAnthropicRequest(req: ChatRequest, opts: EncodeOptions): J
   } else if (choice && choice.kind !== "none" && choice.kind !== "auto") {
     throw badRequest("`tool_choice` requires `tools`.");
   }
-  if (isSet(req.reasoning_effort) && log) mapEffort(req, body, log);
+  if (isSet(req.reasoning_effort) && log) mapEffort(req, body, log, opts.hints ?? {});
   return body;
 }
 
 /**
  * Under adapt, `reasoning_effort` → `thinking: {type: "enabled", budget_tokens}` (THINKING_BUDGET).
  * The budget must stay below `max_tokens`: without a client limit, max_tokens grows by the budget
- * so the answer keeps its default room; with one (which the gateway may not exceed, CONTRACT §7),
- * a budget that does not fit is halved to half the limit, and left out below Anthropic's minimum.
+ * so the answer keeps its default room (never past the model's catalog maximum); with one (which
+ * the gateway may not exceed, CONTRACT §7), a budget that does not fit becomes half the limit, and
+ * below Anthropic's minimum thinking is left out. A model the catalog says does not think gets none.
  * Thinking is left out too (the effort dropped, not refused: it only tunes how long the model
  * thinks) where Anthropic refuses it together with what the request asks for: a temperature other
  * than 1, top_p below 0.95, top_k, a forced tool (tool_choice, response_format), or a request that
  * continues a tool call whose assistant turn carries no signed thinking block (chat history has
  * none to send back; Anthropic requires one there once thinking is on).
  */
-function mapEffort(req: ChatRequest, body: Json, log: AdaptLog): void {
+function mapEffort(req: ChatRequest, body: Json, log: AdaptLog, hints: ModelHints): void {
   const effort = String(req.reasoning_effort);
   const budget = THINKING_BUDGET[effort];
   if (budget === undefined) unsupported(LABEL, `\`reasoning_effort\` "${effort}"`, "send none, minimal, low, medium, high or xhigh");
-  if (budget === 0 || thinkingExcluded(body)) {
+  if (budget === 0 || hints.reasons === false || thinkingExcluded(body)) {
     log.note("reasoning_effort", budget === 0 ? "mapped" : "dropped");
     return;
   }
-  const max = maxTokensOf(req);
-  let b = budget;
-  if (max === null) body.max_tokens = DEFAULT_MAX_TOKENS + b;
-  else if (b >= max) b = Math.floor(max / 2);
+  const limit = maxTokensOf(req) ?? Math.min(DEFAULT_MAX_TOKENS + budget, hints.maxOutputTokens ?? Infinity);
+  const b = budget < limit ? budget : Math.floor(limit / 2);
   if (b < MIN_THINKING_BUDGET) {
     log.note("reasoning_effort", "dropped");
     return;
   }
+  body.max_tokens = limit;
   body.thinking = { type: "enabled", budget_tokens: b };
   log.note("reasoning_effort", "mapped");
 }

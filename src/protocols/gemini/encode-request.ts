@@ -60,8 +60,12 @@ export function encodeGeminiRequest(req: ChatRequest, opts: EncodeOptions): Json
   if (isSet(req.reasoning_effort)) {
     const budget = THINKING_BUDGET[String(req.reasoning_effort)];
     if (budget === undefined) unsupported(LABEL, `\`reasoning_effort\` "${req.reasoning_effort}"`, "send none, minimal, low, medium, high or xhigh");
-    gc.thinkingConfig = { thinkingBudget: budget };
-    log?.note("reasoning_effort", "mapped");
+    // Under adapt, a model the catalog says does not think (Gemini 1.5, 2.0) gets no thinking config, which it would refuse.
+    if (log?.adapting && opts.hints?.reasons === false) log.note("reasoning_effort", "dropped");
+    else {
+      gc.thinkingConfig = { thinkingBudget: budget };
+      log?.note("reasoning_effort", "mapped");
+    }
   }
   if (Object.keys(gc).length) body.generationConfig = gc;
 

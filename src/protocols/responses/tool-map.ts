@@ -8,7 +8,7 @@
 // the client runs the tool it declared. Pure.
 import { badRequest } from "../../errors.ts";
 import { sha256Hex } from "../../lib/crypto.ts";
-import type { AdaptLog } from "../adapt.ts";
+import { AdaptLog } from "../adapt.ts";
 import { unsupported } from "../pivot.ts";
 import type { Json } from "../types.ts";
 
@@ -133,15 +133,13 @@ export function toolMapOf(request: Json): ToolMap | null {
   const extra = Array.isArray(request.input) && request.input.some((it: Json) => it?.type === "additional_tools");
   if (!extra && !declares(request.tools)) return null;
   try {
-    const { map } = collectTools(request, ADAPTING);
+    // Only the map is wanted: the notes of this log are the request's, already taken.
+    const { map } = collectTools(request, new AdaptLog("adapt"));
     return map.byLaneName.size ? map : null;
   } catch {
     return null;
   }
 }
-
-/** A log that adapts and whose notes nobody reads (toolMapOf only wants the map). */
-const ADAPTING = { adapting: true, note() {} } as unknown as AdaptLog;
 
 /** A chat tool call → the client's output item (without `id` and `status`, which the caller sets). */
 export function clientCallItem(map: ToolMap | null, callId: string, laneName: string, args: string): Json {

@@ -4,6 +4,7 @@
 import type { AdapterEnv } from "../env.ts";
 import type { ProviderAdapter, ResolvedLane } from "../types.ts";
 import { apiKeyOf, postJson } from "../openai/http.ts";
+import { catalogHints } from "../catalog-hints.ts";
 
 export const ANTHROPIC_VERSION = "2023-06-01";
 
@@ -27,6 +28,7 @@ export const anthropicAdapter: ProviderAdapter = {
   unavailable: () => null,
   // No per-lane settings apply: reasoning_effort, verbosity and service_tier belong to other lanes.
   applySettings: () => {},
+  modelHints: (model) => catalogHints("anthropic", model),
   prepare({ ctx, lane, body, stream, clientHeaders }) {
     return { url: `${ctx.config.providerBaseUrls.anthropic}/v1/messages`, headers: headersFor(ctx, lane, stream, clientHeaders), body: JSON.stringify(body) };
   },

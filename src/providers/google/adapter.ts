@@ -5,6 +5,7 @@
 import { geminiCountBody } from "../../protocols/gemini/index.ts";
 import type { ProviderAdapter } from "../types.ts";
 import { apiKeyOf, postJson } from "../openai/http.ts";
+import { catalogHints } from "../catalog-hints.ts";
 
 /** `gemini-2.5-flash` or `models/gemini-2.5-flash` → the path segment. */
 export function modelPath(model: string): string {
@@ -18,6 +19,7 @@ export const googleAdapter: ProviderAdapter = {
   seat: false,
   unavailable: () => null,
   applySettings: () => {},
+  modelHints: (model) => catalogHints("google", model),
   prepare({ ctx, lane, model, body, stream, protocol }) {
     const method = protocol === "gemini-embeddings" ? "batchEmbedContents" : stream ? "streamGenerateContent?alt=sse" : "generateContent";
     return {
