@@ -46,7 +46,7 @@ describe("CONTRACT §9: Gemini request → chat pivot", () => {
       { role: "user", content: [{ type: "text", text: "and?" }] },
     ]);
     // The made-up id of the call without one is the one its response answers.
-    expect(p.messages[3]!.tool_call_id).toBe(p.messages[2]!.tool_calls![1]!.id);
+    expect(p.messages[3]!.tool_call_id).toBe(p.messages[2]!.tool_calls[1].id);
   });
 
   test("CONTRACT §9: generationConfig maps to chat fields; topK, thinkingConfig and safetySettings stay with Google", () => {

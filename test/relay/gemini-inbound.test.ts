@@ -213,6 +213,63 @@ describe(`CONTRACT §9: Gemini-native inbound on an anthropic lane: translated (
   });
 });
 
+describe(`CONTRACT §9: Gemini-native inbound: fallback and rate limits (${storesLabel})`, () => {
+  test("CONTRACT §9: a google lane answering 503 falls over to the openai lane, which answers in Gemini's shape; both attempts recorded", async () => {
+    const k = await addRoutingKey(w.gw, w.acct.id, { lanes: [lane("google", w.cred.google.id), lane("openai", w.cred.openai.id)] });
+    w.up.google.enqueue({ status: 503, error: "unavailable.error.json" });
+    const res = await post("/v1beta/models/gpt-4o-mini:streamGenerateContent?alt=sse", hello, { "x-goog-api-key": k.raw });
+    expect(res.status).toBe(200);
+    const evs = events(await res.text());
+    expect(evs.map((e) => e.candidates[0].content.parts.map((p: any) => p.text).join("")).join("")).toBe("tok0 tok1 tok2 tok3 tok4 ");
+    expect(evs.at(-1).candidates[0].finishReason).toBe("STOP");
+    const rows = await recordsOf(k.id);
+    expect(rows.map((r) => [r.provider, r.outcome])).toEqual([["google", "error"], ["openai", "ok"]]);
+  });
+
+  test("CONTRACT §9: over the key's rate limit is 429 RESOURCE_EXHAUSTED with Retry-After, saying rate_limit_exceeded", async () => {
+    const k = await addRoutingKey(w.gw, w.acct.id, { lanes: [lane("google", w.cred.google.id)], rpmLimit: 1 });
+    expect((await post("/v1beta/models/gemini-2.5-flash:generateContent", hello, { "x-goog-api-key": k.raw })).status).toBe(200);
+    const r = await w.gw.call("/v1beta/models/gemini-2.5-flash:generateContent", { body: hello, headers: { "x-goog-api-key": k.raw } });
+    expect(r.status).toBe(429);
+    expect(r.body.error).toMatchObject({ code: 429, status: "RESOURCE_EXHAUSTED" });
+    expect(r.body.error.message).toStartWith("rate_limit_exceeded: ");
+    expect(Number(r.headers.get("retry-after"))).toBeGreaterThan(0);
+  });
+});
+
+describe(`CONTRACT §9: Gemini-native inbound and the response cache (${storesLabel})`, () => {
+  test("CONTRACT §9: a key with the response cache answers a repeated request from it, as a JSON answer, SSE or the JSON array, and the hit costs nothing", async () => {
+    const k = await addRoutingKey(w.gw, w.acct.id, { lanes: [lane("google", w.cred.google.id)], cache: { ttl_seconds: 60, shared: false } });
+    const ask = { contents: [{ role: "user", parts: [{ text: "cache me" }] }] };
+    const go = (method: string) => post(`/v1beta/models/gemini-2.5-flash:${method}`, ask, { "x-goog-api-key": k.raw });
+    const textOf = (v: any) => (Array.isArray(v) ? v : [v]).map((e: any) => e.candidates[0].content.parts.map((p: any) => p.text).join("")).join("");
+    const first = await go("generateContent");
+    expect(first.headers.get("x-cache")).toBe("MISS");
+    const answer = textOf(await first.json());
+    let hit = await go("generateContent");
+    for (let i = 0; i < 20 && hit.headers.get("x-cache") !== "HIT"; i++) {
+      await hit.text();
+      await Bun.sleep(50);
+      hit = await go("generateContent");
+    }
+    expect(hit.headers.get("x-cache")).toBe("HIT");
+    expect(textOf(await hit.json())).toBe(answer);
+    const sent = w.up.google.received.length;
+    const sse = await go("streamGenerateContent?alt=sse");
+    expect(sse.headers.get("x-cache")).toBe("HIT");
+    const evs = events(await sse.text());
+    expect(textOf(evs)).toBe(answer);
+    expect(evs.at(-1).candidates[0].finishReason).toBe("STOP");
+    const arr = await go("streamGenerateContent");
+    expect(arr.headers.get("x-cache")).toBe("HIT");
+    expect(textOf(JSON.parse(await arr.text()))).toBe(answer);
+    expect(w.up.google.received.length).toBe(sent);
+    const rows = await usageRows(w.gw, eq(usageRecords.routingKeyId, k.id));
+    expect(rows.filter((r) => r.outcome === "cache_hit").length).toBeGreaterThanOrEqual(3);
+    expect(rows.filter((r) => r.outcome === "cache_hit").every((r) => r.costUsd === 0)).toBe(true);
+  });
+});
+
 describe(`CONTRACT §9: Gemini model list (${storesLabel})`, () => {
   test("CONTRACT §9: GET /v1beta/models lists the key's lane models in Google's shape; GET /v1beta/models/{model} one of them", async () => {
     const res = await w.gw.call(`/v1beta/models?key=${googleKey.raw}`);
