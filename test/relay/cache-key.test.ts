@@ -80,7 +80,7 @@ describe("response cache key", () => {
   test("the endpoint, the account and the namespace are in the store key, with the version", () => {
     expect(requestHash("chat", base)).not.toBe(requestHash("responses", base));
     const own = entryKey({ accountId: "acct_a", keyId: "rkey_1", shared: false }, "chat", base);
-    expect(own).toStartWith(`gw:rc:v${CACHE_KEY_VERSION}:acct_a:key:rkey_1:`);
+    expect(own).toStartWith(`gw:rc:v${CACHE_KEY_VERSION}:{rc:acct_a}:key:rkey_1:`);
     expect(entryKey({ accountId: "acct_a", keyId: "rkey_2", shared: false }, "chat", base)).not.toBe(own);
     const shared = entryKey({ accountId: "acct_a", keyId: "rkey_1", shared: true }, "chat", base);
     expect(entryKey({ accountId: "acct_a", keyId: "rkey_2", shared: true }, "chat", base)).toBe(shared);
@@ -99,9 +99,9 @@ describe("response cache key", () => {
     // A port nothing listens on; commands fail fast as the gateway's own client does.
     const r = new Redis("redis://127.0.0.1:1", { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => null });
     r.on("error", () => {});
-    const store = new RedisCacheStore(r);
+    const store = new RedisCacheStore(r, { perAccount: 1 << 20, total: 1 << 24 }, 75);
     expect(await store.get("gw:rc:x")).toBeNull();
-    await store.set("gw:rc:x", "{}", 60);
+    expect(await store.set("gw:rc:x", "{}", 60, "acct_a")).toBe(false);
     expect(await store.lock("gw:rc:x", "me", 1000)).toBeNull();
     await store.unlock("gw:rc:x", "me");
     r.disconnect();

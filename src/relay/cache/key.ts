@@ -5,9 +5,10 @@
 // response_format, seed, temperature, output limits, and any field a future API adds.
 import { createHash } from "node:crypto";
 import type { Json } from "../../protocols/types.ts";
+import { accountTag } from "./quota-scripts.ts";
 
 /** Bumped whenever the canonical form or the entry format changes: old entries are never read again. */
-export const CACHE_KEY_VERSION = 1;
+export const CACHE_KEY_VERSION = 2;
 
 /**
  * Body fields left out of the key: how the answer is delivered (stream, stream_options), who
@@ -43,8 +44,11 @@ export interface CacheScope {
   shared: boolean;
 }
 
-/** The store key of an entry; the account is always part of it. */
+/**
+ * The store key of an entry; the account is always part of it, as the hash tag its quota's
+ * bookkeeping shares (quota-scripts.ts), so one script writes the entry and counts its bytes.
+ */
 export function entryKey(scope: CacheScope, endpoint: string, body: Json): string {
   const ns = scope.shared ? "shared" : `key:${scope.keyId}`;
-  return `gw:rc:v${CACHE_KEY_VERSION}:${scope.accountId}:${ns}:${requestHash(endpoint, body)}`;
+  return `gw:rc:v${CACHE_KEY_VERSION}:${accountTag(scope.accountId)}:${ns}:${requestHash(endpoint, body)}`;
 }

@@ -224,7 +224,8 @@ export class ResponseCache {
     const a: CachedAnswer = { at: Date.now(), provider: facts.provider, model: c.model, costUsd: facts.costUsd, usage: c.usage ?? facts.usage, chunks: c.chunks, json: c.json };
     const text = JSON.stringify(a);
     if (text.length > this.deps.maxEntryBytes) return null;
-    await this.deps.store.set(k, text, key.cache!.ttlSeconds);
+    // Not kept (over a quota, Redis full): followers still replay it; the next request goes upstream.
+    await this.deps.store.set(k, text, key.cache!.ttlSeconds, key.accountId);
     return a;
   }
 
