@@ -15,7 +15,7 @@ import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts"
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
 
 let n = 0;
-const keyOf = (acct: string) => entryKey({ accountId: acct, keyId: "rkey_1", shared: false }, "chat", { model: "m", messages: [{ role: "user", content: `q${++n}` }] });
+const keyOf = (acct: string) => entryKey({ accountId: acct, keyId: "rkey_1", shared: false, route: "r" }, "chat", { model: "m", messages: [{ role: "user", content: `q${++n}` }] });
 
 describe("CONTRACT §8: cache byte quotas per account and in total (Redis)", () => {
   let redis: PrivateRedis;
