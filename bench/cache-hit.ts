@@ -66,12 +66,14 @@ await scenario("mixed (≈50 % repeats)", (i) => [{ model: "gpt-4o-mini", messag
 // The replay alone, without HTTP, on the entry the hit scenarios served: the client protocol's
 // encoders run over every chunk (what each SSE hit did before) against a copy of the pre-encoded
 // bytes with fresh ids written in (what a hit does now).
-const { entryKey } = await import("../src/relay/cache/key.ts");
+const { entryKey, routeDigest } = await import("../src/relay/cache/key.ts");
+const { resolveRoutingKey } = await import("../src/relay/auth.ts");
+const keyCtx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${key.raw}` } }));
 const { replaySse, replayJson } = await import("../src/relay/cache/answer.ts");
 const { ReplayTemplates } = await import("../src/relay/cache/replay-template.ts");
 const { MemoryCacheStore, RedisCacheStore } = await import("../src/relay/cache/store.ts");
 const store = (gw.ctx.services.responseCache as unknown as { deps: { store: InstanceType<typeof MemoryCacheStore> | InstanceType<typeof RedisCacheStore> } }).deps.store;
-const entry = JSON.parse((await store.get(entryKey({ accountId: acct.id, keyId: key.id, shared: false }, "chat", body(0))))!);
+const entry = JSON.parse((await store.get(entryKey({ accountId: acct.id, keyId: key.id, shared: false, route: routeDigest(keyCtx!) }, "chat", body(0))))!);
 const templates = new ReplayTemplates(1 << 24);
 const enc = new TextEncoder();
 const sseReq = body(0, true);

@@ -115,6 +115,14 @@ const schema = z.object({
   RESPONSE_CACHE_MAX_ENTRY_KB: z.coerce.number().int().positive().default(1024),
   /** Response cache without Redis: the in-process LRU's size, in MiB (least recently used entries go first). */
   RESPONSE_CACHE_MEMORY_MB: z.coerce.number().int().positive().default(64),
+  /** Response cache: bytes one account's entries may hold, in Redis and in process (a write past it keeps nothing). */
+  RESPONSE_CACHE_MAX_BYTES_PER_ACCOUNT: z.coerce.number().int().positive().default(32 * 1024 * 1024),
+  /** Response cache in Redis: bytes all entries may hold. */
+  RESPONSE_CACHE_MAX_BYTES: z.coerce.number().int().positive().default(256 * 1024 * 1024),
+  /** Response cache on its own Redis (recommended, with maxmemory-policy allkeys-lru); unset: the gateway's Redis. */
+  RESPONSE_CACHE_REDIS_URL: z.string().regex(/^rediss?:\/\//, "must be a redis:// URL").optional(),
+  /** Response cache on a Redis that also holds budgets: writes stop while its used memory is above this percent of maxmemory. */
+  RESPONSE_CACHE_REDIS_MEMORY_PERCENT: z.coerce.number().int().min(1).max(100).default(75),
   // Stripe API address (tests point it at a loopback server speaking the Stripe API).
   STRIPE_API_BASE_URL: url.optional(),
 });

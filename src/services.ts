@@ -29,6 +29,8 @@ import { createStripeClient } from "./signup/stripe-checkout.ts";
 import { ResponseCache } from "./relay/cache/response-cache.ts";
 import { MemoryCacheStore, RedisCacheStore } from "./relay/cache/store.ts";
 import type { RedisKV } from "./store/kv/redis.ts";
+import { COMMAND_TIMEOUT_MS, connectRedis } from "./store/kv/connect.ts";
+import { watchReplies } from "./store/kv/reply-watchdog.ts";
 import { webhookSender } from "./webhooks/sender.ts";
 import { budgetAlertsJob } from "./webhooks/budget-alerts.ts";
 
@@ -52,8 +54,7 @@ export async function buildServices(base: Base): Promise<Services> {
   metrics.setUsageQueueDepthSource(() => usageQueue.depth());
   const cfg = base.config;
   const responseCache = new ResponseCache({
-    // Redis mode: entries on the shared Redis (every instance hits them); embedded: an in-process LRU.
-    store: base.kv.kind === "redis" ? new RedisCacheStore((base.kv as RedisKV).client) : new MemoryCacheStore(cfg.RESPONSE_CACHE_MEMORY_MB * 1024 * 1024),
+    store: cacheStore(base),
     maxEntryBytes: cfg.RESPONSE_CACHE_MAX_ENTRY_KB * 1024,
     // Hits' pre-encoded bytes, per instance in either mode: a quarter of the embedded cache's size.
     templateBytes: (cfg.RESPONSE_CACHE_MEMORY_MB * 1024 * 1024) / 4,
@@ -88,6 +89,29 @@ export async function buildServices(base: Base): Promise<Services> {
     mailer,
     stripe: createStripeClient(base.config),
   };
+}
+
+/**
+ * Where the response cache keeps its entries: RESPONSE_CACHE_REDIS_URL's Redis (its own, so it
+ * may evict freely: allkeys-lru), else the gateway's Redis (shared by every instance; the cache then leaves
+ * the memory budgets need), else an in-process LRU.
+ */
+function cacheStore(base: Base) {
+  const cfg = base.config;
+  const perAccount = cfg.RESPONSE_CACHE_MAX_BYTES_PER_ACCOUNT;
+  const memoryPercent = cfg.RESPONSE_CACHE_REDIS_MEMORY_PERCENT;
+  if (cfg.RESPONSE_CACHE_REDIS_URL) {
+    const r = connectRedis({ mode: "url", url: cfg.RESPONSE_CACHE_REDIS_URL }, "commands");
+    r.on("error", () => {}); // a cache that cannot be reached is a miss (store.ts)
+    const stopWatchdog = watchReplies(r, COMMAND_TIMEOUT_MS);
+    base.onShutdown(() => {
+      stopWatchdog();
+      r.disconnect();
+    });
+    return new RedisCacheStore(r, { perAccount, total: cfg.RESPONSE_CACHE_MAX_BYTES }, memoryPercent);
+  }
+  if (base.kv.kind === "redis") return new RedisCacheStore((base.kv as RedisKV).client, { perAccount, total: cfg.RESPONSE_CACHE_MAX_BYTES }, memoryPercent);
+  return new MemoryCacheStore({ perAccount, total: cfg.RESPONSE_CACHE_MEMORY_MB * 1024 * 1024 });
 }
 
 /** Attaches the request tracker's sinks (access log, tracing) and returns the background jobs. */

@@ -4,6 +4,7 @@
 import { GatewayError } from "../errors.ts";
 import { clientCodecs } from "../protocols/index.ts";
 import type { Json, UpstreamCodec, Usage } from "../protocols/types.ts";
+import { isErrorBody } from "../protocols/error-body.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
 import { choicesOf, clientOutputLimit, fitWireLimit, worstOutputTokens } from "./budget/output-limits.ts";
@@ -260,6 +261,17 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     } catch {
       attempt.finish(res.status, "error", "bad_upstream_body", null);
       return failed(lane, res.status, "bad_upstream_body", "The upstream answered 2xx with a body that is not JSON.");
+    }
+    if (isErrorBody(parsed)) {
+      // A 2xx whose body is an error (a vendor or proxy that reports failures this way): the
+      // lane failed. Translated as an answer it became an empty message (an empty `end_turn` on
+      // /v1/messages) and was cached; as a failure the next lane may serve, or the client gets
+      // the error in its own protocol.
+      const raw = codec.errorOf(502, text);
+      const message = scrubSecrets(raw.message, secrets);
+      attempt.finish(res.status, "error", "upstream_error_body", null);
+      attempt.upstreamFailed(res.status, "upstream_error_body");
+      return failed(lane, res.status, "upstream_error_body", `The upstream answered ${res.status} with an error: ${message}`);
     }
     let usage: Usage | null;
     if (direct) {

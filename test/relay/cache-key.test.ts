@@ -4,7 +4,7 @@
 // of entries treats an unreachable Redis as a miss, never an error.
 import { describe, expect, test } from "bun:test";
 import Redis from "ioredis";
-import { canonicalJson, CACHE_KEY_VERSION, entryKey, IGNORED_FIELDS, requestHash } from "../../src/relay/cache/key.ts";
+import { canonicalJson, CACHE_KEY_VERSION, entryKey, IGNORED_FIELDS, requestHash, routeDigest } from "../../src/relay/cache/key.ts";
 import { cacheControlOf } from "../../src/relay/cache/control.ts";
 import { RedisCacheStore } from "../../src/relay/cache/store.ts";
 
@@ -79,12 +79,40 @@ describe("response cache key", () => {
 
   test("the endpoint, the account and the namespace are in the store key, with the version", () => {
     expect(requestHash("chat", base)).not.toBe(requestHash("responses", base));
-    const own = entryKey({ accountId: "acct_a", keyId: "rkey_1", shared: false }, "chat", base);
-    expect(own).toStartWith(`gw:rc:v${CACHE_KEY_VERSION}:acct_a:key:rkey_1:`);
-    expect(entryKey({ accountId: "acct_a", keyId: "rkey_2", shared: false }, "chat", base)).not.toBe(own);
-    const shared = entryKey({ accountId: "acct_a", keyId: "rkey_1", shared: true }, "chat", base);
-    expect(entryKey({ accountId: "acct_a", keyId: "rkey_2", shared: true }, "chat", base)).toBe(shared);
-    expect(entryKey({ accountId: "acct_b", keyId: "rkey_1", shared: true }, "chat", base)).not.toBe(shared);
+    const own = entryKey({ accountId: "acct_a", keyId: "rkey_1", shared: false, route: "r" }, "chat", base);
+    expect(own).toStartWith(`gw:rc:v${CACHE_KEY_VERSION}:{rc:acct_a}:key:rkey_1:`);
+    expect(entryKey({ accountId: "acct_a", keyId: "rkey_2", shared: false, route: "r" }, "chat", base)).not.toBe(own);
+    const shared = entryKey({ accountId: "acct_a", keyId: "rkey_1", shared: true, route: "r" }, "chat", base);
+    expect(entryKey({ accountId: "acct_a", keyId: "rkey_2", shared: true, route: "r" }, "chat", base)).toBe(shared);
+    expect(entryKey({ accountId: "acct_b", keyId: "rkey_1", shared: true, route: "r" }, "chat", base)).not.toBe(shared);
+  });
+
+  test("CONTRACT §8: the route digest changes with every lane setting, what a lane names and whether it still exists", () => {
+    const laneOf = (extra: Record<string, unknown> = {}) => ({
+      provider: "openai", model: null, credential_id: "cred_1", sub_session_id: null, bridge_instance_id: null, category_key: null, category_description: null,
+      fallback_to_default_model: true, reasoning_effort: null, verbosity: null, service_tier: null, index: 0,
+      credential: { id: "cred_1", apiKeyCiphertext: "ct" }, bridge: null, subSession: null, ...extra,
+    });
+    const route = (lane: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      ({ mode: "fallback", classifierProvider: null, classifierModel: null, classifierInstructions: null, classifierCredentialId: null, lanes: [lane], ...extra }) as unknown as Parameters<typeof routeDigest>[0];
+    const base = routeDigest(route(laneOf()));
+    expect(routeDigest(route(laneOf()))).toBe(base);
+    // A secret's ciphertext is not part of it (the same key re-read is the same route).
+    expect(routeDigest(route(laneOf({ credential: { id: "cred_1", apiKeyCiphertext: "other" } })))).toBe(base);
+    const changes = [
+      laneOf({ reasoning_effort: "high" }), laneOf({ model: "gpt-4o" }), laneOf({ provider: "groq" }), laneOf({ service_tier: "flex" }),
+      laneOf({ verbosity: "low" }), laneOf({ fallback_to_default_model: false }), laneOf({ credential_id: "cred_2", credential: { id: "cred_2", apiKeyCiphertext: "ct" } }),
+      laneOf({ credential: null }), laneOf({ a_setting_added_tomorrow: 1 }),
+    ];
+    const seen = new Set([base]);
+    for (const l of changes) {
+      const d = routeDigest(route(l));
+      expect(seen.has(d)).toBe(false);
+      seen.add(d);
+    }
+    expect(seen.has(routeDigest(route(laneOf(), { mode: "classifier", classifierModel: "m" })))).toBe(false);
+    const ctx = { accountId: "acct_a", keyId: "rkey_1", shared: true };
+    expect(entryKey({ ...ctx, route: base }, "chat", { model: "m" })).not.toBe(entryKey({ ...ctx, route: [...seen][1]! }, "chat", { model: "m" }));
   });
 
   test("Cache-Control: no-store, no-cache, max-age=N; malformed directives are ignored", () => {
@@ -99,9 +127,9 @@ describe("response cache key", () => {
     // A port nothing listens on; commands fail fast as the gateway's own client does.
     const r = new Redis("redis://127.0.0.1:1", { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => null });
     r.on("error", () => {});
-    const store = new RedisCacheStore(r);
+    const store = new RedisCacheStore(r, { perAccount: 1 << 20, total: 1 << 24 }, 75);
     expect(await store.get("gw:rc:x")).toBeNull();
-    await store.set("gw:rc:x", "{}", 60);
+    expect(await store.set("gw:rc:x", "{}", 60, "acct_a")).toBe(false);
     expect(await store.lock("gw:rc:x", "me", 1000)).toBeNull();
     await store.unlock("gw:rc:x", "me");
     r.disconnect();

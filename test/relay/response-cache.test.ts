@@ -175,6 +175,50 @@ describe(`response cache (${storesLabel})`, () => {
     expect(calls(body)).toBe(2);
   });
 
+  test("CONTRACT §8: the entry changes with the key's lanes: a PATCH of reasoning_effort, a rewire to another credential, a deleted credential", async () => {
+    const own = await addCredential(gw, acct.id, "openai");
+    const k = await key({ credential: own });
+    const body = unique({ model: "gpt-5-mini" }); // a model that takes reasoning_effort
+    const patch = async (lanes: unknown[]) => {
+      const r = await gw.call(`/v1/organizations/routing-keys?id=${k.id}`, { method: "PATCH", token: acct.token, body: { providers: lanes } });
+      expect(r.status).toBe(200);
+    };
+    const xcache = async (r: Response) => (await r.text(), r.headers.get("x-cache"));
+    expect(await xcache(await post(k.raw, body))).toBe("MISS");
+    expect(await xcache(await post(k.raw, body))).toBe("HIT");
+    await patch([{ provider: "openai", credential_id: own.id, reasoning_effort: "high" }]);
+    expect(await xcache(await post(k.raw, body))).toBe("MISS");
+    expect(A.received.filter((r) => r.body?.messages?.[0]?.content === body.messages[0]!.content).at(-1)?.body.reasoning_effort).toBe("high");
+    expect(await xcache(await post(k.raw, body))).toBe("HIT");
+    // Rewired to another saved key: another entry.
+    await patch([{ provider: "openai", credential_id: cred.id, reasoning_effort: "high" }]);
+    expect(await xcache(await post(k.raw, body))).toBe("MISS");
+    expect(calls(body)).toBe(3);
+    // Back on the first credential, then it is deleted: its entries are never served again.
+    await patch([{ provider: "openai", credential_id: own.id, reasoning_effort: "high" }]);
+    expect(await xcache(await post(k.raw, body))).toBe("HIT");
+    const del = await gw.call(`/v1/organizations/credentials?id=${own.id}`, { method: "DELETE", token: acct.token });
+    expect(del.status).toBe(200);
+    const gone = await post(k.raw, body);
+    expect(gone.status).toBeGreaterThanOrEqual(400); // the lane has no saved key: no lane serves
+    expect(gone.headers.get("x-cache")).not.toBe("HIT");
+    expect(((await gone.json()) as any).error.message).toBeString();
+  });
+
+  test("CONTRACT §8: shared keys with different lane settings never get each other's answers", async () => {
+    const shared = { ttl_seconds: 300, shared: true };
+    const low = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id, { reasoning_effort: "low" })], cache: shared });
+    const high = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id, { reasoning_effort: "high" })], cache: shared });
+    const same = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id, { reasoning_effort: "low" })], cache: shared });
+    const body = unique({ model: "gpt-5-mini" });
+    const xcache = async (r: Response) => (await r.text(), r.headers.get("x-cache"));
+    expect(await xcache(await post(low.raw, body))).toBe("MISS");
+    expect(await xcache(await post(high.raw, body))).toBe("MISS");
+    expect(await xcache(await post(same.raw, body))).toBe("HIT");
+    const sent = A.received.filter((r) => r.body?.messages?.[0]?.content === body.messages[0]!.content).map((r) => r.body.reasoning_effort);
+    expect(sent).toEqual(["low", "high"]);
+  });
+
   test("only complete answers are kept: `length` is kept only when the client set the limit", async () => {
     const k = await key();
     const cut = unique({ mock: { finish_reason: "length" } });

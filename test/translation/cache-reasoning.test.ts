@@ -142,7 +142,7 @@ describe("CONTRACT §8: a cached answer's reasoning replays as the live answer c
     });
 
     test(`OpenAI Responses reasoning (two summary parts, encrypted content) on /v1/responses: a ${first} answer stored, JSON and stream hits carry it`, async () => {
-      const body = { model: "gpt-5-mini", input: question(), reasoning: { effort: "medium", summary: "detailed" }, include: ["reasoning.encrypted_content"] };
+      const body = { model: "gpt-5-mini", input: question(), reasoning: { effort: "medium", summary: "detailed" }, include: ["reasoning.encrypted_content"], store: false };
       w.openai.enqueue({ json: responseBase, stream: responsesStream() });
       const live = await post("openai", "/v1/responses", { ...body, ...(first === "stream" ? { stream: true } : {}) });
       expect([live.status, live.xcache]).toEqual([200, "MISS"]);

@@ -105,7 +105,8 @@ function queueToolAnswer(lane: Lane, shape: Shape) {
 let seq = 0;
 function request(shape: Shape, lane: Lane) {
   const content = `What is the weather in Paris and Tokyo? (${Date.now()}-${++seq})`;
-  if (shape === "responses") return { model: MODEL[lane], input: content, tools: TOOLS.responses };
+  // store: false: an answer the vendor stores can be referred back to, so it is never cached.
+  if (shape === "responses") return { model: MODEL[lane], input: content, tools: TOOLS.responses, store: false };
   if (shape === "anthropic") return { model: MODEL[lane], max_tokens: 1024, messages: [{ role: "user", content }], tools: TOOLS.anthropic };
   return { model: MODEL[lane], messages: [{ role: "user", content }], tools: TOOLS.chat };
 }
@@ -198,4 +199,57 @@ test("CONTRACT §8: embeddings are cached as they were answered (JSON only)", as
   expect(r2.headers.get("x-cache")).toBe("HIT");
   expect(await r2.json()).toEqual(j1);
   expect(w.openai.received.filter((r) => r.body?.input === body.input).length).toBe(1);
+});
+
+test("CONTRACT §8: an embeddings 200 whose body is an error is an error to the client and never cached", async () => {
+  const body = { model: "text-embedding-3-small", input: `embed an error ${Date.now()}-${++seq}` };
+  const failure = { error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: null } };
+  w.openai.enqueueEmbeddings({ json: failure }, { json: failure });
+  for (let i = 0; i < 2; i++) {
+    const r = await w.gw.req("/v1/embeddings", { token: keys.openai, body });
+    expect(r.status).toBeGreaterThanOrEqual(500);
+    expect(r.headers.get("x-cache")).toBe("MISS");
+    const j: any = await r.json();
+    expect(j.error.message).toContain("The server had an error");
+    expect(j.data).toBeUndefined();
+  }
+  expect(w.openai.received.filter((r) => r.body?.input === body.input).length).toBe(2);
+  // The next good answer is the one kept.
+  const good = await w.gw.req("/v1/embeddings", { token: keys.openai, body });
+  expect(good.status).toBe(200);
+  await good.text();
+  expect((await w.gw.req("/v1/embeddings", { token: keys.openai, body })).headers.get("x-cache")).toBe("HIT");
+});
+
+test("CONTRACT §8: a chat lane's 200 error body reaches a Messages client as an Anthropic error, not an empty end_turn, and is never cached", async () => {
+  const body = { model: MODEL.openai, max_tokens: 256, messages: [{ role: "user", content: `an error in a 200 ${Date.now()}-${++seq}` }] };
+  const failure = { error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: null } };
+  w.openai.enqueue({ json: failure }, { json: failure });
+  for (let i = 0; i < 2; i++) {
+    const r = await w.gw.req("/v1/messages", { token: keys.openai, body });
+    expect(r.status).toBeGreaterThanOrEqual(500);
+    expect(r.headers.get("x-cache")).toBe("MISS");
+    const j: any = await r.json();
+    expect(j.type).toBe("error");
+    expect(j.error.message).toContain("The server had an error");
+    expect(j.content).toBeUndefined();
+  }
+  expect(w.openai.received.filter((r) => JSON.stringify(r.body?.messages ?? "").includes(body.messages[0]!.content)).length).toBe(2);
+});
+
+test("CONTRACT §8: a Responses answer the vendor stores (store not false) is never cached: its resp_ id stays referable", async () => {
+  for (const store of [undefined, true]) {
+    const body = { model: MODEL.openai, input: `stored ${Date.now()}-${++seq}`, ...(store === undefined ? {} : { store }) };
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await w.gw.req("/v1/responses", { token: keys.openai, body });
+      expect(r.status).toBe(200);
+      expect(r.headers.get("x-cache")).toBe("BYPASS");
+      ids.push(((await r.json()) as any).id);
+    }
+    expect(w.openai.received.filter((r) => r.body?.input === body.input).length).toBe(2);
+  }
+  const kept = { model: MODEL.openai, input: `not stored ${Date.now()}-${++seq}`, store: false };
+  await (await w.gw.req("/v1/responses", { token: keys.openai, body: kept })).text();
+  expect((await w.gw.req("/v1/responses", { token: keys.openai, body: kept })).headers.get("x-cache")).toBe("HIT");
 });

@@ -24,6 +24,8 @@ export interface MockOpenAIProtocol {
   received: Received[];
   readonly served: Received[];
   enqueue(...replies: VendorReply[]): void;
+  /** Replies for POST /v1/embeddings (`json`: a 200 with that body; `status` + `error`: a failure); else a generated answer. */
+  enqueueEmbeddings(...replies: VendorReply[]): void;
   stop(): Promise<void>;
 }
 
@@ -107,6 +109,7 @@ export async function startMockOpenAIProtocol(): Promise<MockOpenAIProtocol> {
   const sub = { accessToken: `at-${Math.random().toString(36).slice(2)}`, accountId: `acc-${Math.random().toString(36).slice(2, 10)}` };
   const received: Received[] = [];
   const queue: VendorReply[] = [];
+  const embeddingsQueue: VendorReply[] = [];
   let seq = 0;
 
   const error = (status: number, message: string, code: string | null = null, param: string | null = null) =>
@@ -171,7 +174,9 @@ export async function startMockOpenAIProtocol(): Promise<MockOpenAIProtocol> {
           if (e instanceof Invalid) return error(e.status, e.message, e.code, e.param);
           return error(400, "We could not parse the JSON body of your request.");
         }
-        return Response.json(embeddingsAnswer(rec.body));
+        const queued = embeddingsQueue.shift();
+        if (queued?.status && (queued.status < 200 || queued.status > 299)) return new Response(JSON.stringify(queued.error ?? {}), { status: queued.status, headers: { "content-type": "application/json" } });
+        return Response.json(queued?.json ?? embeddingsAnswer(rec.body));
       }
       if (req.method === "GET" && path === "/models") {
         return Response.json({ object: "list", data: [{ id: "gpt-5", object: "model", created: 1735689600, owned_by: "openai" }, { id: "gpt-5-mini", object: "model", created: 1735689600, owned_by: "openai" }] });
@@ -221,6 +226,7 @@ export async function startMockOpenAIProtocol(): Promise<MockOpenAIProtocol> {
     received,
     get served() { return received.filter((r) => r.rejected === null && r.method === "POST"); },
     enqueue(...replies) { queue.push(...replies); },
+    enqueueEmbeddings(...replies) { embeddingsQueue.push(...replies); },
     async stop() { await server.stop(true); },
   };
 }

@@ -7,6 +7,7 @@
 import { randomToken } from "../../lib/crypto.ts";
 import { clientCodecs, upstreamCodecs } from "../../protocols/index.ts";
 import { chatChunk, chatUsage, newChatId } from "../../protocols/pivot.ts";
+import { isErrorBody } from "../../protocols/error-body.ts";
 import { createSseDecoder, type SseDecoder } from "../../protocols/sse.ts";
 import type { ChunkDecoder, ClientShape, Json, ReasoningBlock, SseEvent, UpstreamCodec, Usage, WireProtocol } from "../../protocols/types.ts";
 
@@ -70,7 +71,7 @@ function choiceChunks(choice: Json): CachedChunk[] {
   return out;
 }
 
-/** A JSON answer in the client's shape → its captured form, or null when it is not one the cache keeps (several choices). */
+/** A JSON answer in the client's shape → its captured form, or null when it is not one the cache keeps (an error, several choices). */
 export function captureJson(shape: ClientShape, request: Json, text: string): Captured | null {
   let parsed: Json;
   try {
@@ -78,9 +79,11 @@ export function captureJson(shape: ClientShape, request: Json, text: string): Ca
   } catch {
     return null;
   }
+  // Only complete successes of the protocol: never an error body, even one that came with a 200.
+  if (isErrorBody(parsed)) return null;
   const model = String(request.model ?? "");
   const codec = codecOf(shape);
-  if (!codec) return { model, usage: null, json: text };
+  if (!codec) return Array.isArray(parsed?.data) && parsed.data.length > 0 ? { model, usage: null, json: text } : null; // embeddings: a list of vectors
   const { completion, usage } = codec.decodeResponse(parsed, { model });
   const choices = completion.choices;
   if (!Array.isArray(choices) || choices.length !== 1) return null;

@@ -32,10 +32,12 @@ export function cacheControlOf(header: string | null): CacheControl {
 /**
  * Requests whose answer the cache never keeps: several choices (`n` > 1; replays carry one), and
  * Responses that live on the vendor's side (`background`, `previous_response_id`, `conversation`:
- * the answer depends on state the body does not show).
+ * the answer depends on state the body does not show). A Responses request the vendor stores
+ * (`store` left out or true, OpenAI's default) is not cached either: its answer's `resp_` id can
+ * be referred back to (`previous_response_id`), and a hit's id, made up, could not.
  */
 export function cacheableRequest(shape: ClientShape, body: Json): boolean {
   if (typeof body.n === "number" && body.n !== 1) return false;
-  if (shape === "responses" && (body.background === true || body.previous_response_id != null || body.conversation != null)) return false;
+  if (shape === "responses" && (body.store !== false || body.background === true || body.previous_response_id != null || body.conversation != null)) return false;
   return true;
 }

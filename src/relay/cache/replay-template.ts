@@ -10,9 +10,7 @@
 import { LRUCache } from "lru-cache";
 import { randomToken } from "../../lib/crypto.ts";
 
-/** An id this gateway generates: a prefix (`chatcmpl-`, `call_`, `toolu_`, `msg_`, `resp_`, `fc_`, …) and a random token. */
-const ID = /[A-Za-z]+[_-][A-Za-z0-9]{20,}/g;
-/** A timestamp in whole seconds the encoders write as `now`. */
+/** A timestamp in whole seconds the encoders write as `now` (a literal start: one pass over the text). */
 const TIME = /"(?:created|created_at)":(\d{10})\b/g;
 
 /** Where a slot's value goes, and which value (occurrences of one id share one). */
@@ -31,26 +29,60 @@ export interface Template {
 
 const enc = new TextEncoder();
 
+const isLetter = (c: number) => (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+
+/** A separator and the run of letters and digits after it, at least 20 long: the tail of an id. */
+const TAIL = /[_-][A-Za-z0-9]{20,}/g;
+
+/** An id-shaped token of the text: [start, end) and where its prefix ends (after the `_` or `-`). */
+export interface IdToken {
+  start: number;
+  end: number;
+  prefixEnd: number;
+}
+
+/**
+ * The tokens an id this gateway generates looks like: letters, `_` or `-`, then at least 20
+ * letters and digits (`chatcmpl-…`, `call_…`, `toolu_…`, `msg_…`, `resp_…`, `fc_…`), leftmost and
+ * longest, exactly as /[A-Za-z]+[_-][A-Za-z0-9]{20,}/g finds them. Not with that regex: it tries
+ * every letter of a run of letters as a start and runs to the run's end each time, quadratic on
+ * an answer that is one long word (60,000 letters took seconds). Here the engine looks for the
+ * tail alone (it cannot backtrack: nothing follows its greedy run), and the prefix is the letters
+ * before the separator, walked back no further than the previous token's end: every character is
+ * read a bounded number of times.
+ */
+export function* idTokens(s: string): Generator<IdToken> {
+  const re = new RegExp(TAIL.source, "g");
+  let lastEnd = 0;
+  for (let m = re.exec(s); m; m = re.exec(s)) {
+    const sep = m.index;
+    let start = sep;
+    while (start > lastEnd && isLetter(s.charCodeAt(start - 1))) start--;
+    if (start === sep) continue; // no letters before the separator: not an id (its letters may start the next one)
+    lastEnd = sep + m[0].length;
+    yield { start, end: lastEnd, prefixEnd: sep + 1 };
+  }
+}
+
 /** The template of `a`, given `b`, a second encoding of the same answer (its ids drawn afresh). */
 export function compileTemplate(a: string, b: string): Template {
   const found: Array<{ start: number; end: number; value: number }> = [];
   const values: Template["values"] = [];
   const idValue = new Map<string, number>();
-  const fixed = new Set<string>();
-  for (const m of a.matchAll(ID)) {
-    const tok = m[0];
-    if (fixed.has(tok)) continue;
+  // The id-shaped tokens of the second encoding, as a set: a token of `a` also found there is the
+  // answer's own text (a lookup per token, where searching `b` for each token was quadratic on an
+  // answer full of id-like words).
+  const inB = new Set<string>();
+  for (const t of idTokens(b)) inB.add(b.slice(t.start, t.end));
+  for (const t of idTokens(a)) {
+    const tok = a.slice(t.start, t.end);
+    if (inB.has(tok)) continue; // in both encodings: the answer's own text, not a generated id
     let v = idValue.get(tok);
     if (v === undefined) {
-      if (b.includes(tok)) {
-        fixed.add(tok); // in both encodings: the answer's own text, not a generated id
-        continue;
-      }
-      const prefix = /^[A-Za-z]+[_-]/.exec(tok)![0];
-      v = values.push({ prefix, length: tok.length }) - 1;
+      v = values.push({ prefix: tok.slice(0, t.prefixEnd - t.start), length: tok.length }) - 1;
       idValue.set(tok, v);
     }
-    found.push({ start: m.index!, end: m.index! + tok.length, value: v });
+    found.push({ start: t.start, end: t.end, value: v });
   }
   let time = -1;
   for (const m of a.matchAll(TIME)) {

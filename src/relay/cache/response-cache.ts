@@ -15,7 +15,7 @@ import type { UsageRow } from "../usage-queue.ts";
 import { SSE_HEADERS } from "../stream/sse-headers.ts";
 import { captureJson, isComplete, replayJson, replaySse, StreamRecorder, type CachedAnswer, type Captured } from "./answer.ts";
 import { cacheableRequest, cacheControlOf, type CacheControl } from "./control.ts";
-import { canonicalJson, entryKey, IGNORED_FIELDS } from "./key.ts";
+import { canonicalJson, entryKey, IGNORED_FIELDS, routeDigest, type CacheScope } from "./key.ts";
 import { ReplayTemplates } from "./replay-template.ts";
 import type { CacheStore } from "./store.ts";
 
@@ -79,7 +79,7 @@ export class ResponseCache {
     const req: Request = { rc, key, shape, endpoint, body: parsed.body, stream: parsed.stream, startedAt: performance.now() };
     const cc = cacheControlOf(rc.request.headers.get("cache-control"));
     if (cc.noStore || !cacheableRequest(shape, req.body)) return this.run(req, relay, "BYPASS", null);
-    const k = entryKey({ accountId: key.accountId, keyId: key.id, shared: key.cache!.shared }, endpoint, req.body);
+    const k = entryKey(scopeOf(key), endpoint, req.body);
     if (cc.noCache) return this.run(req, relay, "BYPASS", { k, flight: null, owner: null });
     const maxAge = Math.min(key.cache!.ttlSeconds, cc.maxAge ?? Infinity);
     const found = await this.read(k, maxAge);
@@ -224,7 +224,8 @@ export class ResponseCache {
     const a: CachedAnswer = { at: Date.now(), provider: facts.provider, model: c.model, costUsd: facts.costUsd, usage: c.usage ?? facts.usage, chunks: c.chunks, json: c.json };
     const text = JSON.stringify(a);
     if (text.length > this.deps.maxEntryBytes) return null;
-    await this.deps.store.set(k, text, key.cache!.ttlSeconds);
+    // Not kept (over a quota, Redis full): followers still replay it; the next request goes upstream.
+    await this.deps.store.set(k, text, key.cache!.ttlSeconds, key.accountId);
     return a;
   }
 
@@ -237,7 +238,7 @@ export class ResponseCache {
    */
   async lookupPrompt(key: KeyContext, body: Json, cc: CacheControl): Promise<PromptEntry | null> {
     if (!key.cache || cc.noStore || !cacheableRequest("chat", body)) return null;
-    const k = entryKey({ accountId: key.accountId, keyId: key.id, shared: key.cache.shared }, "chat", body);
+    const k = entryKey(scopeOf(key), "chat", body);
     return { k, a: cc.noCache ? null : await this.read(k, Math.min(key.cache.ttlSeconds, cc.maxAge ?? Infinity)) };
   }
 
@@ -307,6 +308,9 @@ export class ResponseCache {
     });
   }
 }
+
+/** Where a key's entries live, and the route its answers came through. */
+const scopeOf = (key: KeyContext): CacheScope => ({ accountId: key.accountId, keyId: key.id, shared: key.cache!.shared, route: routeDigest(key) });
 
 /** The request's fields left out of the entry key (how it is delivered, who asked), canonical. */
 function deliveryFields(body: Json): string {

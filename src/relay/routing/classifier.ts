@@ -68,7 +68,7 @@ export function lastUserText(req: ChatRequest): string {
 
 /** The listed category an answer names, or null for anything else. */
 export function matchCategory(answer: string, keys: string[]): string | null {
-  const clean = (s: string) => s.trim().replace(/^[\s"'`*]+|[\s"'`*.,;:!]+$/g, "").toLowerCase();
+  const clean = (s: string) => trimChars(s, LEAD, TRAIL).toLowerCase();
   const a = clean(answer.split("\n")[0] ?? "");
   const exact = keys.find((k) => clean(k) === a);
   if (exact !== undefined) return exact;
@@ -77,6 +77,23 @@ export function matchCategory(answer: string, keys: string[]): string | null {
   const lower = answer.toLowerCase();
   const named = keys.filter((k) => new RegExp(`(^|[^\\w-])${escapeRe(k.toLowerCase())}($|[^\\w-])`).test(lower));
   return named.length === 1 ? named[0]! : null;
+}
+
+const LEAD = new Set(`"'\`*`);
+const TRAIL = new Set(`"'\`*.,;:!`);
+const isSpace = (c: string) => c.trim() === "";
+
+/**
+ * `s` without leading spaces, quotes and stars and trailing ones with punctuation. A scan from
+ * each end: the regex it replaces (/[…]+$/) restarted at every space of a long answer and was
+ * quadratic in the classifier model's text.
+ */
+function trimChars(s: string, lead: Set<string>, trail: Set<string>): string {
+  let i = 0;
+  let j = s.length;
+  while (i < j && (lead.has(s[i]!) || isSpace(s[i]!))) i++;
+  while (j > i && (trail.has(s[j - 1]!) || isSpace(s[j - 1]!))) j--;
+  return s.slice(i, j);
 }
 
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
