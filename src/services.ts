@@ -29,6 +29,8 @@ import { createStripeClient } from "./signup/stripe-checkout.ts";
 import { ResponseCache } from "./relay/cache/response-cache.ts";
 import { MemoryCacheStore, RedisCacheStore } from "./relay/cache/store.ts";
 import type { RedisKV } from "./store/kv/redis.ts";
+import { fleetNamespace } from "./store/kv/index.ts";
+import { LaneCooldowns } from "./relay/routing/cooldowns.ts";
 import { webhookSender } from "./webhooks/sender.ts";
 import { budgetAlertsJob } from "./webhooks/budget-alerts.ts";
 
@@ -50,6 +52,11 @@ export async function buildServices(base: Base): Promise<Services> {
   // Metrics read every finished record, /blitz prompts' included; the access log and traces attach at start.
   requestTracker.addSink(metrics.record, { parts: true });
   metrics.setUsageQueueDepthSource(() => usageQueue.depth());
+  // Lane cooldowns, shared by every instance through the KV; each instance holds the cooling set (relay/routing/cooldowns.ts).
+  const cooldowns = new LaneCooldowns({ config: base.config, kv: base.kv, log: base.log, instanceId: base.instanceId, namespace: fleetNamespace(base.config) });
+  await cooldowns.start();
+  cooldowns.onCooled = (provider) => metrics.laneCooled(provider);
+  metrics.setCoolingSource(() => cooldowns.coolingByProvider());
   const cfg = base.config;
   const responseCache = new ResponseCache({
     // Redis mode: entries on the shared Redis (every instance hits them); embedded: an in-process LRU.
@@ -75,6 +82,7 @@ export async function buildServices(base: Base): Promise<Services> {
     ledger,
     leases,
     rateLimits,
+    cooldowns,
     responseCache,
     lifecycle: { draining: false },
     requestTracker,
