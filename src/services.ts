@@ -31,6 +31,7 @@ import { MemoryCacheStore, RedisCacheStore } from "./relay/cache/store.ts";
 import type { RedisKV } from "./store/kv/redis.ts";
 import { fleetNamespace } from "./store/kv/index.ts";
 import { LaneCooldowns } from "./relay/routing/cooldowns.ts";
+import { SessionAffinity } from "./relay/routing/affinity.ts";
 import { webhookSender } from "./webhooks/sender.ts";
 import { budgetAlertsJob } from "./webhooks/budget-alerts.ts";
 
@@ -57,6 +58,9 @@ export async function buildServices(base: Base): Promise<Services> {
   await cooldowns.start();
   cooldowns.onCooled = (provider) => metrics.laneCooled(provider);
   metrics.setCoolingSource(() => cooldowns.coolingByProvider());
+  // Sessions' lanes (relay/routing/affinity.ts): what is still to be written goes out at shutdown.
+  const affinity = new SessionAffinity(base);
+  base.onShutdown(() => affinity.flush());
   const cfg = base.config;
   const responseCache = new ResponseCache({
     // Redis mode: entries on the shared Redis (every instance hits them); embedded: an in-process LRU.
@@ -83,6 +87,7 @@ export async function buildServices(base: Base): Promise<Services> {
     leases,
     rateLimits,
     cooldowns,
+    affinity,
     responseCache,
     lifecycle: { draining: false },
     requestTracker,

@@ -14,6 +14,7 @@ import type { RelayRequest } from "./relay-request.ts";
 import { credentialRefusedHint, modelNotFound, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { defaultModelRetry, laneModel } from "./routing/model.ts";
 import { retryAfterMs } from "./routing/cooldowns.ts";
+import { affinityResult } from "./routing/affinity.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import type { Tap } from "./stream/tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
@@ -90,6 +91,7 @@ export class Attempt {
       usage,
       latencyMs: Math.round(latencyMs),
       ttfbMs: this.ttfbMs,
+      affinity: rr.affinity && this.lane.index >= 0 ? affinityResult(rr.affinity, this.lane) : null,
     });
     if (this.tried) rr.access.attemptEnded(this.tried, this.model, outcome, latencyMs, this.ttfbMs, usage ? usage.prompt_tokens : null, usage ? usage.completion_tokens : 0, cost);
   }

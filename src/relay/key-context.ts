@@ -5,6 +5,7 @@ import type { Base } from "../base.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import type { KeyLimits } from "../store/kv/limit-window.ts";
 import { accounts, bridges, credentials, routingKeys, subSessions } from "../store/db/schema/index.ts";
+import { affinityTtlSeconds } from "./routing/affinity-setting.ts";
 
 export interface KeyContext {
   id: string;
@@ -27,6 +28,8 @@ export interface KeyContext {
   /** The response cache (CONTRACT §8): null when the key has none, the common case the relay checks first. */
   cache: { ttlSeconds: number; shared: boolean } | null;
   lanes: ResolvedLane[];
+  /** Session affinity (CONTRACT §9, routing/affinity.ts): how long a session's lane is remembered after its last request, null when off. */
+  affinityTtlSeconds: number | null;
   /** Unpaid accounts: when the account is removed (ms since epoch); checked on every request. */
   accountExpiresAtMs: number | null;
 }
@@ -109,6 +112,7 @@ export async function loadKeyContext(ctx: Base, hash: string): Promise<KeyContex
       : { rpm: k.rpmLimit, tpm: k.tpmLimit, concurrency: k.maxConcurrentRequests },
     cache: k.cache && k.cache.ttl_seconds > 0 ? { ttlSeconds: k.cache.ttl_seconds, shared: k.cache.shared === true } : null,
     lanes,
+    affinityTtlSeconds: affinityTtlSeconds(k.sessionAffinityTtlSeconds, lanes.length),
     accountExpiresAtMs: expiresAtMs,
   };
 }

@@ -5,6 +5,7 @@ import type { ResolvedLane } from "../providers/types.ts";
 import { tryLane, type LaneResult, type RelayRequest } from "./attempt.ts";
 import { allLanesFailed, upstreamAuthFailed, type LaneFailure } from "./relay-errors.ts";
 import { GO, laneIdentity, PROBE, type LaneCooldowns } from "./routing/cooldowns.ts";
+import { affinityResult } from "./routing/affinity.ts";
 
 /** Walks the planned lanes in order; each call to next() resumes after the last lane tried. */
 export class LaneRunner {
@@ -79,6 +80,11 @@ export class LaneRunner {
     // The upstream answered (a refusal of the request itself included): the lane is well.
     if (r.kind === "aborted") cooldowns.forget(id);
     else if (r.kind !== "uncounted") cooldowns.succeeded(id);
+    // An answer: the session sticks to the lane that gave it (CONTRACT §9).
+    if (rr.affinity && (r.kind === "json" || r.kind === "body" || r.kind === "stream")) {
+      rr.access.affinity = affinityResult(rr.affinity, lane);
+      rr.ctx.services.affinity.remember(rr.affinity, lane);
+    }
     return r;
   }
 

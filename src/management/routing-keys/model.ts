@@ -59,6 +59,17 @@ export const cacheSetting = z.strictObject({
   shared: z.boolean().optional(),
 }).nullable();
 
+/** Longest a session's lane may be remembered after its last request (30 days). */
+export const AFFINITY_TTL_MAX_SECONDS = 30 * 24 * 3600;
+/**
+ * Session affinity (CONTRACT §9): a session's next request tries first the lane that served its
+ * last one, for `ttl_seconds` after its last request; `null` turns it off. Default: on for an
+ * hour on keys with more than one lane.
+ */
+export const sessionAffinitySetting = z.strictObject({
+  ttl_seconds: z.number().int().min(1).max(AFFINITY_TTL_MAX_SECONDS),
+}).nullable();
+
 const classifierFields = {
   classifier_provider: z.enum(API_KEY_PROVIDER_IDS).nullable().optional(),
   classifier_model: text(200).nullable().optional(),
@@ -73,6 +84,7 @@ export const createRoutingKeyBody = z.strictObject({
   budget_excludes_seats: z.boolean().optional(),
   ...limitFields,
   cache: cacheSetting.optional(),
+  session_affinity: sessionAffinitySetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });
@@ -88,6 +100,7 @@ export const patchRoutingKeyBody = z.strictObject({
   regenerate: z.boolean().optional(),
   ...limitFields,
   cache: cacheSetting.optional(),
+  session_affinity: sessionAffinitySetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });

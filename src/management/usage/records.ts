@@ -36,6 +36,8 @@ function present(r: Row, lanesTried: string[]) {
     latency_ms: r.latencyMs,
     ttfb_ms: r.ttfbMs,
     seat: r.seat,
+    // Session affinity (CONTRACT §9): followed, moved or new; null without a session.
+    affinity: r.affinity,
     lanes_tried: lanesTried,
   };
 }

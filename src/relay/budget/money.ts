@@ -45,6 +45,8 @@ export interface AttemptRecord {
   usage: Usage | null;
   latencyMs: number;
   ttfbMs: number | null;
+  /** Session affinity for this attempt (CONTRACT §9): followed, moved or new; null without a session. */
+  affinity?: string | null;
 }
 
 /**
@@ -336,6 +338,7 @@ export class MoneyCall {
       latencyMs: a.latencyMs,
       ttfbMs: a.ttfbMs,
       seat: a.adapter.seat,
+      affinity: a.affinity ?? null,
       createdAt: new Date().toISOString(),
     };
     // Redis mode: into the usage stream with this turn's ledger writes; embedded: the usage queue.

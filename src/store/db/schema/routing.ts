@@ -42,6 +42,8 @@ export const routingKeys = pgTable("routing_keys", {
   maxConcurrentRequests: integer("max_concurrent_requests"),
   // Response cache (CONTRACT §8): null = off; `shared` puts the key's entries in its account's namespace.
   cache: jsonb("cache").$type<RoutingKeyCache | null>(),
+  // Session affinity (CONTRACT §9): null = the default (3600 s on keys with more than one lane), 0 = off.
+  sessionAffinityTtlSeconds: integer("session_affinity_ttl_seconds"),
   lanes: jsonb("lanes").$type<LaneRow[]>().notNull().default([]),
   lastUsedAt: ts("last_used_at"),
   revokedAt: ts("revoked_at"),

@@ -36,6 +36,8 @@ export const usageRecords = pgTable("usage_records", {
   latencyMs: integer("latency_ms").notNull().default(0),
   ttfbMs: integer("ttfb_ms"),
   seat: boolean("seat").notNull().default(false),
+  /** Session affinity (CONTRACT §9): followed, moved or new; null when the request carried no session or its key has none. */
+  affinity: text("affinity"),
   createdAt: ts("created_at").notNull().defaultNow(),
 }, (t) => [
   primaryKey({ name: "usage_records_pkey", columns: [t.id, t.createdAt] }),
