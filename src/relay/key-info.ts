@@ -3,7 +3,6 @@ import type { RelayDeps } from "./relay-deps.ts";
 import { getAdapter } from "../providers/registry.ts";
 import { resolveRoutingKey } from "./auth.ts";
 import { monthSpendUsd } from "./budget/counters.ts";
-import { laneIdentity } from "./routing/cooldowns.ts";
 
 const round6 = (usd: number) => Math.round(usd * 1e6) / 1e6;
 
@@ -18,7 +17,7 @@ export async function keyInfo(ctx: RelayDeps, request: Request): Promise<object>
     mode: key.mode,
     lanes: key.lanes.map((l) => {
       // CONTRACT §9: when the lane's cooldown ends (every instance skips it until then), or null.
-      const until = ctx.services.cooldowns.untilOf(laneIdentity(l));
+      const until = ctx.services.cooldowns.untilOf(l);
       return { provider: l.provider, model: l.model, subscription: getAdapter(l.provider)?.seat ?? false, cooldown_until: until === null ? null : new Date(until).toISOString() };
     }),
     budget: {

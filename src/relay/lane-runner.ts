@@ -4,7 +4,7 @@ import type { GatewayError } from "../errors.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import { tryLane, type LaneResult, type RelayRequest } from "./attempt.ts";
 import { allLanesFailed, upstreamAuthFailed, type LaneFailure } from "./relay-errors.ts";
-import { GO, laneIdentity, PROBE, type LaneCooldowns } from "./routing/cooldowns.ts";
+import { GO, PROBE, type LaneCooldowns } from "./routing/cooldowns.ts";
 import { affinityResult } from "./routing/affinity.ts";
 
 /** Walks the planned lanes in order; each call to next() resumes after the last lane tried. */
@@ -34,20 +34,19 @@ export class LaneRunner {
     const cooldowns = this.rr.ctx.services.cooldowns;
     while (this.i < this.lanes.length) {
       const lane = this.lanes[this.i++]!;
-      const id = laneIdentity(lane);
-      const gate = cooldowns.gate(id);
-      if (gate !== GO && !(gate === PROBE && (await cooldowns.probe(id)))) {
+      const gate = cooldowns.gate(lane);
+      if (gate !== GO && !(gate === PROBE && (await cooldowns.probe(lane)))) {
         (this.skipped ??= []).push(lane);
         this.rr.access.laneSkipped(lane.provider, lane.index);
         continue;
       }
-      const r = await this.attempt(lane, id, gate === PROBE);
+      const r = await this.attempt(lane, gate === PROBE);
       if (r) return r;
     }
     if (this.tries === 0 && this.skipped) {
       const lane = this.soonest(this.skipped, cooldowns);
       this.skipped = null;
-      const r = await this.attempt(lane, laneIdentity(lane), false);
+      const r = await this.attempt(lane, false);
       if (r) return r;
     }
     return { kind: "client", error: this.verdict() };
@@ -56,16 +55,16 @@ export class LaneRunner {
   /** The skipped lane whose cooldown ends first (chain order breaks ties). */
   private soonest(lanes: ResolvedLane[], cooldowns: Pick<LaneCooldowns, "untilOf">): ResolvedLane {
     let best = lanes[0]!;
-    let bestUntil = cooldowns.untilOf(laneIdentity(best)) ?? 0;
+    let bestUntil = cooldowns.untilOf(best) ?? 0;
     for (const l of lanes) {
-      const u = cooldowns.untilOf(laneIdentity(l)) ?? 0;
+      const u = cooldowns.untilOf(l) ?? 0;
       if (u < bestUntil) [best, bestUntil] = [l, u];
     }
     return best;
   }
 
   /** One lane's attempt: its result, or null when it failed and the next lane is up. */
-  private async attempt(lane: ResolvedLane, id: string, probe: boolean): Promise<LaneResult | null> {
+  private async attempt(lane: ResolvedLane, probe: boolean): Promise<LaneResult | null> {
     const rr = this.rr;
     this.tries++;
     const tried = rr.access.laneStarted(lane.provider, lane.index);
@@ -78,8 +77,8 @@ export class LaneRunner {
       return null;
     }
     // The upstream answered (a refusal of the request itself included): the lane is well.
-    if (r.kind === "aborted") cooldowns.forget(id);
-    else if (r.kind !== "uncounted") cooldowns.succeeded(id);
+    if (r.kind === "aborted") cooldowns.forget(lane);
+    else if (r.kind !== "uncounted") cooldowns.succeeded(lane);
     // An answer: the session sticks to the lane that gave it (CONTRACT §9).
     if (rr.affinity && (r.kind === "json" || r.kind === "body" || r.kind === "stream")) {
       rr.access.affinity = affinityResult(rr.affinity, lane);
@@ -107,7 +106,7 @@ export class LaneRunner {
     this.failures.push(f);
     const rr = this.rr;
     const lane = this.lanes.find((l) => l.index === f.laneIndex);
-    if (lane) rr.ctx.services.cooldowns.failed(laneIdentity(lane), lane.provider, f, probe);
+    if (lane) rr.ctx.services.cooldowns.failed(lane, f, probe);
     const fellBack = this.i < this.lanes.length;
     rr.access.laneFailed(f.laneIndex, f.status, f.code, fellBack);
     if (fellBack) {

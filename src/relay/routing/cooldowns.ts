@@ -17,8 +17,10 @@ import type { CooldownPolicy } from "../../store/kv/lane-cooldown.ts";
 import type { KV } from "../../store/kv/types.ts";
 import type { LaneFailure } from "../relay-errors.ts";
 
+type LaneRef = Pick<ResolvedLane, "provider" | "credential_id" | "sub_session_id" | "bridge_instance_id">;
+
 /** A lane's identity across routing keys and instances: its provider and what it calls with. */
-export function laneIdentity(lane: Pick<ResolvedLane, "provider" | "credential_id" | "sub_session_id" | "bridge_instance_id">): string {
+export function laneIdentity(lane: LaneRef): string {
   return `${lane.provider}:${lane.credential_id ?? lane.sub_session_id ?? lane.bridge_instance_id ?? "-"}`;
 }
 
@@ -124,18 +126,19 @@ export class LaneCooldowns {
     } else this.cooling.set(id, { provider, untilMs, level, heldUntilMs: 0 });
   }
 
-  /** The hot path's question, answered from memory: try the lane, skip it, or ask for the probe. */
-  gate(id: string, now = Date.now()): Gate {
+  /** The hot path's question, answered from memory: try the lane, skip it, or ask for the probe. Nothing cooling: one size check. */
+  gate(lane: LaneRef, now = Date.now()): Gate {
     if (this.cooling.size === 0) return GO;
-    const e = this.cooling.get(id);
+    const e = this.cooling.get(laneIdentity(lane));
     if (!e) return GO;
     if (e.untilMs > now || e.heldUntilMs > now) return SKIP;
     return PROBE;
   }
 
   /** The end of the lane's cooldown, or null when it is not cooling (a probe due counts as not cooling). */
-  untilOf(id: string, now = Date.now()): number | null {
-    const e = this.cooling.get(id);
+  untilOf(lane: LaneRef, now = Date.now()): number | null {
+    if (this.cooling.size === 0) return null;
+    const e = this.cooling.get(laneIdentity(lane));
     return e && e.untilMs > now ? e.untilMs : null;
   }
 
@@ -150,7 +153,8 @@ export class LaneCooldowns {
    * Whether this request may be the lane's probe. The store grants one probe fleet-wide; a refusal
    * says until when to keep skipping. A store that cannot be asked lets the request try the lane.
    */
-  async probe(id: string): Promise<boolean> {
+  async probe(lane: LaneRef): Promise<boolean> {
+    const id = laneIdentity(lane);
     const e = this.cooling.get(id);
     if (!e) return true;
     const now = Date.now();
@@ -173,8 +177,10 @@ export class LaneCooldowns {
   }
 
   /** A lane failed (off the request path: the request moves on at once). `probe`: it was the lane's probe. */
-  failed(id: string, provider: string, f: LaneFailure, probe: boolean): void {
+  failed(lane: LaneRef, f: LaneFailure, probe: boolean): void {
     if (!this.enabled || !coolsLane(f)) return;
+    const id = laneIdentity(lane);
+    const provider = lane.provider;
     const call = {
       ...this.policy,
       retryAfterMs: f.retryAfterMs ?? null,
@@ -202,8 +208,9 @@ export class LaneCooldowns {
   }
 
   /** A lane answered: a lane that was cooling (its probe served) or had failed here starts afresh everywhere. */
-  succeeded(id: string): void {
+  succeeded(lane: LaneRef): void {
     if (this.cooling.size === 0 && this.failing.size === 0) return;
+    const id = laneIdentity(lane);
     const was = this.cooling.delete(id);
     if (!this.failing.delete(id) && !was) return;
     this.deps.kv.del(this.key(id)).catch(() => {});
@@ -211,8 +218,9 @@ export class LaneCooldowns {
   }
 
   /** The request gave up on the lane without a verdict (the client left): its probe, if it was one, frees itself when it expires. */
-  forget(id: string): void {
-    const e = this.cooling.get(id);
+  forget(lane: LaneRef): void {
+    if (this.cooling.size === 0) return;
+    const e = this.cooling.get(laneIdentity(lane));
     if (e) e.heldUntilMs = 0;
   }
 }
