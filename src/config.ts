@@ -75,6 +75,16 @@ const schema = z.object({
   OTEL_SERVICE_NAME: z.string().min(1).default("model-gateway"),
   MAX_REQUEST_BYTES: positiveInt.default(10 * 1024 * 1024),
   UPSTREAM_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
+  /**
+   * Lane cooldowns (docs/behaviour.md): a lane failing for a retryable cause this many times within
+   * LANE_COOLDOWN_WINDOW_SECONDS is skipped fleet-wide for a cooldown that starts at
+   * LANE_COOLDOWN_BASE_SECONDS and doubles while it keeps failing, up to LANE_COOLDOWN_MAX_SECONDS.
+   * 0 turns cooldowns off.
+   */
+  LANE_COOLDOWN_FAILURES: z.coerce.number().int().min(0).default(3),
+  LANE_COOLDOWN_WINDOW_SECONDS: z.coerce.number().positive().default(30),
+  LANE_COOLDOWN_BASE_SECONDS: z.coerce.number().positive().default(5),
+  LANE_COOLDOWN_MAX_SECONDS: z.coerce.number().positive().default(300),
   /** SSE keep-alive: a `:` comment goes to a streaming client when the upstream was quiet this long. */
   KEEPALIVE_MS: positiveInt.default(15000),
   /**

@@ -14,6 +14,8 @@ import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
 import type { Ledger } from "./relay/budget/ledger/index.ts";
 import type { BudgetLeases } from "./relay/budget/leases.ts";
 import type { RateLimits } from "./relay/limits/rate-limits.ts";
+import type { LaneCooldowns } from "./relay/routing/cooldowns.ts";
+import type { SessionAffinity } from "./relay/routing/affinity.ts";
 import type { ResponseCache } from "./relay/cache/response-cache.ts";
 import type { BlitzJobs } from "./relay/blitz/jobs/service.ts";
 import type { WebhookSender } from "./webhooks/sender.ts";
@@ -51,6 +53,10 @@ export interface Services {
   leases: BudgetLeases | null;
   /** Rate limits and concurrency caps: refunds, lease renewal, the Redis-down fallback (relay/limits). */
   rateLimits: RateLimits;
+  /** Lanes cooling down, as this instance knows them, and the store calls of failures and probes (relay/routing/cooldowns.ts). */
+  cooldowns: LaneCooldowns;
+  /** Sessions' lanes in the KV: read per request, written in batches (relay/routing/affinity.ts). */
+  affinity: SessionAffinity;
   /** Prometheus registry (metrics/), fed by the request records' sink. */
   metrics: GatewayMetrics;
   /** Sign-in, refresh and catalog caches of the sub lanes (providers/sub/state.ts). */

@@ -31,6 +31,9 @@ import { MemoryCacheStore, RedisCacheStore } from "./relay/cache/store.ts";
 import type { RedisKV } from "./store/kv/redis.ts";
 import { COMMAND_TIMEOUT_MS, connectRedis } from "./store/kv/connect.ts";
 import { watchReplies } from "./store/kv/reply-watchdog.ts";
+import { fleetNamespace } from "./store/kv/index.ts";
+import { LaneCooldowns } from "./relay/routing/cooldowns.ts";
+import { SessionAffinity } from "./relay/routing/affinity.ts";
 import { webhookSender } from "./webhooks/sender.ts";
 import { budgetAlertsJob } from "./webhooks/budget-alerts.ts";
 
@@ -52,6 +55,14 @@ export async function buildServices(base: Base): Promise<Services> {
   // Metrics read every finished record, /blitz prompts' included; the access log and traces attach at start.
   requestTracker.addSink(metrics.record, { parts: true });
   metrics.setUsageQueueDepthSource(() => usageQueue.depth());
+  // Lane cooldowns, shared by every instance through the KV; each instance holds the cooling set (relay/routing/cooldowns.ts).
+  const cooldowns = new LaneCooldowns({ config: base.config, kv: base.kv, log: base.log, instanceId: base.instanceId, namespace: fleetNamespace(base.config) });
+  await cooldowns.start();
+  cooldowns.onCooled = (provider) => metrics.laneCooled(provider);
+  metrics.setCoolingSource(() => cooldowns.coolingByProvider());
+  // Sessions' lanes (relay/routing/affinity.ts): what is still to be written goes out at shutdown.
+  const affinity = new SessionAffinity(base);
+  base.onShutdown(() => affinity.flush());
   const cfg = base.config;
   const responseCache = new ResponseCache({
     store: cacheStore(base),
@@ -76,6 +87,8 @@ export async function buildServices(base: Base): Promise<Services> {
     ledger,
     leases,
     rateLimits,
+    cooldowns,
+    affinity,
     responseCache,
     lifecycle: { draining: false },
     requestTracker,

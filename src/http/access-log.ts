@@ -99,6 +99,10 @@ export class AccessEntry {
   lanes: LaneTry[] | null = null;
   /** Attempts outside `lanes` (the classifier's, and a lane's attempt retried with its default model): metrics only. */
   asides: LaneTry[] | null = null;
+  /** Lanes passed over because they were cooling (relay/routing/cooldowns.ts), in order; null when none. */
+  skipped: Array<{ provider: string; lane: number }> | null = null;
+  /** Session affinity (relay/routing/affinity.ts): followed, moved or new; null when it did not apply. */
+  affinity: string | null = null;
   /** The lane (or aside) started last: the one an attempt being made belongs to. */
   current: LaneTry | null = null;
   served: string | null = null;
@@ -148,6 +152,11 @@ export class AccessEntry {
     const t = newTry(provider, lane);
     (this.lanes ??= []).push(t);
     return (this.current = t);
+  }
+
+  /** A lane was passed over: it is cooling down. */
+  laneSkipped(provider: string, lane: number): void {
+    (this.skipped ??= []).push({ provider, lane });
   }
 
   /** An upstream call made for the request outside its lanes (the classifier's): counted, not listed. */
@@ -244,6 +253,12 @@ export function accessJson(e: AccessEntry, time: number): string {
     }
     s += `],"served_by":${e.served === null ? "null" : `"${e.served}"`},"input_tokens":${num(e.inputTokens)},"output_tokens":${num(e.outputTokens)},"cost_usd":${num(e.costUsd)}`;
   }
+  if (e.skipped !== null) {
+    s += `,"cooling_lanes":[`;
+    for (let i = 0; i < e.skipped.length; i++) s += `${i ? "," : ""}${e.skipped[i]!.lane}`;
+    s += "]";
+  }
+  if (e.affinity !== null) s += `,"affinity":"${e.affinity}"`;
   if (e.outcome !== null) s += `,"outcome":"${e.outcome}"`;
   if (e.adapted !== null) s += `,"adapted":${q(e.adapted)}`;
   return s + `,"msg":"request"}\n`;

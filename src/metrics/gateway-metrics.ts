@@ -5,7 +5,7 @@
 // serialises what is there and reads one number (the usage-queue depth), nothing more.
 import { collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import type { AccessEntry, LaneTry } from "../http/access-log.ts";
-import { endpointLabel, errorCodeLabel, outcomeLabel, providerLabel, statusLabel } from "./label-sets.ts";
+import { affinityLabel, endpointLabel, errorCodeLabel, outcomeLabel, providerLabel, statusLabel } from "./label-sets.ts";
 import { FastCounter, FastHistogram, type CounterSeries, type HistogramSeries } from "./fast-metrics.ts";
 
 /** Seconds; fine at the bottom (the gateway adds well under a millisecond), long at the top (streams). */
@@ -21,6 +21,10 @@ export interface GatewayMetrics {
   record(e: AccessEntry): void;
   /** Where the usage-queue depth gauge reads from (the usage queue registers itself). */
   setUsageQueueDepthSource(read: () => number): void;
+  /** Where the cooling-lanes gauge reads from: lanes cooling now, by provider (relay/routing/cooldowns.ts). */
+  setCoolingSource(read: () => Map<string, number>): void;
+  /** A lane's cooldown started on this instance. */
+  laneCooled(provider: string): void;
   /** The exposition text and its content type. */
   render(): Promise<{ body: string; contentType: string }>;
 }
@@ -76,6 +80,26 @@ export function createGatewayMetrics(inFlight?: InFlightSource): GatewayMetrics 
       this.set(inFlight?.streams ?? 0);
     },
   });
+  const laneSkips = new FastCounter("gateway_lane_skips_total",
+    "Lanes passed over by a request because they were cooling down, by provider.",
+    ["provider"], registry);
+  const cooldowns = new FastCounter("gateway_lane_cooldowns_total",
+    "Lane cooldowns started by this instance (a lane failing for a retryable cause), by provider.",
+    ["provider"], registry);
+  const affinity = new FastCounter("gateway_session_affinity_total",
+    "Requests carrying a session on keys with session affinity, by endpoint and result: followed (the session's lane served), moved (another lane served), new (no lane remembered).",
+    ["endpoint", "result"], registry);
+  let readCooling: (() => Map<string, number>) | null = null;
+  new Gauge({
+    name: "gateway_lanes_cooling",
+    help: "Lanes cooling down now (skipped by every instance), by provider, as this instance knows them.",
+    labelNames: ["provider"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      if (readCooling) for (const [p, n] of readCooling()) this.labels(providerLabel(p)).inc(n);
+    },
+  });
   let readDepth: (() => number) | null = null;
   new Gauge({
     name: "gateway_usage_queue_depth",
@@ -121,6 +145,8 @@ export function createGatewayMetrics(inFlight?: InFlightSource): GatewayMetrics 
     if (e.lanes) for (const t of e.lanes) lane(e.endpoint, t);
     if (e.asides) for (const t of e.asides) lane(e.endpoint, t);
     if (e.budgetRefused !== null) budgetRejections.labels(endpointLabel(e.budgetRefused)).inc();
+    if (e.skipped !== null) for (const t of e.skipped) laneSkips.labels(providerLabel(t.provider)).inc();
+    if (e.affinity !== null && e.endpoint !== null) affinity.labels(endpointLabel(e.endpoint), affinityLabel(e.affinity)).inc();
     // An inference request (or prompt) that ended with an outcome: counted once, by the provider that served or was last tried.
     if (e.endpoint === null || e.outcome === null) return;
     const s = seriesFor(e.endpoint, e.provider ?? NO_PROVIDER, e.outcome);
@@ -135,6 +161,12 @@ export function createGatewayMetrics(inFlight?: InFlightSource): GatewayMetrics 
     record,
     setUsageQueueDepthSource(read) {
       readDepth = read;
+    },
+    setCoolingSource(read) {
+      readCooling = read;
+    },
+    laneCooled(provider) {
+      cooldowns.labels(providerLabel(provider)).inc();
     },
     async render() {
       return { body: await registry.metrics(), contentType: registry.contentType };

@@ -47,6 +47,11 @@ export const endpointLabel = (endpoint: string): string => (ENDPOINTS.has(endpoi
 /** `outcome`: one of OUTCOMES or a gateway error code (a refusal), else `other`. */
 export const outcomeLabel = (outcome: string): string => (OUTCOMES.has(outcome) || ERROR_CODES.has(outcome) ? outcome : OTHER);
 
+/** `result` of session affinity (relay/routing/affinity.ts). */
+export const AFFINITY_RESULTS: ReadonlySet<string> = new Set(["followed", "moved", "new"]);
+
+export const affinityLabel = (result: string): string => (AFFINITY_RESULTS.has(result) ? result : OTHER);
+
 /** `provider`: a registered adapter id or `none` (no provider reached), else `other`. */
 export function providerLabel(provider: string): string {
   return provider === "none" || getAdapter(provider) !== undefined ? provider : OTHER;

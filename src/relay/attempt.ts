@@ -14,6 +14,8 @@ import { planBody, type Plan } from "./plan.ts";
 import type { RelayRequest } from "./relay-request.ts";
 import { credentialRefusedHint, modelNotFound, noCredential, upstreamRejected, type LaneFailure } from "./relay-errors.ts";
 import { defaultModelRetry, laneModel } from "./routing/model.ts";
+import { retryAfterMs } from "./routing/cooldowns.ts";
+import { affinityResult } from "./routing/affinity.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import type { Tap } from "./stream/tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
@@ -93,6 +95,7 @@ export class Attempt {
       latencyMs: Math.round(latencyMs),
       ttfbMs: this.ttfbMs,
       adapted: this.adapted,
+      affinity: rr.affinity && this.lane.index >= 0 ? affinityResult(rr.affinity, this.lane) : null,
     });
     if (this.tried) rr.access.attemptEnded(this.tried, this.model, outcome, latencyMs, this.ttfbMs, usage ? usage.prompt_tokens : null, usage ? usage.completion_tokens : 0, cost);
     // The access line names what the answering lane adapted (the classifier's call is no answer).
@@ -224,7 +227,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     const code = info.code ?? `http_${res.status}`;
     attempt.finish(res.status, "error", code, null);
     attempt.upstreamFailed(res.status, code);
-    const failure: LaneFailure = { provider: lane.provider, laneIndex: lane.index, status: res.status, code, message: info.message };
+    const failure: LaneFailure = { provider: lane.provider, laneIndex: lane.index, status: res.status, code, message: info.message, retryAfterMs: retryAfterMs(res.headers) };
     // 401/403 from a vendor on a saved key: the key is the problem, and only its owner can fix it.
     if (adapter.kind === "api_key" && (res.status === 401 || res.status === 403)) failure.hint = credentialRefusedHint(lane.provider, lane.index, rr.key.id);
     if (info.modelNotFound) return { kind: "model", failure };

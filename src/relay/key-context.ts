@@ -6,6 +6,7 @@ import type { TranslationPolicy } from "../protocols/adapt.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import type { KeyLimits } from "../store/kv/limit-window.ts";
 import { accounts, bridges, credentials, routingKeys, subSessions } from "../store/db/schema/index.ts";
+import { affinityTtlSeconds } from "./routing/affinity-setting.ts";
 
 export interface KeyContext {
   id: string;
@@ -30,6 +31,8 @@ export interface KeyContext {
   lanes: ResolvedLane[];
   /** How a field a lane's protocol cannot carry is treated (CONTRACT §9); absent: `adapt`, the default. */
   translation?: TranslationPolicy;
+  /** Session affinity (CONTRACT §9, routing/affinity.ts): how long a session's lane is remembered after its last request, null when off. */
+  affinityTtlSeconds: number | null;
   /** Unpaid accounts: when the account is removed (ms since epoch); checked on every request. */
   accountExpiresAtMs: number | null;
 }
@@ -113,6 +116,7 @@ export async function loadKeyContext(ctx: Base, hash: string): Promise<KeyContex
     cache: k.cache && k.cache.ttl_seconds > 0 ? { ttlSeconds: k.cache.ttl_seconds, shared: k.cache.shared === true } : null,
     lanes,
     translation: k.translation === "strict" ? "strict" : "adapt",
+    affinityTtlSeconds: affinityTtlSeconds(k.sessionAffinityTtlSeconds, lanes.length),
     accountExpiresAtMs: expiresAtMs,
   };
 }

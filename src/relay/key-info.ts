@@ -15,7 +15,11 @@ export async function keyInfo(ctx: RelayDeps, request: Request): Promise<object>
     label: key.label,
     key_prefix: key.keyPrefix,
     mode: key.mode,
-    lanes: key.lanes.map((l) => ({ provider: l.provider, model: l.model, subscription: getAdapter(l.provider)?.seat ?? false })),
+    lanes: key.lanes.map((l) => {
+      // CONTRACT §9: when the lane's cooldown ends (every instance skips it until then), or null.
+      const until = ctx.services.cooldowns.untilOf(l);
+      return { provider: l.provider, model: l.model, subscription: getAdapter(l.provider)?.seat ?? false, cooldown_until: until === null ? null : new Date(until).toISOString() };
+    }),
     budget: {
       monthly_budget_usd: budget,
       current_month: spend.month,

@@ -20,6 +20,7 @@ import type { KeyContext } from "./key-context.ts";
 import { allLanesFailed, noProviders, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody, type FromPath, type InferenceBody } from "./request-body.ts";
 import { classifyLanes } from "./routing/classifier.ts";
+import { affinityFirst, sessionOf } from "./routing/affinity.ts";
 import { LaneRunner } from "./lane-runner.ts";
 import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
 import { rateHeaders } from "./limits/headers.ts";
@@ -123,6 +124,10 @@ export async function handleInference(ctx: RelayDeps, rc: RequestContext, shape:
 /** Admission (budget 402, limits 429), then the lanes; `admitted` sees the request's money. */
 async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape: ClientShape, parsed: InferenceBody, admitted?: (money: MoneyCall) => void): Promise<Response> {
   const endpoint = ENDPOINT_OF[shape];
+  // CONTRACT §9: the session's lane is read from the store while the request is admitted.
+  const session = key.affinityTtlSeconds !== null && !directCodecs[shape] ? sessionOf(rc.request.headers, parsed.body) : null;
+  const entry = session !== null ? ctx.services.affinity.entryOf(key.id, session) : null;
+  const remembered = entry !== null ? ctx.services.affinity.lookup(entry) : null;
   let rr: RelayRequest;
   try {
     const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);
@@ -139,8 +144,17 @@ async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape:
   let runner: LaneRunner;
   try {
     const key = rr.key;
+    let lanes = key.lanes;
+    // The session's lane first; a session with one is not classified again (classifier keys classify once per session).
+    let pinned = false;
+    if (entry !== null) {
+      const a = affinityFirst(key.lanes, await remembered);
+      rr.affinity = { entry, ttlSeconds: key.affinityTtlSeconds!, remembered: a.remembered };
+      lanes = a.lanes;
+      pinned = a.found;
+    }
     // The classifier reads a conversation; shapes without one (embeddings) keep the key's order.
-    const lanes = key.mode === "classifier" && !directCodecs[shape] ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal, rr.access) : key.lanes;
+    if (!pinned && key.mode === "classifier" && !directCodecs[shape]) lanes = await classifyLanes(ctx, key, pivotFor(rr), rr.signal, rr.access);
     runner = new LaneRunner(rr, lanes);
     const pending = runner.next();
     // CONTRACT §8: a stream whose upstream is silent for KEEPALIVE_MS gets its headers and comments now.

@@ -16,6 +16,8 @@ import type { Semaphore } from "./blitz/pool.ts";
 import type { MoneyDeps, PriceConfig } from "./budget/money-deps.ts";
 import type { ResponseCache } from "./cache/response-cache.ts";
 import type { KeyCache } from "./key-cache.ts";
+import type { LaneCooldowns } from "./routing/cooldowns.ts";
+import type { SessionAffinity } from "./routing/affinity.ts";
 import type { UsageQueue } from "./usage-queue.ts";
 import type { UsagePipeline } from "./usage-pipeline.ts";
 
@@ -36,6 +38,10 @@ export interface RelayDeps extends MoneyDeps, AdapterEnv {
     /** A /blitz job item's rerun check writes everything recorded so far before it reads Postgres. */
     usage: Pick<UsagePipeline, "flush">;
     responseCache: ResponseCache;
+    /** Lanes cooling down: skipped, probed, told of failures (routing/cooldowns.ts). */
+    cooldowns: Pick<LaneCooldowns, "gate" | "probe" | "failed" | "succeeded" | "forget" | "untilOf">;
+    /** Sessions' lanes (routing/affinity.ts). */
+    affinity: Pick<SessionAffinity, "entryOf" | "lookup" | "remember">;
     /** Opens the record of a /blitz prompt or job item that has no HTTP request of its own. */
     requestTracker: Pick<RequestTracker, "openPart">;
     /** The instance-wide /blitz prompt semaphore. */

@@ -66,6 +66,8 @@ export interface LaneFailure {
   error?: GatewayError;
   /** What the operator should do about this failure (a refused saved key): set only on those. */
   hint?: string;
+  /** The upstream's Retry-After, in ms: it sets the lane's cooldown (routing/cooldowns.ts). */
+  retryAfterMs?: number | null;
 }
 
 /** `hint`: what to do about a failure the caller can fix (from any lane), instead of "retry later". */

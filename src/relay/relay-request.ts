@@ -7,6 +7,7 @@ import type { ChatRequest, ClientShape, Json } from "../protocols/types.ts";
 import type { MoneyCall } from "./budget/money.ts";
 import type { KeyContext } from "./key-context.ts";
 import type { RelayDeps } from "./relay-deps.ts";
+import type { RequestAffinity } from "./routing/affinity.ts";
 
 export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "classifier" | "transcriptions" | "count_tokens" | "generate_content";
 
@@ -42,6 +43,8 @@ export interface RelayRequest {
   pivotLog?: AdaptLog;
   /** The adapted fields of the lane planned last (`field=action, …`), null when none: the header of an answer whose headers go before a lane answers. */
   adapted?: string | null;
+  /** The request's session on a key with session affinity (routing/affinity.ts); absent otherwise. */
+  affinity?: RequestAffinity;
   /** The client's protocol headers (ClientCodec.forwardHeaders), for a lane that passes its request through (or counts it). */
   clientHeaders?: Record<string, string>;
   /** The operation: absent, inference (`body` planned per lane); set, this upload sent as it came. */

@@ -51,6 +51,7 @@ const COLUMNS: Array<[column: string, key: keyof UsageRow, type: string, dflt?: 
   ["ttfb_ms", "ttfbMs", "integer"],
   ["seat", "seat", "boolean", "false"],
   ["adapted", "adapted", "text"],
+  ["affinity", "affinity", "text"],
   ["created_at", "createdAt", "timestamptz", "now()"],
 ];
 // A column added to the schema but not listed above would silently never be written: refuse to boot.
@@ -63,7 +64,7 @@ const INSERT_TAIL = sql.raw(`::json) as x(${COLUMNS.map(([, k, t]) => `"${k}" ${
 const INT4_MAX = 2_147_483_647;
 /** Longest string kept per text column; the rest is cut (ids are short; model names come from clients). */
 const MAX_CHARS: Partial<Record<keyof UsageRow, number>> = {
-  requestId: 128, accountId: 64, routingKeyId: 64, endpoint: 32, provider: 64, model: 200, outcome: 32, errorCode: 200, adapted: 1000,
+  requestId: 128, accountId: 64, routingKeyId: 64, endpoint: 32, provider: 64, model: 200, outcome: 32, errorCode: 200, adapted: 1000, affinity: 16,
 };
 
 /** A count for an integer column: whole, non-negative, within int4 (upstreams can report nonsense). */

@@ -59,6 +59,9 @@ export async function startTestGateway(env: Record<string, string> = {}, opts: S
     NODE_ENV: "test",
     TRUST_PROXY: "1",
     ALLOW_PRIVATE_UPSTREAMS: "true",
+    // Lane cooldowns off: a file's tests share their saved keys (lanes), and one test's failures
+    // would cool the lanes the next one expects to be tried. The cooldown tests turn them on.
+    LANE_COOLDOWN_FAILURES: "0",
   };
   if (opts.shareWith) {
     const s = opts.shareWith.env;

@@ -53,6 +53,8 @@ export interface KeyOptions {
   maxConcurrentRequests?: number | null;
   /** The response cache setting (null: off). */
   cache?: { ttl_seconds: number; shared: boolean } | null;
+  /** Session affinity as stored (null: the default, 0: off, N: N seconds). */
+  sessionAffinityTtlSeconds?: number | null;
 }
 
 /** A routing key, inserted directly, hashed exactly as management stores it. */
@@ -70,6 +72,7 @@ export async function addRoutingKey(gw: Gateway, accountId: string, opts: KeyOpt
     tpmLimit: opts.tpmLimit ?? null,
     maxConcurrentRequests: opts.maxConcurrentRequests ?? null,
     cache: opts.cache ?? null,
+    sessionAffinityTtlSeconds: opts.sessionAffinityTtlSeconds ?? null,
     lanes: opts.lanes,
   });
   return { id, raw, hash: sha256Hex(raw) };

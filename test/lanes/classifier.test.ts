@@ -87,6 +87,21 @@ describe(`classifier routing through the gateway (${storesLabel})`, () => {
     expect([subHits() - sub, bridge.completions.length - br]).toEqual([1, 0]);
   });
 
+  test("CONTRACT §9: a session is classified once: its next requests go to the lane the classifier picked, without asking it again", async () => {
+    const { rawKey } = await classifierKey();
+    const send = (content: string) => w.gw.call("/v1/chat/completions", { token: rawKey, headers: { "x-session-id": "classified-once" }, body: { model: "gpt-5", messages: [{ role: "user", content }] } });
+    classifier.setDefault({ content: "chat" });
+    const asked = classifier.received.length;
+    expect((await send("how are you?")).body.choices[0].message.content).toBe("bridge answer to: how are you?");
+    expect(classifier.received.length).toBe(asked + 1);
+    // The classifier would now say "code"; the session stays where it was served.
+    classifier.setDefault({ content: "code" });
+    const sub = subHits(), br = bridge.completions.length;
+    for (const q of ["fix this loop", "and this one"]) expect((await send(q)).status).toBe(200);
+    expect([subHits() - sub, bridge.completions.length - br]).toEqual([0, 2]);
+    expect(classifier.received.length).toBe(asked + 1);
+  });
+
   test("the classifier gets the instructions, the category list and the last user message, with the oldest saved key", async () => {
     const { rawKey } = await classifierKey();
     classifier.setDefault({ content: "chat" });

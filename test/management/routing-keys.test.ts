@@ -57,6 +57,7 @@ const ROUTING_KEY_FIELDS = [
   "rpm_limit", "tpm_limit", "max_concurrent_requests", // CONTRACT §8 rate limits
   "cache", // CONTRACT §8 response cache
   "translation", // CONTRACT §9 translation policy
+  "session_affinity", // CONTRACT §9 session affinity
   "current_month", "last_used_at", "revoked_at", "created_at", "updated_at", "providers",
 ].sort();
 const LANE_FIELDS = [
@@ -208,6 +209,30 @@ describe(`routing keys: validation rules (${storesLabel})`, () => {
     expect([p.rpm_limit, p.tpm_limit, p.max_concurrent_requests]).toEqual([null, 500, 4]);
     const listed = (await gw.call(RK, { token: A.token })).body.routing_keys.find((r: { id: string }) => r.id === k.id);
     expect([listed.rpm_limit, listed.tpm_limit, listed.max_concurrent_requests]).toEqual([null, 500, 4]);
+  });
+
+  test("CONTRACT §9: `session_affinity` is {ttl_seconds: 3600} by default on keys with more than one lane, null on one lane; set on create and PATCH, null turns it off, in the OpenAPI document", async () => {
+    const two = [openaiLane(), openaiLane({ credential_id: openaiNew.id })];
+    const k = (await create({ providers: two })).body.routing_key;
+    expect(k.session_affinity).toEqual({ ttl_seconds: 3600 });
+    expect((await create({ providers: [openaiLane()] })).body.routing_key.session_affinity).toBeNull();
+    expect((await create({})).body.routing_key.session_affinity).toBeNull();
+    // The default follows the lanes: a one-lane key that gets a second lane has affinity.
+    const one = (await create({ providers: [openaiLane()] })).body.routing_key;
+    expect((await patch(one.id, { providers: two })).body.routing_key.session_affinity).toEqual({ ttl_seconds: 3600 });
+    expect((await create({ providers: [openaiLane()], session_affinity: { ttl_seconds: 60 } })).body.routing_key.session_affinity).toEqual({ ttl_seconds: 60 });
+    for (const bad of [{}, { ttl_seconds: 0 }, { ttl_seconds: 1.5 }, { ttl_seconds: "60" }, { ttl_seconds: 31 * 86400 }, { ttl_seconds: 60, extra: 1 }, 60, "on"]) {
+      expect400(await create({ providers: two, session_affinity: bad }), "`session_affinity");
+    }
+    expect400(await patch(k.id, { session_affinity: { ttl_seconds: -1 } }), "`session_affinity");
+    expect((await patch(k.id, { session_affinity: { ttl_seconds: 900 } })).body.routing_key.session_affinity).toEqual({ ttl_seconds: 900 });
+    expect((await patch(k.id, { label: "still sticky" })).body.routing_key.session_affinity).toEqual({ ttl_seconds: 900 });
+    const off = (await patch(k.id, { session_affinity: null })).body.routing_key;
+    expect(off.session_affinity).toBeNull();
+    const listed = (await gw.call(RK, { token: A.token })).body.routing_keys.find((r: { id: string }) => r.id === k.id);
+    expect(listed.session_affinity).toBeNull();
+    const doc = JSON.stringify((await gw.call("/openapi.json")).body.paths["/v1/organizations/routing-keys"]);
+    expect(doc).toContain("session_affinity");
   });
 
   test("response cache (CONTRACT §8): `cache` is null (off, the default) or {ttl_seconds, shared}, set on create and PATCH, shown on GET, in the OpenAPI document", async () => {

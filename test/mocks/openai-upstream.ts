@@ -14,6 +14,8 @@ export interface MockBehavior {
   status?: number;
   /** Error object for a non-2xx answer (default: an OpenAI-style error naming the status). */
   error?: Record<string, unknown>;
+  /** A non-2xx answer's `retry-after` header (seconds or an HTTP date), as vendors send with 429 and 503. */
+  retry_after?: string;
   /** Delay before the response headers. */
   latency_ms?: number;
   /** Streaming: delay between the headers and the first chunk. */
@@ -437,7 +439,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
       }
       if (unknownModel(b, model)) { state.done = true; return json(notFound(model), 404); }
       const status = b.status ?? 200;
-      if (status < 200 || status > 299) { state.done = true; return json(errorBody(status, b, model), status); }
+      if (status < 200 || status > 299) { state.done = true; return json(errorBody(status, b, model), status, b.retry_after === undefined ? {} : { "retry-after": b.retry_after }); }
       const chat = path === "/v1/chat/completions";
       const refused = chat ? unsupportedChatParameter(body, model) : null;
       if (refused) { state.done = true; return json({ error: { message: refused.message, type: "invalid_request_error", param: refused.param, code: "unsupported_parameter" } }, 400); }

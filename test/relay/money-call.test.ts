@@ -41,7 +41,7 @@ function keyWith(monthlyBudgetUsd: number | null): KeyContext {
   return {
     id, accountId: "acct_money", label: "money", keyPrefix: "gw_money", hash: id, mode: "fallback",
     classifierProvider: null, classifierModel: null, classifierInstructions: null, classifierCredentialId: null, classifierCredential: null,
-    monthlyBudgetUsd, budgetExcludesSeats: true, limits: null, cache: null, lanes: [lane], accountExpiresAtMs: null,
+    monthlyBudgetUsd, budgetExcludesSeats: true, limits: null, cache: null, lanes: [lane], affinityTtlSeconds: null, accountExpiresAtMs: null,
   };
 }
 

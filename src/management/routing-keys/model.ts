@@ -68,6 +68,16 @@ export const cacheSetting = z.strictObject({
 export const translationSetting = z.enum(TRANSLATION_POLICIES).meta({
   description: "`adapt` (default): a field a lane cannot carry is mapped or dropped, named in `x-gateway-adapted`; `strict`: it is refused with 400 unsupported_feature (the chain fails over).",
 });
+/** Longest a session's lane may be remembered after its last request (30 days). */
+export const AFFINITY_TTL_MAX_SECONDS = 30 * 24 * 3600;
+/**
+ * Session affinity (CONTRACT §9): a session's next request tries first the lane that served its
+ * last one, for `ttl_seconds` after its last request; `null` turns it off. Default: on for an
+ * hour on keys with more than one lane.
+ */
+export const sessionAffinitySetting = z.strictObject({
+  ttl_seconds: z.number().int().min(1).max(AFFINITY_TTL_MAX_SECONDS),
+}).nullable();
 
 const classifierFields = {
   classifier_provider: z.enum(API_KEY_PROVIDER_IDS).nullable().optional(),
@@ -84,6 +94,7 @@ export const createRoutingKeyBody = z.strictObject({
   ...limitFields,
   cache: cacheSetting.optional(),
   translation: translationSetting.optional(),
+  session_affinity: sessionAffinitySetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });
@@ -100,6 +111,7 @@ export const patchRoutingKeyBody = z.strictObject({
   ...limitFields,
   cache: cacheSetting.optional(),
   translation: translationSetting.optional(),
+  session_affinity: sessionAffinitySetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });

@@ -16,9 +16,16 @@ import { listBridges } from "../bridges/service.ts";
 import { liveSubSessions, subSessionStatus } from "../sub-session/store.ts";
 import { mergeLaneSettings, normalizeLane } from "./lane-rules.ts";
 import type { CreateRoutingKeyBody, LaneInput, PatchRoutingKeyBody } from "./model.ts";
+import { affinityTtlSeconds } from "../../relay/routing/affinity-setting.ts";
+
+/** The key's session affinity as the API shows it. */
+const presentAffinity = (ttl: number | null) => (ttl === null ? null : { ttl_seconds: ttl });
 
 /** The stored cache setting of a request's `cache` field (null: off). */
 const cacheOf = (c: { ttl_seconds: number; shared?: boolean } | null | undefined) => (c ? { ttl_seconds: c.ttl_seconds, shared: c.shared ?? false } : null);
+
+/** The stored session-affinity setting of a request's `session_affinity` field: its TTL, 0 for off (null). */
+const affinityOf = (a: { ttl_seconds: number } | null) => (a ? a.ttl_seconds : 0);
 
 export type RoutingKeyRow = typeof routingKeys.$inferSelect;
 
@@ -84,6 +91,7 @@ export async function presentRoutingKey(ctx: Base, row: RoutingKeyRow) {
     max_concurrent_requests: row.maxConcurrentRequests,
     cache: row.cache ? { ttl_seconds: row.cache.ttl_seconds, shared: row.cache.shared === true } : null,
     translation: row.translation === "strict" ? "strict" : "adapt",
+    session_affinity: presentAffinity(affinityTtlSeconds(row.sessionAffinityTtlSeconds, row.lanes.length)),
     current_month_spend_usd: Math.round(spend.usd * 1e9) / 1e9,
     current_month: spend.month,
     last_used_at: iso(row.lastUsedAt),
@@ -211,6 +219,7 @@ export async function createRoutingKey(ctx: Base, accountId: string, body: Creat
     maxConcurrentRequests: body.max_concurrent_requests ?? null,
     cache: cacheOf(body.cache),
     translation: body.translation ?? "adapt",
+    sessionAffinityTtlSeconds: body.session_affinity === undefined ? null : affinityOf(body.session_affinity),
     lanes,
   }).returning();
   return { row: row!, raw: key.raw };
@@ -244,6 +253,7 @@ export async function patchRoutingKey(ctx: Base & Publishing, accountId: string,
   if (body.max_concurrent_requests !== undefined) set.maxConcurrentRequests = body.max_concurrent_requests;
   if (body.cache !== undefined) set.cache = cacheOf(body.cache);
   if (body.translation !== undefined) set.translation = body.translation;
+  if (body.session_affinity !== undefined) set.sessionAffinityTtlSeconds = affinityOf(body.session_affinity);
 
   const touched = body.classifier_provider !== undefined || body.classifier_model !== undefined || body.classifier_instructions !== undefined || body.classifier_credential_id !== undefined;
   if (touched || body.mode !== undefined) {

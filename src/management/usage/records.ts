@@ -38,6 +38,8 @@ function present(r: Row, lanesTried: string[]) {
     seat: r.seat,
     // The request fields this attempt's lane got mapped, dropped or moved (CONTRACT §9), e.g. "reasoning_effort=mapped, verbosity=dropped"; null when none.
     adapted: r.adapted ?? null,
+    // Session affinity (CONTRACT §9): followed, moved or new; null without a session.
+    affinity: r.affinity,
     lanes_tried: lanesTried,
   };
 }

@@ -47,6 +47,8 @@ export interface AttemptRecord {
   ttfbMs: number | null;
   /** The request fields this attempt's lane got adapted (CONTRACT §9), null when none. */
   adapted?: string | null;
+  /** Session affinity for this attempt (CONTRACT §9): followed, moved or new; null without a session. */
+  affinity?: string | null;
 }
 
 /**
@@ -339,6 +341,7 @@ export class MoneyCall {
       ttfbMs: a.ttfbMs,
       seat: a.adapter.seat,
       adapted: a.adapted ?? null,
+      affinity: a.affinity ?? null,
       createdAt: new Date().toISOString(),
     };
     // Redis mode: into the usage stream with this turn's ledger writes; embedded: the usage queue.

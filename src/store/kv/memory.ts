@@ -1,6 +1,7 @@
 // In-process KV for the embedded default: single instance, same semantics as the Redis one.
 import { LimitWindow } from "./limit-window.ts";
 import type { KV, LimitCall, LimitDelta, LimitKeys, ReserveResult } from "./types.ts";
+import { applyFailure, applyProbe, type LaneFailCall, type LaneRecord, type LaneVerdict, type ProbeVerdict } from "./lane-cooldown.ts";
 
 interface Entry { value: string; expiresAt: number }
 
@@ -8,6 +9,8 @@ export class MemoryKV implements KV {
   readonly kind = "memory" as const;
   private map = new Map<string, Entry>();
   private subs = new Map<string, Set<(m: string) => void>>();
+  /** Lane cooldown records (lane-cooldown.ts) by key, beside the plain values (del() drops either). */
+  private lanes = new Map<string, { rec: LaneRecord; expiresAt: number }>();
   /** Rate-limit windows by their log key (one per routing key). */
   private windows = new Map<string, LimitWindow>();
   private sweeper: ReturnType<typeof setInterval>;
@@ -18,6 +21,7 @@ export class MemoryKV implements KV {
       const now = Date.now();
       for (const [k, e] of this.map) if (e.expiresAt <= now) this.map.delete(k);
       for (const [k, w] of this.windows) if (w.idle(now)) this.windows.delete(k);
+      for (const [k, l] of this.lanes) if (l.expiresAt <= now) this.lanes.delete(k);
     }, 60_000);
     this.sweeper.unref?.();
   }
@@ -36,7 +40,7 @@ export class MemoryKV implements KV {
 
   async get(key: string) { return this.live(key)?.value ?? null; }
   async set(key: string, value: string, ttlSeconds?: number) { this.put(key, value, ttlSeconds); }
-  async del(key: string) { this.map.delete(key); }
+  async del(key: string) { this.map.delete(key); this.lanes.delete(key); }
   async incrWindow(key: string, ttlSeconds: number) {
     const e = this.live(key);
     const n = (e ? Number(e.value) : 0) + 1;
@@ -102,6 +106,24 @@ export class MemoryKV implements KV {
     const e = this.live(key);
     return e ? Number(e.value) : null;
   }
+  private laneRecord(key: string, now: number): LaneRecord | null {
+    const l = this.lanes.get(key);
+    if (!l) return null;
+    if (l.expiresAt <= now) { this.lanes.delete(key); return null; }
+    return l.rec;
+  }
+  async laneFailed(key: string, call: LaneFailCall): Promise<LaneVerdict> {
+    const now = call.now ?? Date.now();
+    const r = applyFailure(this.laneRecord(key, now), call, now);
+    this.lanes.set(key, { rec: r.rec, expiresAt: now + r.ttlMs });
+    return r.verdict;
+  }
+  async laneProbe(key: string, probeTtlMs: number, now = Date.now()): Promise<ProbeVerdict> {
+    const r = applyProbe(this.laneRecord(key, now), now, probeTtlMs);
+    const l = this.lanes.get(key);
+    if (r.rec && l) { l.rec = r.rec; l.expiresAt = Math.max(l.expiresAt, now + probeTtlMs); }
+    return r.verdict;
+  }
   async publish(channel: string, message: string) {
     for (const h of this.subs.get(channel) ?? []) queueMicrotask(() => h(message));
   }
@@ -111,5 +133,5 @@ export class MemoryKV implements KV {
     set.add(handler);
   }
   async ping() {}
-  async close() { clearInterval(this.sweeper); this.map.clear(); this.sets.clear(); this.subs.clear(); this.windows.clear(); }
+  async close() { clearInterval(this.sweeper); this.map.clear(); this.sets.clear(); this.subs.clear(); this.windows.clear(); this.lanes.clear(); }
 }

@@ -7,6 +7,8 @@ import type { KV, LedgerEntry, LimitCall, LimitDelta, LimitKeys, ReserveResult }
 import { verdict } from "./types.ts";
 import { watchReplies } from "./reply-watchdog.ts";
 import { defineLedgerCommands, type LedgerCmds } from "./ledger-scripts.ts";
+import { defineLaneCommands, laneFail, laneProbe, type LaneCmds } from "./lane-scripts.ts";
+import type { LaneFailCall, LaneVerdict, ProbeVerdict } from "./lane-cooldown.ts";
 
 // ADMISSION: one script call per admitted request that is budgeted or rate-limited, over keys of
 // ONE routing key only (every key under the hash tag `gw:{k:<id>}:`, so it runs unchanged on Redis
@@ -172,7 +174,7 @@ return n`;
 
 export { COMMAND_TIMEOUT_MS };
 
-export type Cmds = Redis & LedgerCmds & {
+export type Cmds = Redis & LedgerCmds & LaneCmds & {
   gwAdmit(counter: string, ledger: string, log: string, amounts: string, leases: string, ...args: Array<string | number>): Promise<number[]>;
   gwRelease(amounts: string, leases: string, deltas: string, leaseIds: string): Promise<number>;
   gwRenew(leases: string, ttlMs: number, ...ids: string[]): Promise<number>;
@@ -202,6 +204,7 @@ export class RedisKV implements KV {
     this.r.defineCommand("gwRelease", { numberOfKeys: 2, lua: RELEASE });
     this.r.defineCommand("gwRenew", { numberOfKeys: 1, lua: RENEW });
     defineLedgerCommands(this.r);
+    defineLaneCommands(this.r);
     this.r.defineCommand("gwAdjust", { numberOfKeys: 1, lua: ADJUST });
     this.r.defineCommand("gwIncrWindow", { numberOfKeys: 1, lua: INCR_WINDOW });
     this.r.on("error", () => {}); // surfaced by the failing command and /readyz, not as a crash
@@ -259,6 +262,8 @@ export class RedisKV implements KV {
     const v = await this.r.get(key);
     return v === null ? null : Number(v);
   }
+  laneFailed(key: string, call: LaneFailCall): Promise<LaneVerdict> { return laneFail(this.r, key, call); }
+  laneProbe(key: string, probeTtlMs: number, now?: number): Promise<ProbeVerdict> { return laneProbe(this.r, key, probeTtlMs, now); }
   async publish(channel: string, message: string) { await this.r.publish(channel, message); }
   async subscribe(channel: string, handler: (m: string) => void) {
     if (!this.sub) {

@@ -2,6 +2,7 @@
 // Two implementations: Redis (shared by every gateway instance) and in-process (one instance).
 // Budget operations are semantic rather than raw scripts so both backends keep them atomic.
 import type { KeyLimits, LimitAsk, LimitKind, LimitVerdict } from "./limit-window.ts";
+import type { LaneFailCall, LaneVerdict, ProbeVerdict } from "./lane-cooldown.ts";
 
 export interface ReserveResult {
   /** False when the reservation would pass the limit; nothing was added then. */
@@ -93,6 +94,11 @@ export interface KV {
    */
   seedExcept(key: string, adding: string, inflight: string, value: number, ttlSeconds: number, seen: readonly string[]): Promise<boolean>;
   getNumber(key: string): Promise<number | null>;
+
+  /** A lane's retryable failure, counted and perhaps cooling it, atomically (lane-cooldown.ts). A recovered lane's record is del()eted. */
+  laneFailed(key: string, call: LaneFailCall): Promise<LaneVerdict>;
+  /** Whether a request may try a lane held as cooling: the probe once its cooldown ended, one at a time (lane-cooldown.ts). */
+  laneProbe(key: string, probeTtlMs: number, now?: number): Promise<ProbeVerdict>;
 
   publish(channel: string, message: string): Promise<void>;
   subscribe(channel: string, handler: (message: string) => void): Promise<void>;

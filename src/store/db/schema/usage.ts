@@ -38,6 +38,8 @@ export const usageRecords = pgTable("usage_records", {
   seat: boolean("seat").notNull().default(false),
   /** The request fields this attempt's lane got adapted (CONTRACT §9: `field=action, …`); null when none. */
   adapted: text("adapted"),
+  /** Session affinity (CONTRACT §9): followed, moved or new; null when the request carried no session or its key has none. */
+  affinity: text("affinity"),
   createdAt: ts("created_at").notNull().defaultNow(),
 }, (t) => [
   primaryKey({ name: "usage_records_pkey", columns: [t.id, t.createdAt] }),
