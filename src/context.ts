@@ -14,6 +14,7 @@ import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
 import type { Ledger } from "./relay/budget/ledger/index.ts";
 import type { BudgetLeases } from "./relay/budget/leases.ts";
 import type { RateLimits } from "./relay/limits/rate-limits.ts";
+import type { OperatorPrices } from "./relay/operator-prices.ts";
 import type { ResponseCache } from "./relay/cache/response-cache.ts";
 import type { BlitzJobs } from "./relay/blitz/jobs/service.ts";
 import type { WebhookSender } from "./webhooks/sender.ts";
@@ -49,6 +50,8 @@ export interface Services {
   ledger: Ledger | null;
   /** Budget leases of hot keys (Redis mode, BUDGET_LEASES); null otherwise (relay/budget/leases.ts). */
   leases: BudgetLeases | null;
+  /** The operator's prices: PRICES_FILE and the operator_prices table (relay/operator-prices.ts). */
+  prices: OperatorPrices;
   /** Rate limits and concurrency caps: refunds, lease renewal, the Redis-down fallback (relay/limits). */
   rateLimits: RateLimits;
   /** Prometheus registry (metrics/), fed by the request records' sink. */

@@ -22,6 +22,7 @@ import { classifyLanes } from "./routing/classifier.ts";
 import { LaneRunner } from "./lane-runner.ts";
 import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
 import { rateHeaders } from "./limits/headers.ts";
+import { costHeaders } from "./cost-headers.ts";
 
 export { estimateCostUsd } from "./budget/estimate.ts";
 
@@ -151,7 +152,7 @@ async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape:
     case "json":
     case "body":
       done(rr, "ok", first.attempt.provider, first.attempt.ttfbMs);
-      return new Response(first.text, { status: first.status, headers: { "content-type": first.kind === "body" ? first.contentType : "application/json" } });
+      return new Response(first.text, { status: first.status, headers: { "content-type": first.kind === "body" ? first.contentType : "application/json", ...costHeaders(rr.money) } });
     case "stream":
       rc.access.holdForStream();
       return streamResponse(rr, first, streamHooks(rr, rc, runner));
