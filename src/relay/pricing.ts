@@ -85,6 +85,15 @@ export function priceUsd(pricingId: string, model: string, u: Usage, fallback: U
   return { usd: costUsd(pricingId, model, u), estimated: false, source: known ? "catalog" : null };
 }
 
+/**
+ * Who prices `model` today: the operator, the catalog, or nobody (null: a budgeted key pays the
+ * fallback, a key without a budget records $0). What the dashboard flags as used without a price.
+ */
+export function priceSourceOf(pricingId: string, model: string, operator: FlatPrice | null): "operator" | "catalog" | null {
+  if (operator) return "operator";
+  return lookup(pricingId, model) !== null ? "catalog" : null;
+}
+
 /** A flat price applied to one attempt's tokens: cache reads, 5-minute and 1-hour writes each at their own price. */
 function flatCost(e: FlatPrice, u: Usage): number {
   const cached = Math.min(u.cached_tokens, u.prompt_tokens);

@@ -95,6 +95,15 @@ describe(`operator prices (${storesLabel})`, () => {
     expect((await recordOf(await chat(key.raw, "gpt-6.1-sol", { prompt_tokens: 1_000, completion_tokens: 0 }))).costUsd).toBeCloseTo(2_000 / 1e6, 15);
   });
 
+  test("CONTRACT §9: usage grouped by model says who prices each model, so the dashboard can flag the unpriced ones", async () => {
+    await w.gw.ctx.services.usage.flush();
+    const groups = (await w.gw.call("/v1/organizations/usage/groups?by=model", { token: w.acct.token })).body.groups;
+    const of = (model: string) => groups.find((g: any) => g.model === model)?.price_source;
+    expect(of("gpt-6.1-sol")).toBe("operator");
+    expect(of("gpt-4o-mini")).toBe("catalog");
+    expect(of("gpt-6.1-unpriced")).toBeNull();
+  });
+
   test("CONTRACT §9: the admin command refuses bad prices with a sentence and changes nothing", async () => {
     const neg = await admin(["prices", "set", "openai", "m", "--input", "-1", "--output", "2"]);
     expect(neg.code).toBe(2);
