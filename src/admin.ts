@@ -3,6 +3,7 @@
 //   npm run admin -- activate <account id or email>   plan free → pro, deadline cleared
 //   npm run admin -- list [--all]                      accounts (live; --all adds removed ones)
 //   npm run admin -- show <account id or email>
+//   npm run admin -- prices list | set <provider> <model> --input N --output N [...] | delete <provider> <model>
 // With DATABASE_URL the command runs beside running gateways and tells them (Postgres NOTIFY) so
 // their caches see the change at once. The embedded database (no DATABASE_URL) allows one
 // process: while a gateway holds DATA_DIR, the command asks that gateway to run it (its loopback
@@ -47,6 +48,13 @@ async function direct(config: { DATABASE_URL?: string; DATABASE_DIRECT_URL?: str
         if (dbh.kind !== "postgres") return;
         await dbh.db.execute(notifyStatement({ kind: "account", accountId })).catch(() => {
           console.error("Note: running gateways could not be notified; they pick the change up within a minute.");
+        });
+      },
+      pricesChanged: async () => {
+        // Running gateways read the operator_prices table again when told (Postgres only, as above).
+        if (dbh.kind !== "postgres") return;
+        await dbh.db.execute(notifyStatement({ kind: "prices" })).catch(() => {
+          console.error("Note: running gateways could not be notified; they read the new prices when they next start or hear of a change.");
         });
       },
     });

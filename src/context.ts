@@ -16,6 +16,7 @@ import type { BudgetLeases } from "./relay/budget/leases.ts";
 import type { RateLimits } from "./relay/limits/rate-limits.ts";
 import type { LaneCooldowns } from "./relay/routing/cooldowns.ts";
 import type { SessionAffinity } from "./relay/routing/affinity.ts";
+import type { OperatorPrices } from "./relay/operator-prices.ts";
 import type { ResponseCache } from "./relay/cache/response-cache.ts";
 import type { BlitzJobs } from "./relay/blitz/jobs/service.ts";
 import type { WebhookSender } from "./webhooks/sender.ts";
@@ -51,6 +52,8 @@ export interface Services {
   ledger: Ledger | null;
   /** Budget leases of hot keys (Redis mode, BUDGET_LEASES); null otherwise (relay/budget/leases.ts). */
   leases: BudgetLeases | null;
+  /** The operator's prices: PRICES_FILE and the operator_prices table (relay/operator-prices.ts). */
+  prices: OperatorPrices;
   /** Rate limits and concurrency caps: refunds, lease renewal, the Redis-down fallback (relay/limits). */
   rateLimits: RateLimits;
   /** Lanes cooling down, as this instance knows them, and the store calls of failures and probes (relay/routing/cooldowns.ts). */

@@ -6,6 +6,12 @@ import { ConfigError } from "./config.ts";
 import { startGateway } from "./gateway.ts";
 import { logStrayRejections } from "./stray-rejections.ts";
 
+// SIGHUP reads PRICES_FILE again (CONTRACT §9); an invalid file is logged and the previous prices
+// stay. Caught from the start: one that arrives during boot (which reads the file anyway) must not
+// end the process, as SIGHUP's default action would.
+let reloadPrices = () => {};
+process.on("SIGHUP", () => reloadPrices());
+
 try {
   const gw = await startGateway(process.env);
   const log = gw.ctx.log;
@@ -37,6 +43,7 @@ try {
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
+  reloadPrices = () => { gw.ctx.services.prices.reloadFile(); };
 } catch (e) {
   if (e instanceof ConfigError) {
     console.error(e.message);

@@ -20,6 +20,7 @@ import { usagePartitionsJob } from "./jobs/usage-partitions.ts";
 import { startLedger } from "./relay/budget/ledger/index.ts";
 import { startBudgetLeases } from "./relay/budget/leases.ts";
 import { RateLimits } from "./relay/limits/rate-limits.ts";
+import { startOperatorPrices } from "./relay/operator-prices.ts";
 import { BLITZ_INSTANCE_CAP, Semaphore } from "./relay/blitz/pool.ts";
 import { blitzJobsJobs } from "./relay/blitz/jobs/background.ts";
 import { createBlitzJobs } from "./relay/blitz/jobs/service.ts";
@@ -39,6 +40,8 @@ import { budgetAlertsJob } from "./webhooks/budget-alerts.ts";
 
 export async function buildServices(base: Base): Promise<Services> {
   const keyCache = await startKeyCache(base);
+  // An invalid PRICES_FILE fails the boot here, with the message saying what is wrong.
+  const prices = await startOperatorPrices(base);
   // The usage pipeline, in its order: settlements out → ledger drain in (Redis mode) → Postgres
   // write (relay/usage-pipeline.ts). Its shutdown stops them in that order: the ledger's last
   // writes and stream entries reach the queue, the pending settlements go out, then the last flush.
@@ -89,6 +92,7 @@ export async function buildServices(base: Base): Promise<Services> {
     rateLimits,
     cooldowns,
     affinity,
+    prices,
     responseCache,
     lifecycle: { draining: false },
     requestTracker,

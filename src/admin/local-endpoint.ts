@@ -40,6 +40,10 @@ export function adminRoutes(ctx: Ctx, app: Elysia, secret: () => string | null) 
       const stdout: string[] = [], stderr: string[] = [];
       const exit = await runAdminCommand(ctx.db, body.args, { out: (l) => stdout.push(l), err: (l) => stderr.push(l) }, {
         accountChanged: (accountId) => publishInvalidation(ctx, { kind: "account", accountId }),
+        pricesChanged: async () => {
+          await ctx.services.prices.reloadDb();
+          await publishInvalidation(ctx, { kind: "prices" });
+        },
       });
       ctx.log.info({ command: body.args[0] ?? null, exitCode: exit }, "admin command run");
       return { exit_code: exit, stdout, stderr };

@@ -81,6 +81,7 @@ export function chatUsage(u: Usage): Json {
   if (u.cache_write_tokens) out.prompt_tokens_details.cache_write_tokens = u.cache_write_tokens;
   if (u.cache_write_1h_tokens) out.prompt_tokens_details.cache_write_1h_tokens = u.cache_write_1h_tokens;
   if (u.reasoning_tokens !== undefined) out.completion_tokens_details = { reasoning_tokens: u.reasoning_tokens };
+  if (u.cost !== undefined) out.cost = u.cost;
   return out;
 }
 

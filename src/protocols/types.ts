@@ -24,6 +24,11 @@ export interface Usage {
   /** Of cache_write_tokens, those written for one hour (Anthropic `ephemeral_1h_input_tokens`; priced higher than 5-minute writes). */
   cache_write_1h_tokens?: number;
   reasoning_tokens?: number;
+  /**
+   * The gateway's own price of the request in USD (CONTRACT §9), set by the relay on the usage an
+   * answer carries; never read from an upstream (an upstream's own `cost` is not the gateway's).
+   */
+  cost?: number;
 }
 
 export type Json = Record<string, any>;
@@ -133,6 +138,12 @@ export interface UpstreamCodec {
    * message_delta): the usage so far after one event that carries a usage block. Default: usageOf.
    */
   streamUsage?(prev: Usage | null, event: Json): Usage | null;
+  /**
+   * Pass-through streams: the usage object of a parsed event that carries the answer's usage for
+   * the client (chat: the usage chunk; Responses: response.completed; Messages: message_delta),
+   * where the gateway writes its `cost` (CONTRACT §9); null for any other event.
+   */
+  usageHolder?(event: Json): Json | null;
   /** Pass-through streams: a parsed event the client did not ask for (chat: the include_usage chunk). */
   hideFromClient?(event: Json, request: Json): boolean;
   /**

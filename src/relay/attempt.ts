@@ -57,6 +57,18 @@ export function usageSoFar(rr: RelayRequest, reported: Usage | null, deltaTokens
 /** The error code of an abandoned attempt's record: why it ended, and whether its tokens are the upstream's count. */
 export const abandonedCode = (why: "client_closed" | "timeout", counted: boolean) => `${why}_tokens_${counted ? "counted" : "estimated"}`;
 
+/**
+ * Writes the request's cost into a chat, Responses or Messages answer's `usage` (each keeps it at
+ * the top level), replacing an upstream's own `cost` (and its breakdown). False when the answer has no usage.
+ */
+export function withCost(answer: Json, usd: number): boolean {
+  const u = answer.usage;
+  if (!u || typeof u !== "object" || Array.isArray(u)) return false;
+  u.cost = usd;
+  delete u.cost_details;
+  return true;
+}
+
 /** The record of one upstream attempt; finish() records it with the request's money exactly once. */
 export class Attempt {
   readonly startedAt = performance.now();
@@ -295,6 +307,8 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     }
     const u = usage ?? estimatedUsage(rr, Math.ceil(text.length / 4));
     attempt.finish(res.status, "ok", null, u);
+    // CONTRACT §9: the answer's usage carries what the request's records cost, never the upstream's own price.
+    if (!direct && withCost(parsed, rr.money.recordedUsd)) text = JSON.stringify(parsed);
     return { kind: "json", attempt, status: res.status, text, parsed, usage: u };
   }
 
@@ -305,9 +319,11 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   }
   // From here the stream driver owns the timeout (idle-based) and the abort.
   clearTimeout(timer);
+  // The request's cost once this attempt is recorded with `u`: what the stream's last usage carries.
+  const costOf = (u: Usage) => rr.money.quote(adapter, attempt.model || null, u);
   const tap = client === null
-    ? new PassThroughTap(codec as UpstreamCodec, rr.body, clientCodecs[rr.shape], secrets)
-    : new TranslateTap(codec.streamDecoder!({ model, id: `chatcmpl-${rr.requestId}`, created: Math.floor(Date.now() / 1000) }), client.streamEncoder(rr.body));
+    ? new PassThroughTap(codec as UpstreamCodec, rr.body, clientCodecs[rr.shape], secrets, costOf)
+    : new TranslateTap(codec.streamDecoder!({ model, id: `chatcmpl-${rr.requestId}`, created: Math.floor(Date.now() / 1000) }), client.streamEncoder(rr.body), costOf);
   return { kind: "stream", attempt, res, tap, ac, done: release };
 }
 

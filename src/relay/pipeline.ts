@@ -24,6 +24,7 @@ import { affinityFirst, sessionOf } from "./routing/affinity.ts";
 import { LaneRunner } from "./lane-runner.ts";
 import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
 import { rateHeaders } from "./limits/headers.ts";
+import { costHeaders } from "./cost-headers.ts";
 
 export { estimateCostUsd } from "./budget/estimate.ts";
 
@@ -175,7 +176,7 @@ async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape:
     case "body":
       done(rr, "ok", first.attempt.provider, first.attempt.ttfbMs);
       adaptedHeader(rc, first.attempt.adapted);
-      return new Response(first.text, { status: first.status, headers: { "content-type": first.kind === "body" ? first.contentType : "application/json" } });
+      return new Response(first.text, { status: first.status, headers: { "content-type": first.kind === "body" ? first.contentType : "application/json", ...costHeaders(rr.money) } });
     case "stream":
       rc.access.holdForStream();
       adaptedHeader(rc, first.attempt.adapted);

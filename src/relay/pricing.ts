@@ -9,7 +9,7 @@
 import { calcPrice, type ModelPrice } from "@pydantic/genai-prices";
 import type { Usage } from "../protocols/types.ts";
 
-interface FlatPrice {
+export interface FlatPrice {
   input: number;
   output: number;
   cacheRead: number;
@@ -66,40 +66,65 @@ export interface UnitPrices {
   cacheWrite?: number;
 }
 
+/** Where an attempt's price came from (the record's price_source, CONTRACT §9). */
+export type PriceSource = "catalog" | "operator" | "fallback";
+
 /**
- * Cost of one attempt in USD. A model the catalog does not know costs `fallback` per token when
- * one is given (keys with a budget: never free) and 0 otherwise; `estimated` says which happened.
+ * Cost of one attempt in USD. The operator's price (`operator`) wins over the catalog's; a model
+ * neither knows costs `fallback` per token when one is given (keys with a budget: never free) and
+ * 0 otherwise (source null: nothing priced it); `estimated` is true for the fallback.
  */
-export function priceUsd(pricingId: string, model: string, u: Usage, fallback: UnitPrices | null): { usd: number; estimated: boolean } {
-  if (fallback && lookup(pricingId, model) === null) {
+export function priceUsd(pricingId: string, model: string, u: Usage, fallback: UnitPrices | null, operator: FlatPrice | null = null): { usd: number; estimated: boolean; source: PriceSource | null } {
+  if (operator) return { usd: flatCost(operator, u), estimated: false, source: "operator" };
+  const known = lookup(pricingId, model) !== null;
+  if (fallback && !known) {
     // 1-hour cache writes cost 2× input where no price is known: one more input price each.
     const write1h = Math.min(u.cache_write_1h_tokens ?? 0, u.cache_write_tokens, u.prompt_tokens);
-    return { usd: (u.prompt_tokens + write1h) * fallback.input + u.completion_tokens * fallback.output, estimated: true };
+    return { usd: (u.prompt_tokens + write1h) * fallback.input + u.completion_tokens * fallback.output, estimated: true, source: "fallback" };
   }
-  return { usd: costUsd(pricingId, model, u), estimated: false };
+  return { usd: costUsd(pricingId, model, u), estimated: false, source: known ? "catalog" : null };
+}
+
+/**
+ * Who prices `model` today: the operator, the catalog, or nobody (null: a budgeted key pays the
+ * fallback, a key without a budget records $0). What the dashboard flags as used without a price.
+ */
+export function priceSourceOf(pricingId: string, model: string, operator: FlatPrice | null): "operator" | "catalog" | null {
+  if (operator) return "operator";
+  return lookup(pricingId, model) !== null ? "catalog" : null;
+}
+
+/** A flat price applied to one attempt's tokens: cache reads, 5-minute and 1-hour writes each at their own price. */
+function flatCost(e: FlatPrice, u: Usage): number {
+  const cached = Math.min(u.cached_tokens, u.prompt_tokens);
+  const write = Math.min(u.cache_write_tokens, u.prompt_tokens - cached);
+  const write1h = Math.min(u.cache_write_1h_tokens ?? 0, write);
+  return (u.prompt_tokens - cached - write) * e.input + cached * e.cacheRead + (write - write1h) * e.cacheWrite + write1h * e.cacheWrite1h + u.completion_tokens * e.output;
 }
 
 /** Cost of one attempt in USD; 0 for a model the catalog does not know. */
 export function costUsd(pricingId: string, model: string, u: Usage): number {
   const e = lookup(pricingId, model);
   if (e === null) return 0;
+  if (e !== "dynamic") return flatCost(e, u);
   const cached = Math.min(u.cached_tokens, u.prompt_tokens);
   const write = Math.min(u.cache_write_tokens, u.prompt_tokens - cached);
   // Cache writes are priced by their TTL: 1-hour writes above 5-minute ones.
   const write1h = Math.min(u.cache_write_1h_tokens ?? 0, write);
-  if (e === "dynamic") {
-    const r = calcPrice(
-      { input_tokens: u.prompt_tokens, cache_read_tokens: cached, cache_write_tokens: write, cache_write_1h_tokens: write1h, output_tokens: u.completion_tokens } as Parameters<typeof calcPrice>[0],
-      model,
-      { providerId: pricingId },
-    );
-    return r ? r.total_price : 0;
-  }
-  return (u.prompt_tokens - cached - write) * e.input + cached * e.cacheRead + (write - write1h) * e.cacheWrite + write1h * e.cacheWrite1h + u.completion_tokens * e.output;
+  const r = calcPrice(
+    { input_tokens: u.prompt_tokens, cache_read_tokens: cached, cache_write_tokens: write, cache_write_1h_tokens: write1h, output_tokens: u.completion_tokens } as Parameters<typeof calcPrice>[0],
+    model,
+    { providerId: pricingId },
+  );
+  return r ? r.total_price : 0;
 }
 
-/** Price per token (input, output) for budget estimates; dynamic prices are sampled at a large prompt so tiers err high. */
-export function unitPrices(pricingId: string, model: string): UnitPrices | null {
+/**
+ * Price per token (input, output) for budget estimates; dynamic prices are sampled at a large
+ * prompt so tiers err high. The operator's price, when there is one, is the price.
+ */
+export function unitPrices(pricingId: string, model: string, operator: FlatPrice | null = null): UnitPrices | null {
+  if (operator) return { input: operator.input, output: operator.output, cacheWrite: Math.max(operator.cacheWrite, operator.cacheWrite1h) };
   const e = lookup(pricingId, model);
   if (e === null) return null;
   if (e !== "dynamic") return { input: e.input, output: e.output, cacheWrite: Math.max(e.cacheWrite, e.cacheWrite1h) };

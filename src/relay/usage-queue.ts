@@ -46,6 +46,7 @@ const COLUMNS: Array<[column: string, key: keyof UsageRow, type: string, dflt?: 
   ["cache_write_tokens", "cacheWriteTokens", "integer", "0"],
   ["cost_usd", "costUsd", "double precision", "0"],
   ["price_estimated", "priceEstimated", "boolean", "false"],
+  ["price_source", "priceSource", "text"],
   ["saved_usd", "savedUsd", "double precision", "0"],
   ["latency_ms", "latencyMs", "integer", "0"],
   ["ttfb_ms", "ttfbMs", "integer"],
@@ -64,7 +65,7 @@ const INSERT_TAIL = sql.raw(`::json) as x(${COLUMNS.map(([, k, t]) => `"${k}" ${
 const INT4_MAX = 2_147_483_647;
 /** Longest string kept per text column; the rest is cut (ids are short; model names come from clients). */
 const MAX_CHARS: Partial<Record<keyof UsageRow, number>> = {
-  requestId: 128, accountId: 64, routingKeyId: 64, endpoint: 32, provider: 64, model: 200, outcome: 32, errorCode: 200, adapted: 1000, affinity: 16,
+  requestId: 128, accountId: 64, routingKeyId: 64, endpoint: 32, provider: 64, model: 200, outcome: 32, errorCode: 200, adapted: 1000, affinity: 16, priceSource: 16,
 };
 
 /** A count for an integer column: whole, non-negative, within int4 (upstreams can report nonsense). */

@@ -25,6 +25,8 @@ export type Invalidation =
   | { kind: "key"; hash: string }
   /** Something a key's lanes reference changed (credential, bridge, sub session, account): drop all of the account's keys. */
   | { kind: "account"; accountId: string }
+  /** The operator's prices changed (the admin command): every instance reads the operator_prices table again. */
+  | { kind: "prices" }
   /** Messages may have been missed (a listener reconnected): drop everything. */
   | { kind: "all" };
 

@@ -13,6 +13,7 @@ import { frameEvents } from "../fixtures/index.ts";
 import { resolveEvents } from "../fixtures/replay.ts";
 import { storesLabel } from "../helpers/gateway.ts";
 import { startWorld, usageRowsOf, type World } from "../translation/world.ts";
+import { expectPassThroughStream } from "../relay/fixtures.ts";
 
 const agentRequest = JSON.parse(readFileSync(join(import.meta.dir, "../fixtures/anthropic/coding-agent.request.json"), "utf8"));
 const BETA = "interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14";
@@ -29,7 +30,7 @@ afterAll(async () => {
 }, 60_000);
 
 describe(`/v1/messages on the wire (${storesLabel})`, () => {
-  test("a recorded coding-agent request passes through an Anthropic lane byte for byte, beta headers included, and its stream comes back unchanged", async () => {
+  test("a recorded coding-agent request passes through an Anthropic lane byte for byte, beta headers included, and its stream comes back unchanged but for message_delta's cost (CONTRACT §9)", async () => {
     w.anthropic.enqueue({ stream: "tool-use.stream.jsonl" });
     const sent = JSON.stringify(agentRequest);
     const requestId = `agent-pass-${Date.now()}`;
@@ -37,7 +38,7 @@ describe(`/v1/messages on the wire (${storesLabel})`, () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/event-stream");
     const got = await res.text();
-    expect(got).toBe(frameEvents("anthropic", resolveEvents("anthropic", "tool-use.stream.jsonl")).join(""));
+    const cost = expectPassThroughStream(got, frameEvents("anthropic", resolveEvents("anthropic", "tool-use.stream.jsonl")).join(""));
     const at = w.anthropic.served.at(-1)!;
     expect(at.raw).toBe(sent);
     expect(at.headers["anthropic-beta"]).toBe(BETA);
@@ -49,6 +50,7 @@ describe(`/v1/messages on the wire (${storesLabel})`, () => {
     expect(rows).toHaveLength(1);
     expect(rows[0]!.endpoint).toBe("messages");
     expect([rows[0]!.promptTokens, rows[0]!.completionTokens]).toEqual([472, 89]);
+    expect(cost).toBe(rows[0]!.costUsd);
   });
 
   test("the same request translates on an OpenAI lane with every tool call, tool result and tool definition intact", async () => {

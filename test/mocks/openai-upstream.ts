@@ -51,6 +51,8 @@ export interface MockBehavior {
   processing_comment?: boolean;
   /** The answer's finish_reason (default "stop"), e.g. "length" for an answer cut by an output limit. */
   finish_reason?: string;
+  /** The upstream's own price in its chat usage, as OpenRouter sends it (`usage.cost`, `usage.cost_details`). */
+  upstream_cost?: number;
   /** Fixed completion id and created time (byte-for-byte comparisons of two answers). */
   id?: string;
   created?: number;
@@ -159,6 +161,7 @@ function chatUsage(body: any, b: MockBehavior, completion: number) {
     total_tokens: p + c,
     prompt_tokens_details: { cached_tokens: b.cached_tokens ?? 0 },
     completion_tokens_details: { reasoning_tokens: 0 },
+    ...(b.upstream_cost !== undefined ? { cost: b.upstream_cost, cost_details: { upstream_inference_cost: b.upstream_cost } } : {}),
   };
 }
 

@@ -6,7 +6,7 @@ import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { addRoutingKey, lane } from "./fixtures.ts";
+import { addRoutingKey, expectPassThroughJson, expectPassThroughStream, lane } from "./fixtures.ts";
 
 describe(`responses endpoint (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -31,23 +31,23 @@ describe(`responses endpoint (${storesLabel})`, () => {
     return rows[0]!;
   }
 
-  test("responses pass-through: an openai lane gets the body untouched at /v1/responses and the client gets its bytes", async () => {
+  test("responses pass-through: an openai lane gets the body untouched at /v1/responses and the client gets its answer, with the gateway's cost in its usage (CONTRACT §9)", async () => {
     const body = { model: "gpt-4o-mini", input: "Hi", instructions: "Be brief.", store: false, text: { verbosity: "low" }, extra_vendor_field: { a: 1 }, mock: { id: "resp_fixed", created: 1700000000, prompt_tokens: 77, completion_tokens: 5 } };
     const expected = await (await direct(body)).text();
     const res = await gw.req("/v1/responses", { token: openaiKey.raw, body });
     expect(res.status).toBe(200);
-    expect(await res.text()).toBe(expected);
+    expect(expectPassThroughJson(await res.text(), expected)).toBe((await rowFor(res)).costUsd);
     expect(A.received.at(-1)!.path).toBe("/v1/responses");
     expect(A.received.at(-1)!.body).toEqual(body);
     expect(await rowFor(res)).toMatchObject({ endpoint: "responses", promptTokens: 77, completionTokens: 5, outcome: "ok" });
   });
 
-  test("responses pass-through: streamed events reach the client byte for byte, usage read from response.completed", async () => {
+  test("responses pass-through: streamed events reach the client byte for byte, usage read from response.completed (which alone gets the gateway's cost, CONTRACT §9)", async () => {
     const body = { model: "gpt-4o-mini", input: "Hi", stream: true, mock: { id: "resp_fixed2", created: 1700000000, chunks: 8, prompt_tokens: 12, completion_tokens: 8 } };
     const expected = await (await direct(body)).text();
     const res = await gw.req("/v1/responses", { token: openaiKey.raw, body });
     expect(res.headers.get("content-type")).toStartWith("text/event-stream");
-    expect(await res.text()).toBe(expected);
+    expect(expectPassThroughStream(await res.text(), expected)).toBe((await rowFor(res)).costUsd);
     expect(A.received.at(-1)!.body.stream_options).toBeUndefined();
     expect(await rowFor(res)).toMatchObject({ promptTokens: 12, completionTokens: 8, outcome: "ok" });
   });

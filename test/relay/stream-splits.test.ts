@@ -9,7 +9,7 @@ import { createAccount, startTestGateway, storesLabel, type TestGateway } from "
 import { usageRows } from "../helpers/relay-world.ts";
 import { serveLoopback, type LoopbackServer } from "../mocks/scaffold.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";
+import { addCredential, addRoutingKey, chatBody, expectPassThroughStream, lane } from "./fixtures.ts";
 
 const enc = new TextEncoder();
 const chunk = (delta: object, finish: string | null = null) =>
@@ -83,7 +83,7 @@ describe(`client stream over awkward upstream splits (${storesLabel})`, () => {
   }, 60_000);
 
   for (const [plan, parts] of Object.entries(PLANS)) {
-    test(`${plan}: the client gets the upstream's bytes unchanged and its usage is recorded`, async () => {
+    test(`${plan}: the client gets the upstream's bytes unchanged (the usage chunk with the gateway's cost, CONTRACT §9) and its usage is recorded`, async () => {
       const body = chatBody({ stream: true, stream_options: { include_usage: true }, mock: { plan } });
       const res = await gw.req("/v1/chat/completions", { token: key.raw, body });
       expect(res.status).toBe(200);
@@ -91,9 +91,10 @@ describe(`client stream over awkward upstream splits (${storesLabel})`, () => {
       const sent = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
       let at = 0;
       for (const p of parts) { sent.set(p, at); at += p.length; }
-      expect(new TextDecoder().decode(got)).toBe(new TextDecoder().decode(sent));
+      const cost = expectPassThroughStream(new TextDecoder().decode(got), new TextDecoder().decode(sent));
       const rows = await usageRows(gw, eq(usageRecords.requestId, res.headers.get("x-request-id")!));
       expect(rows.length).toBe(1);
+      expect(cost).toBe(rows[0]!.costUsd);
       expect(rows[0]).toMatchObject({ outcome: "ok", status: 200, promptTokens: 17, completionTokens: 5 });
     });
   }

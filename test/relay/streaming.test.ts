@@ -7,7 +7,7 @@ import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
-import { addRoutingKey, chatBody, dataLines, lane } from "./fixtures.ts";
+import { addRoutingKey, chatBody, dataLines, expectPassThroughStream, lane } from "./fixtures.ts";
 
 describe(`streaming (${storesLabel})`, () => {
   let gw: TestGateway;
@@ -36,7 +36,7 @@ describe(`streaming (${storesLabel})`, () => {
     return usageRows(gw, eq(usageRecords.requestId, requestId));
   }
 
-  test("stream pass-through: the client receives the upstream's bytes unchanged (odd spacing, field order, CRLF)", async () => {
+  test("stream pass-through: the client receives the upstream's bytes unchanged (odd spacing, field order, CRLF) but for the usage chunk's cost (CONTRACT §9)", async () => {
     const mock = { odd_format: true, chunks: 20, id: "chatcmpl-fixed", created: 1700000000, content: "Zero-copy: ünïcødé ✓ and \"quotes\" with \\usage\\ inside" };
     const body = chatBody({ stream: true, stream_options: { include_usage: true }, mock });
     const expected = await (await direct(body)).text();
@@ -47,7 +47,9 @@ describe(`streaming (${storesLabel})`, () => {
     // This gateway sends a keep-alive comment when the upstream is silent for 100 ms (a loaded
     // machine can take that long to the first event): comments before the first event are the
     // gateway's own, every byte after them is the upstream's.
-    expect((await res.text()).replace(/^(: keep-alive\n\n)+/, "")).toBe(expected);
+    const cost = expectPassThroughStream((await res.text()).replace(/^(: keep-alive\n\n)+/, ""), expected);
+    const [row] = await usageRowsFor(res.headers.get("x-request-id")!);
+    expect(cost).toBe(row!.costUsd);
   });
 
   test("stream usage: include_usage is requested upstream and its extra chunk is hidden from a client that did not ask", async () => {

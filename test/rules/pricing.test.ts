@@ -2,6 +2,7 @@
 // (CONTRACT §7: cost = tokens × the model's catalog price; prompt-cache tokens priced by kind; a
 // model the catalog does not know is never free on a budgeted key). No gateway: the gateway tests
 // in test/relay/ check that these numbers reach the usage records.
+import { flatPriceOf, PriceBook } from "../../src/relay/operator-prices.ts";
 import { describe, expect, test } from "bun:test";
 import { calcPrice } from "@pydantic/genai-prices";
 import { estimateRequest } from "../../src/relay/budget/estimate.ts";
@@ -39,10 +40,12 @@ describe("cost from the pricing catalog (CONTRACT §7)", () => {
     expect(costUsd("openai", "no-such-model-xyz", u)).toBe(0);
     expect(unitPrices("openai", "no-such-model-xyz")).toBeNull();
     const fallback = { input: 10 / 1e6, output: 30 / 1e6 };
-    expect(priceUsd("openai", "no-such-model-xyz", u, fallback)).toEqual({ usd: (1_000 * 10 + 500 * 30) / 1e6, estimated: true });
+    expect(priceUsd("openai", "no-such-model-xyz", u, fallback)).toEqual({ usd: (1_000 * 10 + 500 * 30) / 1e6, estimated: true, source: "fallback" });
+    expect(priceUsd("openai", "no-such-model-xyz", u, null)).toEqual({ usd: 0, estimated: false, source: null });
     // A known model keeps its catalog price even when a fallback is given.
     const known = priceUsd("openai", "gpt-4o-mini", u, fallback);
     expect(known.estimated).toBe(false);
+    expect(known.source).toBe("catalog");
     expect(known.usd).toBeCloseTo(costUsd("openai", "gpt-4o-mini", u), 15);
   });
   test("CONTRACT §7: unit prices for estimates are the catalog's per-token input and output, and the dearest cache write", () => {
@@ -79,5 +82,26 @@ describe("cache writes in the reservation", () => {
     const b = estimateRequest(ctx, key, marked, 1000)!;
     expect(a.usd).toBeCloseTo((1000 * 1 + 100 * 5) / 1e6, 12);
     expect(b.usd).toBeCloseTo((1000 * 2 + 100 * 5) / 1e6, 12);
+  });
+
+  test("CONTRACT §9: an operator price wins over the catalog's and the fallback, cache kinds at their own prices (absent ones at input, 1-hour writes at 2× input)", () => {
+    const u = usage({ prompt_tokens: 10_000, cached_tokens: 2_000, cache_write_tokens: 3_000, cache_write_1h_tokens: 1_000, completion_tokens: 500 });
+    const full = flatPriceOf({ input_per_mtok: 2, output_per_mtok: 8, cache_read_per_mtok: 0.2, cache_write_per_mtok: 2.5, cache_write_1h_per_mtok: 4 });
+    const p = priceUsd("openai", "gpt-4o-mini", u, { input: 1, output: 1 }, full);
+    expect(p.source).toBe("operator");
+    expect(p.estimated).toBe(false);
+    expect(p.usd).toBeCloseTo((5_000 * 2 + 2_000 * 0.2 + 2_000 * 2.5 + 1_000 * 4 + 500 * 8) / 1e6, 15);
+    const bare = flatPriceOf({ input_per_mtok: 2, output_per_mtok: 8 });
+    expect(priceUsd("openai", "gpt-6.1-sol", u, null, bare).usd).toBeCloseTo((5_000 * 2 + 2_000 * 2 + 2_000 * 2 + 1_000 * 4 + 500 * 8) / 1e6, 15);
+    // The estimate reserves at the operator's price too.
+    expect(unitPrices("openai", "gpt-6.1-sol", full)).toEqual({ input: 2 / 1e6, output: 8 / 1e6, cacheWrite: 4 / 1e6 });
+  });
+  test("CONTRACT §9: a PriceBook prefers the table's entry to the file's, per provider and model", () => {
+    const book = new PriceBook();
+    book.setFile([{ provider: "openai", model: "gpt-6.1-sol", input_per_mtok: 1, output_per_mtok: 2 }, { provider: "groq", model: "m", input_per_mtok: 3, output_per_mtok: 4 }]);
+    book.setDb([{ provider: "openai", model: "gpt-6.1-sol", input_per_mtok: 5, output_per_mtok: 6 }]);
+    expect(book.get("openai", "gpt-6.1-sol")!.input).toBeCloseTo(5 / 1e6, 15);
+    expect(book.get("groq", "m")!.output).toBeCloseTo(4 / 1e6, 15);
+    expect(book.get("openai", "m")).toBeNull();
   });
 });

@@ -27,7 +27,7 @@ export function usageGroupsHandlers(ctx: Ctx): Partial<Record<Method, Handler>> 
   return {
     GET: async ({ request }) => {
       const { account } = await authenticate(ctx, request, { write: false });
-      return usageGroups(ctx.db, account.id, readQuery(request, groupsQuery));
+      return usageGroups(ctx.db, account.id, readQuery(request, groupsQuery), new Date(), ctx.services.prices);
     },
   };
 }
@@ -60,7 +60,8 @@ export const usageGroupsDocs: RouteDocs = {
       + "Each group carries requests (client requests, each counted once, in the group of its last attempt), errors (requests that "
       + "ended failed), attempts and failed_attempts (upstream attempts), fallbacks (failed attempts after which the request moved to "
       + "another lane, in the failed lane's group), budget_refusals (402) and rate_limit_refusals (429) (in a group without provider or "
-      + "model), tokens, cost_usd, saved_usd (what cache hits would have cost), the seat (`sub`) share and time to first byte p50/p95 (from a histogram: within one bucket of the exact value).",
+      + "model), tokens, cost_usd, saved_usd (what cache hits would have cost), the seat (`sub`) share and time to first byte p50/p95 (from a histogram: within one bucket of the exact value). "
+      + "Grouped by model, each group also says who prices that model today (`price_source`: `operator`, `catalog`, or null for a model nobody prices, which budgeted keys pay at the fallback price).",
     responses: { "200": { description: "`{by, month, since, until, groups: [...]}`" } },
   },
 };

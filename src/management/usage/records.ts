@@ -31,6 +31,8 @@ function present(r: Row, lanesTried: string[]) {
     cost_usd: r.costUsd,
     // The model was not in the pricing catalog: cost_usd uses the conservative fallback price (CONTRACT §7).
     price_estimated: r.priceEstimated,
+    // Where cost_usd's price came from: catalog, operator or fallback (null: nothing was priced) (CONTRACT §9).
+    price_source: r.priceSource,
     // A response-cache hit (outcome cache_hit): what the answer cost when first bought (docs/caching.md).
     saved_usd: r.savedUsd,
     latency_ms: r.latencyMs,

@@ -10,6 +10,9 @@ import { routingKeys, usageDaily } from "../../store/db/schema/index.ts";
 import { FAILED, metrics, rollupWindow, totals, usd, type MetricRow } from "./service.ts";
 import type { GroupsQuery } from "./model.ts";
 import { reportRead } from "./report-read.ts";
+import { getAdapter } from "../../providers/registry.ts";
+import { priceSourceOf } from "../../relay/pricing.ts";
+import type { OperatorPriceLookup } from "../../relay/operator-prices.ts";
 
 const d = usageDaily;
 
@@ -82,7 +85,14 @@ const dayOf = (t: Date) => t.toISOString().slice(0, 10);
 /** '' in the rollup stands for none (a record without a key or model, a refusal without a lane). */
 const orNull = (s: string) => (s === "" ? null : s);
 
-export async function usageGroups(db: Db, accountId: string, q: GroupsQuery, now = new Date()) {
+/** Who prices a provider's model today (CONTRACT §9): the group's `price_source`; null = no price (the dashboard flags it). */
+function currentPriceSource(prices: OperatorPriceLookup | undefined, provider: string, model: string): "operator" | "catalog" | null {
+  const adapter = getAdapter(provider);
+  if (!adapter) return null;
+  return priceSourceOf(adapter.pricingId ?? adapter.id, model, prices?.get(adapter.id, model) ?? null);
+}
+
+export async function usageGroups(db: Db, accountId: string, q: GroupsQuery, now = new Date(), prices?: OperatorPriceLookup) {
   const win = q.month ? monthWindow(q.month, now) : rollupWindow(now);
   const endDay = q.month ? dayOf(new Date(Date.UTC(Number(q.month.slice(0, 4)), Number(q.month.slice(5, 7)), 1))) : "9999-12-31";
   const where = and(eq(d.accountId, accountId), gte(d.day, dayOf(win.since)), lt(d.day, endDay));
@@ -107,7 +117,11 @@ export async function usageGroups(db: Db, accountId: string, q: GroupsQuery, now
       return rows.map((r) => ({ provider: orNull(r.provider), ...figures(r) }));
     }
     const rows = await tx.select({ provider: d.provider, model: d.model, ...all }).from(d).where(where).groupBy(d.provider, d.model).orderBy(...byCost);
-    return rows.map((r) => ({ provider: orNull(r.provider), model: orNull(r.model), ...figures(r) }));
+    return rows.map((r) => ({
+      provider: orNull(r.provider), model: orNull(r.model),
+      price_source: r.provider && r.model ? currentPriceSource(prices, r.provider, r.model) : null,
+      ...figures(r),
+    }));
   });
   return { by: q.by, month: q.month ?? null, since: win.since.toISOString(), until: win.until.toISOString(), groups };
 }

@@ -39,6 +39,7 @@ export function anthropicUsage(u: Usage): Json {
       ephemeral_1h_input_tokens: u.cache_write_1h_tokens ?? 0,
     };
   }
+  if (u.cost !== undefined) out.cost = u.cost;
   return out;
 }
 

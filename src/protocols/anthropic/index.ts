@@ -55,6 +55,8 @@ export const anthropicCodec: UpstreamCodec = {
     return usageFromAnthropic(body?.usage ?? body?.message?.usage);
   },
   streamUsage,
+  // message_start's usage is the input side only; message_delta's is the answer's whole.
+  usageHolder: (event) => (event.type === "message_delta" && event.usage && typeof event.usage === "object" ? event.usage : null),
   // message_stop ends a Messages stream; an `error` event is the upstream's own end.
   isTerminal: (data) => /"type"\s*:\s*"(?:message_stop|error)"/.test(data),
 };

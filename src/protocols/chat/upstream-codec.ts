@@ -32,6 +32,7 @@ export const chatUpstreamCodec: UpstreamCodec = {
   errorOf: chatErrorOf,
   usageOf: (body) => usageFromChat(body?.usage),
   isTerminal: (data) => data.trim() === "[DONE]",
+  usageHolder: (event) => (event.usage && typeof event.usage === "object" ? event.usage : null),
   hideFromClient(event, request) {
     // The extra usage chunk (empty `choices`) exists only because the relay asked for it.
     return request.stream_options?.include_usage !== true && Array.isArray(event.choices) && event.choices.length === 0;

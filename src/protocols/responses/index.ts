@@ -39,6 +39,10 @@ export const responsesUpstreamCodec: UpstreamCodec = {
   streamDecoder: responsesStreamDecoder,
   errorOf: responsesErrorOf,
   isTerminal: (data) => RESPONSES_TERMINAL.test(data),
+  usageHolder: (event) => {
+    const u = event.type === "response.completed" || event.type === "response.incomplete" ? event.response?.usage : null;
+    return u && typeof u === "object" ? u : null;
+  },
   usageOf(body: Json): Usage | null {
     // A Response object, or a response.completed / response.incomplete event ({response: {usage}}).
     return usageFromResponses(body?.usage ?? body?.response?.usage);

@@ -16,5 +16,6 @@ export function responsesUsage(u: Usage): Json {
     output_tokens: u.completion_tokens,
     output_tokens_details: { reasoning_tokens: u.reasoning_tokens ?? 0 },
     total_tokens: u.prompt_tokens + u.completion_tokens,
+    ...(u.cost !== undefined ? { cost: u.cost } : {}),
   };
 }

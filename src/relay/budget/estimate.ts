@@ -23,10 +23,12 @@ import { unitPrices, type UnitPrices } from "../pricing.ts";
 import { candidateModels } from "../routing/model.ts";
 import { choicesOf, clientOutputLimit, MIN_USEFUL_OUTPUT_TOKENS, worstOutputTokens } from "./output-limits.ts";
 import type { PriceConfig } from "./money-deps.ts";
+import type { OperatorPriceLookup } from "../operator-prices.ts";
 
-/** What the estimate reads of its gateway: the fallback price settings. */
+/** What the estimate reads of its gateway: the fallback price settings and the operator's prices. */
 export interface PriceDeps {
   config: PriceConfig;
+  services?: { prices?: OperatorPriceLookup };
 }
 
 /** Reserved when every lane is free (a zero-priced model), so an exhausted budget still refuses. */
@@ -71,7 +73,7 @@ export function estimateRequest(ctx: PriceDeps, key: KeyContext, request: Json, 
     const adapter = getAdapter(lane.provider);
     if (adapter?.seat && key.budgetExcludesSeats) continue;
     for (const model of candidateModels(requestModel, lane)) {
-      const listed = (adapter ? unitPrices(adapter.pricingId ?? adapter.id, model) : null) ?? fallback;
+      const listed = (adapter ? unitPrices(adapter.pricingId ?? adapter.id, model, ctx.services?.prices?.get(adapter.id, model) ?? null) : null) ?? fallback;
       const p = writes ? { ...listed, input: Math.max(listed.input, listed.cacheWrite ?? 2 * listed.input) } : listed;
       const out = worstOutputTokens(cap, model);
       const usd = inTokens * p.input + out * choices * p.output;

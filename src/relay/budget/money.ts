@@ -18,7 +18,7 @@ import { monthKey } from "../../lib/time.ts";
 import type { Json, Usage } from "../../protocols/types.ts";
 import type { ProviderAdapter } from "../../providers/types.ts";
 import type { KeyContext } from "../key-context.ts";
-import { priceUsd } from "../pricing.ts";
+import { priceUsd, type PriceSource } from "../pricing.ts";
 import { budgetRefusal } from "./refusal.ts";
 import type { UsageRow } from "../usage-queue.ts";
 import { fromNano, reserve, toNano, type Reservation } from "./counters.ts";
@@ -112,6 +112,13 @@ const newUid = (deps: MoneyDeps) => `${deps.instanceId}.${(++seq).toString(36)}`
 export class MoneyCall {
   /** Cost that counts toward the key's budget (seat traffic excluded while budget_excludes_seats). */
   countedUsd = 0;
+  /**
+   * What the call's usage records hold in all (seat traffic included): the `cost` and
+   * `x-gateway-cost-usd` of its answer (CONTRACT §9).
+   */
+  recordedUsd = 0;
+  /** What was reserved against the budget at admission (0 on a key without one). */
+  readonly reservedUsd: number;
   /** The output limit the request must be sent with (lowered near the end of the budget), or null. */
   outputLimit: number | null = null;
   /** The call's hold on the key's rate limits, given back at settlement. */
@@ -128,6 +135,7 @@ export class MoneyCall {
   /** `inLedger`: the request has an in-flight ledger entry that the settlement removes. */
   constructor(readonly deps: MoneyDeps, readonly key: KeyContext, readonly opts: OpenOptions, private reservation: Reservation | null, private inLedger = false, uid?: string) {
     this.uid = uid ?? newUid(deps);
+    this.reservedUsd = reservation ? fromNano(reservation.nano) : 0;
   }
 
   /**
@@ -306,13 +314,27 @@ export class MoneyCall {
     return hold ? calls.map(batchShare(hold, tokens)) : calls;
   }
 
+  /** The price of one attempt's usage, exactly as record() will write it. */
+  private price(adapter: AttemptRecord["adapter"], model: string | null, usage: Usage | null): { usd: number; estimated: boolean; source: PriceSource | null } {
+    if (!usage || model === null) return { usd: 0, estimated: false, source: null };
+    const fallback = this.key.monthlyBudgetUsd !== null ? fallbackPrices(this.deps) : null;
+    return priceUsd(adapter.pricingId ?? adapter.id, model, usage, fallback, this.deps.services.prices?.get(adapter.id, model) ?? null);
+  }
+
+  /**
+   * The call's cost once an attempt with this usage is recorded: what its answer's usage carries
+   * as `cost` before the attempt ends (a stream's last usage event goes out first). The same
+   * arithmetic as record(), so the answer and the records agree.
+   */
+  quote(adapter: AttemptRecord["adapter"], model: string | null, usage: Usage | null): number {
+    return this.recordedUsd + this.price(adapter, model, usage).usd;
+  }
+
   /** Records one attempt: prices it, queues its usage record, and counts its cost. Returns the cost. */
   record(a: AttemptRecord): number {
     const { key } = this;
-    const fallback = key.monthlyBudgetUsd !== null ? fallbackPrices(this.deps) : null;
-    const price = a.usage && a.model !== null
-      ? priceUsd(a.adapter.pricingId ?? a.adapter.id, a.model, a.usage, fallback)
-      : { usd: 0, estimated: false };
+    const price = this.price(a.adapter, a.model, a.usage);
+    this.recordedUsd += price.usd;
     if (!(a.adapter.seat && key.budgetExcludesSeats)) this.countedUsd += price.usd;
     if (this.tokensUsed !== null) {
       if (a.usage) this.tokensUsed += (a.usage.prompt_tokens ?? 0) + (a.usage.completion_tokens ?? 0);
@@ -337,6 +359,7 @@ export class MoneyCall {
       cacheWriteTokens: a.usage?.cache_write_tokens ?? 0,
       costUsd: price.usd,
       priceEstimated: price.estimated,
+      priceSource: price.source,
       latencyMs: a.latencyMs,
       ttfbMs: a.ttfbMs,
       seat: a.adapter.seat,

@@ -243,9 +243,11 @@ export function replayJson(shape: ClientShape, request: Json, a: CachedAnswer): 
     model: a.model,
     choices: [{ index: 0, message: assemble(chunks), logprobs: null, finish_reason: finishOf(chunks) ?? "stop" }],
   };
-  if (a.usage) completion.usage = chatUsage(a.usage);
+  // A hit costs nothing (CONTRACT §9): its usage says cost 0.
+  const usage = a.usage ? { ...a.usage, cost: 0 } : null;
+  if (usage) completion.usage = chatUsage(usage);
   const client = clientCodecs[shape]!;
-  return JSON.stringify(client.fromPivot(completion, a.usage, request));
+  return JSON.stringify(client.fromPivot(completion, usage, request));
 }
 
 /** A hit as the client protocol's SSE: one piece per chunk (the stream's writes), then its ending. */
@@ -257,6 +259,6 @@ export function replaySse(shape: ClientShape, request: Json, a: CachedAnswer): s
     const s = encoder.push(chatChunk(base, c.delta, c.finish_reason));
     if (s) out.push(s);
   }
-  out.push(encoder.end(a.usage));
+  out.push(encoder.end(a.usage ? { ...a.usage, cost: 0 } : null));
   return out;
 }

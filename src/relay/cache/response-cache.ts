@@ -13,6 +13,7 @@ import type { ClientShape, Json, Usage } from "../../protocols/types.ts";
 import type { KeyContext } from "../key-context.ts";
 import type { UsageRow } from "../usage-queue.ts";
 import { SSE_HEADERS } from "../stream/sse-headers.ts";
+import { CACHE_SAVED_HEADER, COST_HEADER, usdText } from "../cost-headers.ts";
 import { captureJson, isComplete, replayJson, replaySse, StreamRecorder, type CachedAnswer, type Captured } from "./answer.ts";
 import { cacheableRequest, cacheControlOf, type CacheControl } from "./control.ts";
 import { canonicalJson, entryKey, IGNORED_FIELDS, routeDigest, type CacheScope } from "./key.ts";
@@ -259,7 +260,8 @@ export class ResponseCache {
   /** Answers from an entry: the client's protocol and mode, fresh ids, $0, a cache_hit record. */
   private hit(req: Request, a: CachedAnswer, k: string): Response {
     const { rc, key } = req;
-    const headers: Record<string, string> = { "x-cache": "HIT", age: String(ageOf(a)) };
+    // CONTRACT §9: a hit costs nothing; what it saved is what the answer cost when first bought.
+    const headers: Record<string, string> = { "x-cache": "HIT", age: String(ageOf(a)), [COST_HEADER]: "0", [CACHE_SAVED_HEADER]: usdText(a.costUsd) };
     let res: Response;
     if (a.json !== undefined) {
       res = new Response(a.json, { status: 200, headers: { "content-type": "application/json", ...headers } });

@@ -6,6 +6,9 @@
 // include_usage chunk it did not ask for, can be cut out whole). A region holding an error event or
 // the lane's secret itself goes through the same scrub as every other upstream text
 // (secret-scrub.ts): an upstream that echoes its key mid-stream does not reach the client with it.
+// The one event that carries the answer's usage for the client (the codec's usageHolder) is the
+// only one rewritten: it already is parsed for its usage, and goes out re-serialised with the
+// gateway's `cost` in its usage (CONTRACT §9), replacing any `cost` the upstream put there.
 import { chatStreamError } from "../../protocols/chat/index.ts";
 import { eventTooLarge, MAX_SSE_EVENT_BYTES } from "../../protocols/sse.ts";
 import { UpstreamStreamError, type ClientCodec, type Json, type UpstreamCodec, type Usage } from "../../protocols/types.ts";
@@ -144,6 +147,12 @@ function isErrorMarker(b: Uint8Array, pos: number): boolean {
   return b[j] !== COLON || !nullAfter(b, j, b.length);
 }
 
+/** One event's bytes written again with `data` as its data (its event name kept; what upstreams send carries no other field). */
+function withData(bytes: Uint8Array, data: Json): Uint8Array {
+  const name = eventName(bytes);
+  return enc.encode(`${name === null ? "" : `event: ${name}\n`}data: ${JSON.stringify(data)}\n\n`);
+}
+
 /**
  * A lane's secrets as bytes, kept across its streams (the same few credentials serve every
  * request). Small: a rotated key's bytes stay at most until 64 others have been seen, like the
@@ -199,7 +208,11 @@ export class PassThroughTap implements Tap {
    * `client`: the client protocol's codec, for an error event that continues the stream (absent: a
    * chat error event). `secrets`: what the lane's call carried that its upstream could echo.
    */
-  constructor(private codec: UpstreamCodec, private request: Json, private client?: ClientCodec, private secrets: string[] = []) {
+  /**
+   * `costOf`: the request's cost once this attempt is recorded with the given usage (MoneyCall.quote),
+   * written into the usage the client gets; absent, the events go out as they came.
+   */
+  constructor(private codec: UpstreamCodec, private request: Json, private client?: ClientCodec, private secrets: string[] = [], private costOf?: (u: Usage) => number) {
     this.secretBytes = secretBytesOf(secrets);
     this.usageMarker = usageMarkerOf(codec.usageKey);
   }
@@ -315,7 +328,8 @@ export class PassThroughTap implements Tap {
 
   private emit(b: Uint8Array, end: number): Uint8Array {
     const buf = Buffer.from(b.buffer, b.byteOffset, end);
-    let cuts: Array<[number, number]> | null = null;
+    // Events cut out (null) or replaced (their new bytes), in order.
+    let cuts: Array<[number, number, Uint8Array | null]> | null = null;
     const marker = this.usageMarker;
     let pos = buf.indexOf(marker);
     while (pos >= 0) {
@@ -329,7 +343,15 @@ export class PassThroughTap implements Tap {
         if (ev && typeof ev === "object") {
           const u = this.codec.streamUsage ? this.codec.streamUsage(this.usage, ev) : this.codec.usageOf(ev);
           if (u) this.usage = u;
-          if (this.codec.hideFromClient?.(ev, this.request)) (cuts ??= []).push([s, e]);
+          if (this.codec.hideFromClient?.(ev, this.request)) (cuts ??= []).push([s, e, null]);
+          else if (this.costOf && this.usage) {
+            const holder = this.codec.usageHolder?.(ev);
+            if (holder) {
+              holder.cost = this.costOf(this.usage);
+              delete holder.cost_details; // an upstream's own breakdown of its own price
+              (cuts ??= []).push([s, e, withData(buf.subarray(s, e), ev)]);
+            }
+          }
         }
         pos = buf.indexOf(marker, e);
       } else {
@@ -346,8 +368,9 @@ export class PassThroughTap implements Tap {
     if (cuts) {
       const parts: Uint8Array[] = [];
       let at = 0;
-      for (const [s, e] of cuts) {
+      for (const [s, e, bytes] of cuts) {
         if (s > at) parts.push(region.subarray(at, s));
+        if (bytes) parts.push(bytes);
         at = e;
       }
       if (at < end) parts.push(region.subarray(at, end));

@@ -18,7 +18,11 @@ export class TranslateTap implements Tap {
   /** The one SSE decoder (protocols/sse.ts): bytes split anywhere, CRLF, UTF-8 across chunks. */
   private sse: SseDecoder = createSseDecoder();
 
-  constructor(private decoder: ChunkDecoder, private encoder: ChunkEncoder) {}
+  /**
+   * `costOf`: the request's cost once this attempt is recorded with the given usage
+   * (MoneyCall.quote), carried in the usage of the encoder's ending (CONTRACT §9).
+   */
+  constructor(private decoder: ChunkDecoder, private encoder: ChunkEncoder, private costOf?: (u: Usage) => number) {}
 
   get usage(): Usage | null {
     return this.decoder.usage();
@@ -38,7 +42,8 @@ export class TranslateTap implements Tap {
    */
   end(): Uint8Array | null {
     const body = this.drain(this.sse.end(), true) ?? new Uint8Array(0);
-    const tail = enc.encode(this.encoder.end(this.decoder.usage()));
+    const usage = this.decoder.usage();
+    const tail = enc.encode(this.encoder.end(usage && this.costOf ? { ...usage, cost: this.costOf(usage) } : usage));
     const out = new Uint8Array(body.length + tail.length);
     out.set(body, 0);
     out.set(tail, body.length);

@@ -37,12 +37,15 @@ export async function renderOverview({ root }) {
   charts.forEach((c) => c.destroy());
   charts = [];
   const month = currentMonth();
-  const [usage, keys, days, lanes] = await Promise.all([
+  const [usage, keys, days, lanes, models] = await Promise.all([
     api("/v1/organizations/usage"),
     api("/v1/organizations/routing-keys"),
     api("/v1/organizations/usage/groups", { query: { by: "day", month } }),
     api("/v1/organizations/usage/groups", { query: { by: "lane" } }),
+    api("/v1/organizations/usage/groups", { query: { by: "model" } }),
   ]);
+  // Models that served tokens but that neither the operator nor the pricing catalog prices (CONTRACT §9).
+  const unpriced = models.groups.filter((g) => g.provider !== null && g.model !== null && g.price_source === null && g.prompt_tokens + g.completion_tokens > 0);
   const t = usage.totals;
   // Lanes only: refusals sit in a group without a provider (they reached no lane).
   const laneGroups = lanes.groups.filter((g) => g.provider !== null);
@@ -72,6 +75,16 @@ export async function renderOverview({ root }) {
       tile("seat_cost_usd", "Seat (sub) value", seatCost, fmt.usd(seatCost)),
       h("p", { className: "muted" }, "Subscription-seat traffic is priced for reference; keys with budget_excludes_seats leave it out of their budget.")) : null,
   ]);
+
+  if (unpriced.length) {
+    append(root, [
+      h("div", { className: "notice", id: "unpriced-models" },
+        h("p", {}, "Models used without a price: keys with a budget pay the gateway's conservative fallback price for them, keys without one record $0. The operator can price them (PRICES_FILE or `npm run admin -- prices set`)."),
+        table(["Provider", "Model", { label: "Requests", num: true }, { label: "Tokens", num: true }], unpriced.map((g) =>
+          h("tr", { dataset: { model: g.model } }, h("td", {}, g.provider), h("td", {}, g.model),
+            h("td", { className: "num" }, fmt.int(g.requests)), h("td", { className: "num" }, fmt.int(g.prompt_tokens + g.completion_tokens)))))),
+    ]);
+  }
 
   // Month-to-date spend against budget, one bar pair per key.
   const live = keys.routing_keys.filter((k) => !k.revoked_at);

@@ -28,7 +28,7 @@ export function interruptedRow(keyId: string, uid: string, f: EntryFacts, nano: 
     requestId: f.r ?? null, recordKey: `${uid}.0`, accountId: f.a, routingKeyId: keyId, endpoint: f.e, laneIndex: null, provider: f.p, model: f.md,
     status: 0, outcome: "interrupted", errorCode: "gateway_instance_lost", attempt: 0,
     promptTokens: 0, completionTokens: 0, cachedTokens: 0, cacheWriteTokens: 0,
-    costUsd: fromNano(nano), priceEstimated: true, latencyMs: Math.max(0, now - f.t), ttfbMs: null, seat: f.s,
+    costUsd: fromNano(nano), priceEstimated: true, priceSource: "fallback", latencyMs: Math.max(0, now - f.t), ttfbMs: null, seat: f.s,
     createdAt: new Date(f.t).toISOString(),
   });
 }

@@ -3,3 +3,4 @@ export * from "./routing.ts";
 export * from "./usage.ts";
 export * from "./blitz-jobs.ts";
 export * from "./webhooks.ts";
+export * from "./prices.ts";

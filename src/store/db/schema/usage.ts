@@ -31,6 +31,8 @@ export const usageRecords = pgTable("usage_records", {
   costUsd: doublePrecision("cost_usd").notNull().default(0),
   /** True when the model was not in the pricing catalog and cost_usd uses the fallback price. */
   priceEstimated: boolean("price_estimated").notNull().default(false),
+  /** Where cost_usd's price came from (CONTRACT §9): `catalog`, `operator` or `fallback`; null when nothing was priced (no usage, or a model the catalog lacks on a key without a budget, at $0). */
+  priceSource: text("price_source"),
   /** A cache hit (outcome cache_hit, cost 0): what the answer cost when it was first bought upstream. */
   savedUsd: doublePrecision("saved_usd").notNull().default(0),
   latencyMs: integer("latency_ms").notNull().default(0),
