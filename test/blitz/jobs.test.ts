@@ -165,7 +165,7 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     expect(await recordsOf(r.body.id)).toHaveLength(8);
   }, 60_000);
 
-  test("CONTRACT §8: only the key that created a job sees it (404 otherwise); bad paging is 400", async () => {
+  test("CONTRACT §8: only the key that created a job sees it (404 otherwise); bad or out-of-range paging is 400", async () => {
     const key = await w.oneLane();
     const other = await w.oneLane();
     const r = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts: ["x"] } });
@@ -176,7 +176,8 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     }
     expect((await w.gw.call("/blitz/jobs/bjob_nope", { token: key.raw })).status).toBe(404);
     expect((await w.gw.call(`/blitz/jobs/${r.body.id}`)).status).toBe(401);
-    for (const q of ["after=x", "limit=0", "limit=1001", "after=-2", "page=2"]) {
+    // Out of range is 400 too, never a 500 from the database (an index past the column's range).
+    for (const q of ["after=x", "limit=0", "limit=1001", "after=-2", "page=2", "after=2147483648", "after=10000", "after=99999999999999999999", "limit=99999999999999999999"]) {
       const b = await w.gw.call(`/blitz/jobs/${r.body.id}?${q}`, { token: key.raw });
       expect(b.status).toBe(400);
       expect(b.body.code).toBe("bad_request");
@@ -215,6 +216,27 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     const put = await w.gw.call("/blitz/jobs", { token: key.raw, method: "PUT" });
     expect(put.status).toBe(405);
     expect(put.body).toEqual({ error: expect.any(String) });
+  }, 60_000);
+
+  test("CONTRACT §8: a job's body obeys MAX_REQUEST_BYTES like any request's (413 request_too_large, nothing queued)", async () => {
+    const key = await w.oneLane();
+    const cfg = w.gw.ctx.config as { MAX_REQUEST_BYTES: number };
+    const was = cfg.MAX_REQUEST_BYTES;
+    cfg.MAX_REQUEST_BYTES = 1024 * 1024;
+    try {
+      // 1,200 prompts of 1 kB: about 1.2 MB, past the 1 MiB cap (and far below the jobs' own ceiling).
+      const prompts = Array.from({ length: 1200 }, (_, i) => `J5 p${i} ${"x".repeat(1000)}`);
+      const r = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts } });
+      expect(r.status).toBe(413);
+      expect(r.body.code).toBe("request_too_large");
+      expect(w.A.received.filter((x) => JSON.stringify(x.body.messages).includes("J5 p")).length).toBe(0);
+      // Under the cap it is taken.
+      const ok = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts: prompts.slice(0, 2) } });
+      expect(ok.status).toBe(202);
+      await waitEnded(key.raw, ok.body.id);
+    } finally {
+      cfg.MAX_REQUEST_BYTES = was;
+    }
   }, 60_000);
 
   test("CONTRACT §8: results are kept for BLITZ_JOB_RESULT_TTL_HOURS after the job ends, then gone (404, rows deleted)", async () => {
