@@ -11,6 +11,7 @@ import type { UsageQueue } from "../usage-queue.ts";
 import type { Ledger } from "./ledger/index.ts";
 import type { BudgetLeases } from "./leases.ts";
 import type { SettleBatcher } from "./settle-batch.ts";
+import type { BudgetAlerts } from "../../webhooks/budget-alerts.ts";
 
 /** The settings the estimate reads: the price of a model the pricing catalog does not know. */
 export type PriceConfig = Pick<Config, "UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT" | "UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT">;
@@ -28,5 +29,7 @@ export interface MoneyDeps extends SpendStores {
     settleBatcher: Pick<SettleBatcher, "settle">;
     usageQueue: Pick<UsageQueue, "push" | "refusal">;
     rateLimits: RateLimits;
+    /** Told of a key's budget refusal before the 402 goes out (its 100 % alert); absent in unit tests. */
+    budgetAlerts?: Pick<BudgetAlerts, "refused">;
   };
 }

@@ -203,6 +203,7 @@ export class MoneyCall {
     }
     if (!r) {
       deps.services.usageQueue.refusal(key.accountId, key.id, "budget");
+      if (budgeted) await deps.services.budgetAlerts?.refused(key);
       throw await budgetRefusal(deps, key, budgeted ? est.minUsd : null);
     }
     if (budgeted && r.total !== undefined) leases?.seen(key, r.total);
@@ -288,6 +289,7 @@ export class MoneyCall {
     }
     if (!r) {
       deps.services.usageQueue.refusal(key.accountId, key.id, "budget");
+      if (budgeted) await deps.services.budgetAlerts?.refused(key);
       return { refusedUsd: fromNano(total) };
     }
     const hold = lc ? limits.admitted(key, lc, r.limits!) : null;
