@@ -7,6 +7,7 @@ import { REAL_STORES, storesLabel } from "../helpers/gateway.ts";
 import { useBlitzWorld } from "../helpers/relay-world.ts";
 import { parseBlitzBody } from "../../src/relay/blitz/validate.ts";
 import { estimateCostUsd } from "../../src/relay/pipeline.ts";
+import { estimateRequest } from "../../src/relay/budget/estimate.ts";
 import { loadKeyContext } from "../../src/relay/key-context.ts";
 import { blitzJobItems, blitzJobs, usageRecords } from "../../src/store/db/schema/index.ts";
 import { deleteExpired } from "../../src/relay/blitz/jobs/store.ts";
@@ -137,7 +138,8 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
 
   test("CONTRACT §8: each item is admitted like a request; when the budget runs out the job stops admitting and reports the items that did not run", async () => {
     const probe = (await loadKeyContext(w.gw.ctx, (await w.oneLane()).hash))!;
-    const body = { model: "gpt-4o-mini", max_tokens: 2000, prompts: Array.from({ length: 24 }, (_, i) => ({ ...user(`J3 p${i}`), mock: { latency_ms: 50 } })) };
+    // Answers as long as allowed: the budget is spent, not only held by reservations.
+    const body = { model: "gpt-4o-mini", max_tokens: 2000, prompts: Array.from({ length: 24 }, (_, i) => ({ ...user(`J3 p${i}`), mock: { latency_ms: 50, completion_tokens: 2000 } })) };
     const one = estimateCostUsd(w.gw.ctx, probe, parseBlitzBody(body, { max: 10_000, path: "/blitz/jobs" }).requests[0]!, 200)!;
     const key = await w.oneLane({ monthlyBudgetUsd: one * 3.5 });
     const r = await w.gw.call("/blitz/jobs", { token: key.raw, body });
@@ -156,6 +158,27 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     const info = await w.gw.call("/v1/key", { token: key.raw });
     expect(info.body.budget.current_month_spend_usd).toBeLessThanOrEqual(one * 3.5);
   }, 60_000);
+
+  test("CONTRACT §8: a prompt refused for budget while the job's other prompts are in flight waits for their settlements: the job stops only once the budget is really spent", async () => {
+    const probe = (await loadKeyContext(w.gw.ctx, (await w.oneLane()).hash))!;
+    // Each answer costs about half its reserved worst case: with three in flight the budget looks
+    // spent while settled spend is half of it.
+    const body = { model: "gpt-4o-mini", max_tokens: 2000, prompts: Array.from({ length: 40 }, (_, i) => ({ ...user(`J6 p${i}`), mock: { latency_ms: 100, completion_tokens: 1000 } })) };
+    const first = parseBlitzBody(body, { max: 10_000, path: "/blitz/jobs" }).requests[0]!;
+    const est = estimateRequest(w.gw.ctx, probe, first, 200)!;
+    const budget = est.usd * 3.5;
+    const key = await w.oneLane({ monthlyBudgetUsd: budget });
+    const r = await w.gw.call("/blitz/jobs", { token: key.raw, body });
+    const done = await waitEnded(key.raw, r.body.id, 60_000);
+    expect(done.stop_reason).toBe("budget_exceeded");
+    expect(done.progress.not_run).toBeGreaterThanOrEqual(1);
+    // More prompts ran than fit as worst cases at once, and what is left no longer holds one.
+    expect(done.progress.succeeded).toBeGreaterThanOrEqual(5);
+    const info = await w.gw.call("/v1/key", { token: key.raw });
+    const spent = info.body.budget.current_month_spend_usd as number;
+    expect(spent).toBeLessThanOrEqual(budget + 1e-9);
+    expect(budget - spent).toBeLessThan(est.usd);
+  }, 90_000);
 
   test("CONTRACT §8: a key's concurrency cap holds for job items (429s wait and retry, none fails)", async () => {
     const key = await w.oneLane({ maxConcurrentRequests: 2 });
