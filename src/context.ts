@@ -20,6 +20,7 @@ import type { OperatorPrices } from "./relay/operator-prices.ts";
 import type { ResponseCache } from "./relay/cache/response-cache.ts";
 import type { BlitzJobs } from "./relay/blitz/jobs/service.ts";
 import type { WebhookSender } from "./webhooks/sender.ts";
+import type { BudgetAlerts } from "./webhooks/budget-alerts.ts";
 import type { Semaphore } from "./relay/blitz/pool.ts";
 import type { SubState } from "./providers/sub/state.ts";
 import type { BridgeModelState } from "./providers/bridge/model-state.ts";
@@ -72,6 +73,8 @@ export interface Services {
   blitzJobs: BlitzJobs;
   /** Sends the outbox of signed webhooks and alert mails (webhooks/sender.ts). */
   webhooks: WebhookSender;
+  /** Budget alerts: the periodic check and the alert of a key's budget refusal (webhooks/budget-alerts.ts). */
+  budgetAlerts: BudgetAlerts;
   /** Token id → when this gateway last wrote its last_used_at (management/guard.ts). */
   accountTokenTouches: LRUCache<string, number>;
   /** Outgoing mail (mail/mailer.ts). */

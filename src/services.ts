@@ -36,7 +36,7 @@ import { fleetNamespace } from "./store/kv/index.ts";
 import { LaneCooldowns } from "./relay/routing/cooldowns.ts";
 import { SessionAffinity } from "./relay/routing/affinity.ts";
 import { webhookSender } from "./webhooks/sender.ts";
-import { budgetAlertsJob } from "./webhooks/budget-alerts.ts";
+import { budgetAlerts } from "./webhooks/budget-alerts.ts";
 
 export async function buildServices(base: Base): Promise<Services> {
   const keyCache = await startKeyCache(base);
@@ -79,6 +79,7 @@ export async function buildServices(base: Base): Promise<Services> {
   const mailer = createMailer(base.config, base.log);
   base.onShutdown(() => mailer.close());
   const webhooks = webhookSender(base, mailer);
+  const alerts = budgetAlerts({ ...base, services: { webhooks } });
   const blitzJobs = createBlitzJobs(base);
   // A job that ended here announces itself at once instead of at the next poll.
   blitzJobs.onEnded.push((job) => { if (job.webhookUrl) webhooks.nudge(); });
@@ -102,6 +103,7 @@ export async function buildServices(base: Base): Promise<Services> {
     blitzSlots: new Semaphore(BLITZ_INSTANCE_CAP),
     blitzJobs,
     webhooks,
+    budgetAlerts: alerts,
     accountTokenTouches: new LRUCache({ max: 10_000 }),
     mailer,
     stripe: createStripeClient(base.config),
@@ -138,5 +140,5 @@ export async function startServices(ctx: Ctx): Promise<Job[]> {
   // Partitions for this month and the next ones exist before the first record is written.
   const partitions = usagePartitionsJob(ctx);
   await partitions.runOnce();
-  return [ctx.services.usage.job, accountExpiryJob(ctx), bridgeHealthJob(ctx), partitions, ...blitzJobsJobs(ctx), budgetAlertsJob(ctx), ctx.services.webhooks];
+  return [ctx.services.usage.job, accountExpiryJob(ctx), bridgeHealthJob(ctx), partitions, ...blitzJobsJobs(ctx), ctx.services.budgetAlerts.job, ctx.services.webhooks];
 }

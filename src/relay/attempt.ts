@@ -208,6 +208,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
   try {
     if (upload) {
       sending = !ac.signal.aborted;
+      rr.money.beforeUpstream();
       const { contentType, accept, bytes } = upload;
       res = await adapter.transcribe!(ctx, lane, { contentType, accept, body: () => new Blob([bytes]).stream(), signal: ac.signal });
     } else res = await sendInference();
@@ -222,6 +223,7 @@ async function attemptOnce(rr: RelayRequest, lane: ResolvedLane, adapter: Provid
     const sent = call.model ?? body.model;
     if (typeof sent === "string" && sent) attempt.model = sent;
     sending = !ac.signal.aborted;
+    rr.money.beforeUpstream();
     return adapter.send(ctx, lane, call, ac.signal);
   }
   // Time to first byte: the answer's headers for a plain request; streams mark their first event.

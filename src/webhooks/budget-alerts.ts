@@ -5,11 +5,14 @@
 // costs the fleet one pass over those keys per interval, not one per instance. A threshold reached
 // is written to budget_alert_firings (key, month, threshold) with its deliveries in one
 // transaction; the primary key lets exactly one writer win, so each fires once per key and month
-// however many instances and requests race.
+// however many instances and requests race. A key's budget refusal (402) fires its 100 % threshold
+// at once (refused()): a key refuses before its counter reaches 100 % while
+// reservations are in flight, so the periodic check alone would never send the 100 % alert.
 import { and, eq, isNotNull, isNull } from "drizzle-orm";
 import type { Base } from "../base.ts";
-import type { Services } from "../context.ts";
+import type { WebhookSender } from "./sender.ts";
 import { fleetIntervalJob, type Job } from "../jobs/job.ts";
+import { monthKey } from "../lib/time.ts";
 import { monthSpendUsd } from "../store/spend-counters.ts";
 import { budgetAlertFirings, budgetAlertSettings, routingKeys } from "../store/db/schema/index.ts";
 import { enqueueEvent, type Destination } from "./outbox.ts";
@@ -20,14 +23,38 @@ const PARALLEL = 8;
 const usd = (n: number) => `$${n.toFixed(n < 1 ? 4 : 2)}`;
 
 /** What the check uses: the stores and settings, and the webhook sender it nudges when it queued an alert. */
-export type BudgetAlertDeps = Base & { services: Pick<Services, "webhooks"> };
+export type BudgetAlertDeps = Base & { services: { webhooks: Pick<WebhookSender, "nudge"> } };
 
-export function budgetAlertsJob(ctx: BudgetAlertDeps): Job {
+/** The key fields a check reads. */
+type AlertKey = { id: string; label: string; keyPrefix: string; monthlyBudgetUsd: number | null; budgetExcludesSeats: boolean };
+
+/** The longest a budget refusal waits for its alerts to be queued before it answers 402 anyway. */
+export const REFUSAL_ALERT_WAIT_MS = 2000;
+/** How long an account found without alert settings is not asked again on its keys' refusals. */
+const NO_SETTINGS_MS = 30_000;
+
+export interface BudgetAlerts {
+  /** The periodic check of every budgeted key of the accounts with settings. */
+  job: Job;
+  /**
+   * A key answered 402 budget_exceeded: its budget is used up for what it is asked, whatever the
+   * counter's percentage says (reservations in flight refuse a request before spend reaches
+   * 100 %, and settle lower). The 100 % threshold fires now, with every lower one the spend has
+   * reached, queued before the 402 is answered (waiting at most REFUSAL_ALERT_WAIT_MS): an alert
+   * comes no later than the first 402 it warns of. After the first, a refusal costs nothing here.
+   */
+  refused(key: { id: string; accountId: string }): Promise<void>;
+}
+
+export function budgetAlerts(ctx: BudgetAlertDeps): BudgetAlerts {
   /** `<key>:<month>:<percent>` known to have fired: not asked again. */
   let fired = new Set<string>();
   let firedMonth = "";
+  /** `<key>:<month>` whose refusal fired every threshold (or found no settings, until the time). */
+  const stopped = new Map<string, number>();
 
-  async function checkKey(s: typeof budgetAlertSettings.$inferSelect, k: { id: string; label: string; keyPrefix: string; monthlyBudgetUsd: number | null; budgetExcludesSeats: boolean }) {
+  /** `refused`: the key answers 402, so the 100 % threshold counts as reached. */
+  async function checkKey(s: typeof budgetAlertSettings.$inferSelect, k: AlertKey, refused = false) {
     const budget = k.monthlyBudgetUsd ?? 0;
     if (budget <= 0) return false;
     const { month, usd: spend } = await monthSpendUsd(ctx, { id: k.id, monthlyBudgetUsd: budget, budgetExcludesSeats: k.budgetExcludesSeats });
@@ -36,7 +63,8 @@ export function budgetAlertsJob(ctx: BudgetAlertDeps): Job {
       firedMonth = month;
     }
     // A nano-dollar of slack: a spend that reached the budget exactly is 100 %.
-    const due = s.thresholds.filter((t) => spend + 1e-9 >= (budget * t) / 100 && !fired.has(`${k.id}:${month}:${t}`));
+    const reached = (t: number) => spend + 1e-9 >= (budget * t) / 100;
+    const due = s.thresholds.filter((t) => (reached(t) || (refused && t === 100)) && !fired.has(`${k.id}:${month}:${t}`));
     if (!due.length) return false;
     const to: Destination[] = [];
     if (s.webhookUrl) to.push({ channel: "webhook", target: s.webhookUrl });
@@ -51,7 +79,9 @@ export function budgetAlertsJob(ctx: BudgetAlertDeps): Job {
         await enqueueEvent(tx, s.accountId, {
           type: "budget.threshold_reached",
           data: {
-            message: `Routing key "${k.label}" (${k.keyPrefix}…) has used ${t} % of its monthly budget: ${usd(spend)} of ${usd(budget)} in ${month}.`,
+            message: reached(t)
+              ? `Routing key "${k.label}" (${k.keyPrefix}…) has used ${t} % of its monthly budget: ${usd(spend)} of ${usd(budget)} in ${month}.`
+              : `Routing key "${k.label}" (${k.keyPrefix}…) has reached its monthly budget: a request was refused (402 budget_exceeded) with ${usd(spend)} of ${usd(budget)} spent or held by requests in flight in ${month}.`,
             routing_key: { id: k.id, label: k.label, key_prefix: k.keyPrefix },
             month,
             threshold_percent: t,
@@ -65,8 +95,35 @@ export function budgetAlertsJob(ctx: BudgetAlertDeps): Job {
     return queued;
   }
 
+  async function onRefusal(key: { id: string; accountId: string }, memo: string): Promise<void> {
+    const rows = await ctx.db
+      .select({
+        s: budgetAlertSettings,
+        k: { id: routingKeys.id, label: routingKeys.label, keyPrefix: routingKeys.keyPrefix, monthlyBudgetUsd: routingKeys.monthlyBudgetUsd, budgetExcludesSeats: routingKeys.budgetExcludesSeats },
+      })
+      .from(budgetAlertSettings)
+      .innerJoin(routingKeys, and(eq(routingKeys.accountId, budgetAlertSettings.accountId), eq(routingKeys.id, key.id), isNotNull(routingKeys.monthlyBudgetUsd)))
+      .where(eq(budgetAlertSettings.accountId, key.accountId));
+    if (!rows.length) {
+      stopped.set(memo, Date.now() + NO_SETTINGS_MS);
+      return;
+    }
+    if (await checkKey(rows[0]!.s, rows[0]!.k, true)) ctx.services.webhooks.nudge();
+    stopped.set(memo, Infinity);
+  }
+
+  const refused = async (key: { id: string; accountId: string }): Promise<void> => {
+    const memo = `${key.id}:${monthKey()}`;
+    if ((stopped.get(memo) ?? 0) > Date.now()) return;
+    if (stopped.size > 10_000) stopped.clear();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<void>((resolve) => { timer = setTimeout(resolve, REFUSAL_ALERT_WAIT_MS); });
+    const check = onRefusal(key, memo).catch((e) => ctx.log.warn({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "budget alert on a refusal failed; the periodic check will retry"));
+    await Promise.race([check, late]).finally(() => clearTimeout(timer));
+  };
+
   // With the shared store away every instance checks: spend then comes from Postgres.
-  return fleetIntervalJob(ctx, "budget-alerts", ctx.config.BUDGET_ALERT_CHECK_SECONDS * 1000, async () => {
+  const job = fleetIntervalJob(ctx, "budget-alerts", ctx.config.BUDGET_ALERT_CHECK_SECONDS * 1000, async () => {
     const rows = await ctx.db
       .select({
         s: budgetAlertSettings,
@@ -84,4 +141,5 @@ export function budgetAlertsJob(ctx: BudgetAlertDeps): Job {
     }
     if (queued) ctx.services.webhooks.nudge();
   });
+  return { job, refused };
 }

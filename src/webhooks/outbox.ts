@@ -42,13 +42,24 @@ export async function enqueueEvent(tx: Tx | Db, accountId: string, e: Event, to:
   return rows.map((r) => r.id);
 }
 
-/** Takes up to `limit` due deliveries for this sender (attempts counted now, lease set). */
-export async function claimDue(db: Db, limit: number): Promise<DeliveryRow[]> {
+/**
+ * Takes up to `limit` due deliveries for this sender (attempts counted now, lease set), fairly
+ * across accounts: at most `perAccount` of one account in flight on this sender, `busy` counting
+ * those it already runs, and each account's oldest due first, round by round (every account's
+ * first, then every account's second, …), so one account's backlog never queues another's.
+ * Window functions cannot take row locks, so the claim re-checks the lease in the UPDATE itself:
+ * two senders racing for one row wait for each other there and only the first takes it.
+ */
+export async function claimDue(db: Db, limit: number, perAccount = limit, busy: ReadonlyMap<string, number> = new Map()): Promise<DeliveryRow[]> {
   const d = webhookDeliveries;
+  const running = JSON.stringify(Object.fromEntries(busy));
+  const free = sql`(${d.leaseUntil} is null or ${d.leaseUntil} < now())`;
   return db.update(d)
     .set({ attempts: sql`${d.attempts} + 1`, leaseUntil: sql`now() + make_interval(secs => ${LEASE_MS / 1000})` })
-    .where(sql`${d.id} in (select id from ${d} where ${d.status} = 'pending' and ${d.nextAttemptAt} <= now()
-      and (${d.leaseUntil} is null or ${d.leaseUntil} < now()) order by ${d.nextAttemptAt} limit ${limit} for update skip locked)`)
+    .where(and(eq(d.status, "pending"), free, sql`${d.id} in (select id from (
+      select id, next_attempt_at, row_number() over (partition by account_id order by next_attempt_at) + coalesce((${running}::jsonb ->> account_id)::int, 0) as round
+      from ${d} where ${d.status} = 'pending' and ${d.nextAttemptAt} <= now() and ${free}) due
+      where round <= ${perAccount} order by round, next_attempt_at limit ${limit})`))
     .returning();
 }
 

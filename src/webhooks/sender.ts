@@ -2,10 +2,13 @@
 // instance polls for due retries (pollMs), claiming a few deliveries at a time. A webhook is
 // POSTed with its Gateway-Signature (signature.ts), to the address its URL resolves to now,
 // checked against private ranges like a bridge's (unless ALLOW_PRIVATE_UPSTREAMS),
-// never following a redirect; a 2xx is success, anything else is retried with exponential backoff
+// never following a redirect; a 2xx is success, anything else (no answer within
+// ATTEMPT_TIMEOUT_MS included) is retried with exponential backoff
 // (WEBHOOK_RETRY_BASE_SECONDS doubling, at most an hour apart) for 24 hours. An email goes through
 // the gateway's mailer. Once an attempt succeeded this instance never sends it again, even when
-// recording the success failed (it keeps trying to record it instead).
+// recording the success failed (it keeps trying to record it instead). Accounts share the sender
+// fairly: at most PER_ACCOUNT_IN_FLIGHT of one account's deliveries run at once on an instance,
+// and each free place goes to the account whose oldest due delivery has waited its turn.
 import type { Base } from "../base.ts";
 import type { Mailer } from "../mail/mailer.ts";
 import { GatewayError } from "../errors.ts";
@@ -23,9 +26,21 @@ import { SIGNATURE_HEADER, signatureHeader } from "./signature.ts";
  * per poll, so a fleet's count of them grows with its instances.
  */
 export const pollMs = (retryBaseSeconds: number) => Math.min(5000, Math.max(1000, (retryBaseSeconds * 1000) / 2));
-const BATCH = 25;
-/** One attempt's limit: a receiver should answer at once and do its work later. */
-const ATTEMPT_TIMEOUT_MS = 15_000;
+/** Deliveries one instance runs at once, all accounts together. */
+export const MAX_IN_FLIGHT = 32;
+/**
+ * Deliveries of one account one instance runs at once: a receiver that hangs holds at most this
+ * many of the sender's places, and every other account's deliveries take the rest, each account's
+ * oldest first (claimDue's rounds). Earlier the sender took 25 due rows in order and waited for the
+ * whole batch, so one account's hanging receiver held every other account's events for a timeout
+ * per 25 of its own.
+ */
+export const PER_ACCOUNT_IN_FLIGHT = 4;
+/**
+ * One attempt's limit: a receiver should answer at once and do its work later (a slower one is
+ * retried). Short, so an account's hanging receiver gives its places back soon.
+ */
+export const ATTEMPT_TIMEOUT_MS = 5_000;
 const MAX_DELAY_MS = 3600_000;
 /** How often finished events past their keeping time are deleted. */
 const PRUNE_MS = 10 * 60_000;
@@ -99,22 +114,59 @@ export function webhookSender(ctx: Base, mailer: Mailer): WebhookSender {
     ctx.log.warn({ event: row.id, type: row.eventType, channel: row.channel, attempts: row.attempts, outcome, error }, "webhook attempt failed");
   }
 
+  /** Deliveries under way on this instance, by account. */
+  const busy = new Map<string, number>();
+  const running = new Set<Promise<void>>();
+  let inFlight = 0;
+  let job: Job;
+
+  const start = (row: DeliveryRow, secrets: Map<string, Promise<string>>) => {
+    inFlight++;
+    busy.set(row.accountId, (busy.get(row.accountId) ?? 0) + 1);
+    const p: Promise<void> = deliver(row, secrets)
+      .catch((e) => ctx.log.error({ event: row.id, err: e instanceof Error ? e.message : String(e) }, "webhook outcome not recorded"))
+      .finally(() => {
+        inFlight--;
+        const n = (busy.get(row.accountId) ?? 1) - 1;
+        if (n > 0) busy.set(row.accountId, n);
+        else busy.delete(row.accountId);
+        running.delete(p);
+        // A place came free: the next due delivery (of any account) takes it now, not at the poll.
+        if (!stopping) void job.runOnce();
+      });
+    running.add(p);
+  };
+
   let prunedAt = 0;
+  let stopping = false;
   const tick = async () => {
     for (const id of [...unrecorded]) await record(id);
     if (Date.now() - prunedAt > PRUNE_MS) {
       prunedAt = Date.now();
       await pruneFinished(ctx.db);
     }
-    for (;;) {
-      const due = await claimDue(ctx.db, BATCH);
-      if (!due.length) return;
+    // Fills the free places and returns: deliveries run on their own, each freeing its place.
+    while (!stopping && inFlight < MAX_IN_FLIGHT) {
+      const room = MAX_IN_FLIGHT - inFlight;
+      const due = await claimDue(ctx.db, room, PER_ACCOUNT_IN_FLIGHT, busy);
       const secrets = new Map<string, Promise<string>>();
-      await Promise.all(due.map((row) => deliver(row, secrets).catch((e) =>
-        ctx.log.error({ event: row.id, err: e instanceof Error ? e.message : String(e) }, "webhook outcome not recorded"))));
-      if (due.length < BATCH) return;
+      for (const row of due) start(row, secrets);
+      if (due.length < room) return;
     }
   };
-  const job = intervalJob(ctx, "webhooks", pollMs(ctx.config.WEBHOOK_RETRY_BASE_SECONDS), tick);
-  return { ...job, nudge: () => void job.runOnce() };
+  job = intervalJob(ctx, "webhooks", pollMs(ctx.config.WEBHOOK_RETRY_BASE_SECONDS), tick);
+  return {
+    ...job,
+    nudge: () => void job.runOnce(),
+    start() {
+      stopping = false;
+      job.start();
+    },
+    // Shutdown waits for the attempts under way (each at most ATTEMPT_TIMEOUT_MS) and records them.
+    async stop() {
+      stopping = true;
+      await job.stop();
+      while (running.size) await Promise.all([...running]);
+    },
+  };
 }

@@ -7,6 +7,7 @@ import { REAL_STORES, storesLabel } from "../helpers/gateway.ts";
 import { useBlitzWorld } from "../helpers/relay-world.ts";
 import { parseBlitzBody } from "../../src/relay/blitz/validate.ts";
 import { estimateCostUsd } from "../../src/relay/pipeline.ts";
+import { estimateRequest } from "../../src/relay/budget/estimate.ts";
 import { loadKeyContext } from "../../src/relay/key-context.ts";
 import { blitzJobItems, blitzJobs, usageRecords } from "../../src/store/db/schema/index.ts";
 import { deleteExpired } from "../../src/relay/blitz/jobs/store.ts";
@@ -137,7 +138,8 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
 
   test("CONTRACT §8: each item is admitted like a request; when the budget runs out the job stops admitting and reports the items that did not run", async () => {
     const probe = (await loadKeyContext(w.gw.ctx, (await w.oneLane()).hash))!;
-    const body = { model: "gpt-4o-mini", max_tokens: 2000, prompts: Array.from({ length: 24 }, (_, i) => ({ ...user(`J3 p${i}`), mock: { latency_ms: 50 } })) };
+    // Answers as long as allowed: the budget is spent, not only held by reservations.
+    const body = { model: "gpt-4o-mini", max_tokens: 2000, prompts: Array.from({ length: 24 }, (_, i) => ({ ...user(`J3 p${i}`), mock: { latency_ms: 50, completion_tokens: 2000 } })) };
     const one = estimateCostUsd(w.gw.ctx, probe, parseBlitzBody(body, { max: 10_000, path: "/blitz/jobs" }).requests[0]!, 200)!;
     const key = await w.oneLane({ monthlyBudgetUsd: one * 3.5 });
     const r = await w.gw.call("/blitz/jobs", { token: key.raw, body });
@@ -157,6 +159,27 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     expect(info.body.budget.current_month_spend_usd).toBeLessThanOrEqual(one * 3.5);
   }, 60_000);
 
+  test("CONTRACT §8: a prompt refused for budget while the job's other prompts are in flight waits for their settlements: the job stops only once the budget is really spent", async () => {
+    const probe = (await loadKeyContext(w.gw.ctx, (await w.oneLane()).hash))!;
+    // Each answer costs about half its reserved worst case: with three in flight the budget looks
+    // spent while settled spend is half of it.
+    const body = { model: "gpt-4o-mini", max_tokens: 2000, prompts: Array.from({ length: 40 }, (_, i) => ({ ...user(`J6 p${i}`), mock: { latency_ms: 100, completion_tokens: 1000 } })) };
+    const first = parseBlitzBody(body, { max: 10_000, path: "/blitz/jobs" }).requests[0]!;
+    const est = estimateRequest(w.gw.ctx, probe, first, 200)!;
+    const budget = est.usd * 3.5;
+    const key = await w.oneLane({ monthlyBudgetUsd: budget });
+    const r = await w.gw.call("/blitz/jobs", { token: key.raw, body });
+    const done = await waitEnded(key.raw, r.body.id, 60_000);
+    expect(done.stop_reason).toBe("budget_exceeded");
+    expect(done.progress.not_run).toBeGreaterThanOrEqual(1);
+    // More prompts ran than fit as worst cases at once, and what is left no longer holds one.
+    expect(done.progress.succeeded).toBeGreaterThanOrEqual(5);
+    const info = await w.gw.call("/v1/key", { token: key.raw });
+    const spent = info.body.budget.current_month_spend_usd as number;
+    expect(spent).toBeLessThanOrEqual(budget + 1e-9);
+    expect(budget - spent).toBeLessThan(est.usd);
+  }, 90_000);
+
   test("CONTRACT §8: a key's concurrency cap holds for job items (429s wait and retry, none fails)", async () => {
     const key = await w.oneLane({ maxConcurrentRequests: 2 });
     const r = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts: Array.from({ length: 8 }, (_, i) => ({ ...user(`J4 p${i}`), mock: { latency_ms: 100 } })) } });
@@ -165,7 +188,7 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     expect(await recordsOf(r.body.id)).toHaveLength(8);
   }, 60_000);
 
-  test("CONTRACT §8: only the key that created a job sees it (404 otherwise); bad paging is 400", async () => {
+  test("CONTRACT §8: only the key that created a job sees it (404 otherwise); bad or out-of-range paging is 400", async () => {
     const key = await w.oneLane();
     const other = await w.oneLane();
     const r = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts: ["x"] } });
@@ -176,7 +199,8 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     }
     expect((await w.gw.call("/blitz/jobs/bjob_nope", { token: key.raw })).status).toBe(404);
     expect((await w.gw.call(`/blitz/jobs/${r.body.id}`)).status).toBe(401);
-    for (const q of ["after=x", "limit=0", "limit=1001", "after=-2", "page=2"]) {
+    // Out of range is 400 too, never a 500 from the database (an index past the column's range).
+    for (const q of ["after=x", "limit=0", "limit=1001", "after=-2", "page=2", "after=2147483648", "after=10000", "after=99999999999999999999", "limit=99999999999999999999"]) {
       const b = await w.gw.call(`/blitz/jobs/${r.body.id}?${q}`, { token: key.raw });
       expect(b.status).toBe(400);
       expect(b.body.code).toBe("bad_request");
@@ -215,6 +239,27 @@ describe(`/blitz/jobs (${storesLabel})`, () => {
     const put = await w.gw.call("/blitz/jobs", { token: key.raw, method: "PUT" });
     expect(put.status).toBe(405);
     expect(put.body).toEqual({ error: expect.any(String) });
+  }, 60_000);
+
+  test("CONTRACT §8: a job's body obeys MAX_REQUEST_BYTES like any request's (413 request_too_large, nothing queued)", async () => {
+    const key = await w.oneLane();
+    const cfg = w.gw.ctx.config as { MAX_REQUEST_BYTES: number };
+    const was = cfg.MAX_REQUEST_BYTES;
+    cfg.MAX_REQUEST_BYTES = 1024 * 1024;
+    try {
+      // 1,200 prompts of 1 kB: about 1.2 MB, past the 1 MiB cap (and far below the jobs' own ceiling).
+      const prompts = Array.from({ length: 1200 }, (_, i) => `J5 p${i} ${"x".repeat(1000)}`);
+      const r = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts } });
+      expect(r.status).toBe(413);
+      expect(r.body.code).toBe("request_too_large");
+      expect(w.A.received.filter((x) => JSON.stringify(x.body.messages).includes("J5 p")).length).toBe(0);
+      // Under the cap it is taken.
+      const ok = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", prompts: prompts.slice(0, 2) } });
+      expect(ok.status).toBe(202);
+      await waitEnded(key.raw, ok.body.id);
+    } finally {
+      cfg.MAX_REQUEST_BYTES = was;
+    }
   }, 60_000);
 
   test("CONTRACT §8: results are kept for BLITZ_JOB_RESULT_TTL_HOURS after the job ends, then gone (404, rows deleted)", async () => {

@@ -9,7 +9,9 @@ import { outboxMails } from "../helpers/signup.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
 import { budgetAlertFirings } from "../../src/store/db/schema/index.ts";
-import { counterKey } from "../../src/store/spend-counters.ts";
+import { counterKey, toNano } from "../../src/store/spend-counters.ts";
+import { estimateRequest } from "../../src/relay/budget/estimate.ts";
+import { loadKeyContext } from "../../src/relay/key-context.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import { independentlyVerified, startReceiver, type Receiver } from "./receiver.ts";
 
@@ -111,6 +113,38 @@ describe(`budget alerts (${storesLabel}, ${INSTANCES} instance${INSTANCES > 1 ? 
     for (const t of [50, 80, 100]) expect(mails().some((m) => m.includes(`has used ${t} %`))).toBe(true);
     expect(await gw.ctx.db.select().from(budgetAlertFirings).where(eq(budgetAlertFirings.routingKeyId, key.id))).toHaveLength(3);
   }, 120_000);
+
+  test("CONTRACT §8 (budget alerts): the 100 % alert fires no later than the key's first 402, also when reservations in flight refuse it below 100 %", async () => {
+    const gw = gws[0]!;
+    const other = await createAccount(gw);
+    const cred = (await addCredential(gw, other.id, "openai")).id;
+    const body = chatBody({ max_tokens: 100, mock: { prompt_tokens: 1000, completion_tokens: 100 } });
+    const probe = await addRoutingKey(gw, other.id, { lanes: [lane("openai", cred)], monthlyBudgetUsd: 1 });
+    const min = estimateRequest(gw.ctx, (await loadKeyContext(gw.ctx, probe.hash))!, body, JSON.stringify(body).length)!.minUsd;
+    const budget = min * 20;
+    const key = await addRoutingKey(gw, other.id, { lanes: [lane("openai", cred)], monthlyBudgetUsd: budget, label: "held" });
+    const set = await gw.call("/v1/organizations/budget-alerts", { token: other.token, method: "POST", body: { thresholds_percent: [50, 100], webhook_url: rx.url } });
+    expect(set.status).toBe(200);
+    // 97.5 % of the budget spent or held by requests in flight: what is left is less than any
+    // request's smallest cost, so the key refuses while its counter never reads 100 %.
+    await gw.ctx.kv.set(counterKey(key.id, monthKey()), String(toNano(budget - min / 2)), 3600);
+    const r = await gw.req("/v1/chat/completions", { token: key.raw, body });
+    expect(r.status).toBe(402);
+    expect(((await r.json()) as { error: { code: string } }).error.code).toBe("budget_exceeded");
+    // Queued before the 402 went out: 100 % (refused) and 50 % (reached).
+    const fired = await gw.ctx.db.select().from(budgetAlertFirings).where(eq(budgetAlertFirings.routingKeyId, key.id));
+    expect(fired.map((f) => f.thresholdPercent).sort((a, b) => a - b)).toEqual([50, 100]);
+    const alerts = () => rx.got.filter((d) => JSON.parse(d.body).data?.routing_key?.id === key.id).map((d) => JSON.parse(d.body));
+    for (const end = Date.now() + 10_000; alerts().length < 2 && Date.now() < end;) await sleep(50);
+    const full = alerts().find((e) => e.data.threshold_percent === 100);
+    expect(full).toBeDefined();
+    expect(full.data.message).toContain("402 budget_exceeded");
+    expect(full.data.spend_usd).toBeLessThan(budget);
+    // More refusals send nothing more.
+    for (let i = 0; i < 3; i++) expect((await gw.req("/v1/chat/completions", { token: key.raw, body })).status).toBe(402);
+    await sleep(1000);
+    expect(alerts()).toHaveLength(2);
+  }, 60_000);
 
   test.if(REAL_STORES)("one check per interval for the whole fleet: three instances read a key's spend about once per BUDGET_ALERT_CHECK_SECONDS, not once each", async () => {
     const key = await addRoutingKey(gws[0]!, acct.id, { lanes: [lane("openai", credId)], monthlyBudgetUsd: 5, label: "idle" });

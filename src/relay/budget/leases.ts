@@ -2,9 +2,11 @@
 // An instance that sees a key hot (relay/slices.ts: a second admission within SLICE_MS) reserves,
 // with its next admission, a slice of the key's remaining budget: one reservation in the key's
 // month counter like any other, with its own in-flight entry. It then admits the following
-// requests of the key locally while their worst case fits in what the lease has left; their
-// settlements and usage records go to Redis in batches (ledger/writes.ts), each moving its cost
-// from the lease's entry to its record. The lease ends after LEASE_MS, after LEASE_IDLE_MS without
+// requests of the key locally while their worst case fits in what the lease has left. Each has an
+// in-flight entry of its own (naming the lease and its worst case, holding nothing in the counter),
+// sent with the turn's entries before its upstream call, without waiting for Redis; settlements and
+// usage records go to Redis in batches (ledger/writes.ts), each moving its cost from the lease's
+// entry to its record. The lease ends after LEASE_MS, after LEASE_IDLE_MS without
 // a request (an open lease's unused part counts as spent in the month's spend until it is back), when a request does not fit, when the key's budget changes, or when Redis lost its
 // state; once its last request has settled, what it did not use goes back to the counter.
 //
@@ -13,9 +15,10 @@
 // what remains (at most a quarter of it) and one that would not hold LEASE_MIN_REQUESTS requests
 // like the one asking is not taken, so near the end every request is admitted in Redis again.
 //
-// A crash: the reconciler finds the lease's entry and writes it off as one `interrupted` record at
-// what its settled requests did not take out of it: its slice's cost less what its records
-// already settled, never lost and never counted twice (counter = Σ records).
+// A crash is settled like the instance's other in-flight work (ledger/reconcile.ts): each request
+// whose settlement had not reached Redis gets one `interrupted` record at its worst case, moved out
+// of the lease's entry, and what the lease still holds beyond them goes back to the budget. A crash
+// never charges more than the worst case of what was in flight; counter = Σ records.
 import type { Base } from "../../base.ts";
 import { monthKey } from "../../lib/time.ts";
 import { HotKeys, sliceSize } from "../slices.ts";

@@ -12,6 +12,7 @@ import type { Ledger } from "./ledger/index.ts";
 import type { BudgetLeases } from "./leases.ts";
 import type { SettleBatcher } from "./settle-batch.ts";
 import type { OperatorPriceLookup } from "../operator-prices.ts";
+import type { BudgetAlerts } from "../../webhooks/budget-alerts.ts";
 
 /** The settings the estimate reads: the price of a model the pricing catalog does not know. */
 export type PriceConfig = Pick<Config, "UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT" | "UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT">;
@@ -31,5 +32,7 @@ export interface MoneyDeps extends SpendStores {
     rateLimits: RateLimits;
     /** The operator's prices (relay/operator-prices.ts); absent: the catalog's only. */
     prices?: OperatorPriceLookup;
+    /** Told of a key's budget refusal before the 402 goes out (its 100 % alert); absent in unit tests. */
+    budgetAlerts?: Pick<BudgetAlerts, "refused">;
   };
 }

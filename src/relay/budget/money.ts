@@ -24,6 +24,7 @@ import type { UsageRow } from "../usage-queue.ts";
 import { fromNano, reserve, toNano, type Reservation } from "./counters.ts";
 import { estimateRequest, fallbackPrices, outputLimitFor, type Estimate } from "./estimate.ts";
 import type { FactsJson, Ledger } from "./ledger/index.ts";
+import { leasedFacts, leaseFacts } from "./ledger/facts.ts";
 import { RECOVERY_BARRIER_MS } from "./ledger/epoch.ts";
 import type { BudgetLeases, LeaseHold } from "./leases.ts";
 import { tokenAsk, type RateHold } from "../limits/rate-limits.ts";
@@ -96,9 +97,8 @@ export interface OpenOptions {
   /** The model asked for (written on the record of a request its instance could not finish). */
   model?: string | null;
   /**
-   * Admitted with its own in-flight entry, never from a budget lease: a /blitz job item, whose
-   * rerun after a crash asks the ledger about that item (a lease-admitted request that dies before
-   * its batch has no entry or record of its own: its lease's interrupted record holds its cost).
+   * Admitted with its own in-flight entry and reservation, never from a budget lease: a /blitz job
+   * item, whose rerun after a crash asks the ledger about that item by its request id.
    */
   ownEntry?: boolean;
 }
@@ -215,6 +215,7 @@ export class MoneyCall {
     }
     if (!r) {
       deps.services.usageQueue.refusal(key.accountId, key.id, "budget");
+      if (budgeted) await deps.services.budgetAlerts?.refused(key);
       throw await budgetRefusal(deps, key, budgeted ? est.minUsd : null);
     }
     if (budgeted && r.total !== undefined) leases?.seen(key, r.total);
@@ -246,7 +247,7 @@ export class MoneyCall {
       const size = leases.size(key, nano);
       if (!size) return null;
       const uid = newUid(deps);
-      const facts = ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), null);
+      const facts = leaseFacts(ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), null));
       // All or nothing: a slice that no longer fits leaves the request to its own admission.
       const take = admitOr503(deps, key, fromNano(size), fromNano(size), ledger, uid, facts);
       leases.takes(key.id, take);
@@ -256,7 +257,13 @@ export class MoneyCall {
       held = leases.opened(key, uid, r.month, r.nano, nano);
     }
     if (!held) return null;
-    const call = new MoneyCall(deps, key, opts, { keyId: key.id, month: held.lease.month, nano }, false);
+    // Its own in-flight entry, naming the lease and its worst case, on its way to Redis before the
+    // upstream call (beforeUpstream) without waiting for it: a crash leaves it one `interrupted`
+    // record at that worst case, and the rest of the lease goes back (reconcile.ts).
+    const month = held.lease.month;
+    const uid = newUid(deps);
+    ledger.enterLeased(key, uid, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month, opts.requestId, leasedFacts(held.lease.id, nano)));
+    const call = new MoneyCall(deps, key, opts, { keyId: key.id, month, nano }, false, uid);
     call.lease = held;
     return call;
   }
@@ -294,6 +301,7 @@ export class MoneyCall {
     }
     if (!r) {
       deps.services.usageQueue.refusal(key.accountId, key.id, "budget");
+      if (budgeted) await deps.services.budgetAlerts?.refused(key);
       return { refusedUsd: fromNano(total) };
     }
     const hold = lc ? limits.admitted(key, lc, r.limits!) : null;
@@ -328,6 +336,14 @@ export class MoneyCall {
    */
   quote(adapter: AttemptRecord["adapter"], model: string | null, usage: Usage | null): number {
     return this.recordedUsd + this.price(adapter, model, usage).usd;
+  }
+
+  /**
+   * Called just before a request goes upstream: a lease-admitted call's in-flight entry, batched
+   * to the end of its turn, is sent now if it is still waiting, so it never trails the call.
+   */
+  beforeUpstream(): void {
+    if (this.lease) this.deps.services.ledger?.sendEntries();
   }
 
   /** Records one attempt: prices it, queues its usage record, and counts its cost. Returns the cost. */

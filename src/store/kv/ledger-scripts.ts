@@ -34,10 +34,12 @@ import type Redis from "ioredis";
 // A settlement removes its ledger entry and applies actual − reserved; one whose entry is gone
 // (Redis restarted, or a reconciler wrote it off) adds its full cost; a settled marker (kept two
 // minutes) makes a resent settlement a no-op. A request admitted from a budget lease (lease = the
-// lease's id) takes its cost out of the lease's entry, which the counter already holds, and adds
-// to the counter only what passes it; after a reconciler wrote the lease off (its `interrupted`
-// record holds the rest) it adds nothing. A lease's end (lease `*`) takes what the lease did not
-// use out of the counter. → the sum to add to a counter that had to be seeded (-1 when the
+// lease's id) removes its own entry (which holds nothing in the counter), takes its cost out of
+// the lease's entry, which the counter already holds, and adds to the counter only what passes it;
+// once the lease is gone (a reconciler gave back what it still held, or Redis lost it) it adds its
+// whole cost. One whose entry a reconciler wrote off is marked settled: its `interrupted` record
+// holds its cost, so it adds nothing. A lease's end (lease `*`) takes what the lease did not use
+// out of the counter. → the sum to add to a counter that had to be seeded (-1 when the
 // counter exists).
 //   KEYS[5] the month's adding set  ARGV[4] ids this instance put in that set ("id\n…", empty on
 //   the hot path: no command is run for it)
@@ -66,13 +68,14 @@ for id, a, r, l in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\t\
     end
   elseif l ~= '' then
     if not settled(id) then
+      redis.call('HDEL', KEYS[2], id)
       local v = redis.call('HGET', KEYS[2], l)
       if v then
         local head, n = string.match(v, '^(.*)|([^|]*)$')
         local take = math.min(actual, tonumber(n))
         redis.call('HSET', KEYS[2], l, head .. '|' .. (tonumber(n) - take))
         delta = delta + actual - take
-      elseif not settled(l) then
+      else
         delta = delta + actual
       end
       full = full + actual
@@ -146,6 +149,31 @@ redis.call('HSET', KEYS[2], ARGV[1], '1')
 redis.call('EXPIRE', KEYS[2], 180)
 return 1`;
 
+// WRITE_OFF_LEASED (reconciler): a dead instance's request admitted from a budget lease. Its
+// `interrupted` record (written first) carries its worst case, which moves out of the lease's
+// entry like a settlement of that cost: the counter already holds it there, and only what passes
+// what the lease still holds is added. The lease's entry, once its requests are written off, goes
+// back with LEDGER's lease end (`*`): a crash charges the requests in flight, never the slice.
+//   KEYS[1] in-flight ledger  KEYS[2] settled markers  KEYS[3] the entry's month's adding set
+//   KEYS[4] the month's counter  ARGV[1] id  ARGV[2] lease id  ARGV[3] worst case (nano)  ARGV[4] ttl
+const WRITE_OFF_LEASED = `
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], '1')
+redis.call('EXPIRE', KEYS[2], 180)
+local w, take = tonumber(ARGV[3]), 0
+local v = redis.call('HGET', KEYS[1], ARGV[2])
+if v then
+  local head, n = string.match(v, '^(.*)|([^|]*)$')
+  take = math.min(w, tonumber(n))
+  redis.call('HSET', KEYS[1], ARGV[2], head .. '|' .. (tonumber(n) - take))
+end
+if w > take and redis.call('EXISTS', KEYS[4]) == 1 then
+  redis.call('INCRBY', KEYS[4], w - take)
+  if redis.call('TTL', KEYS[4]) < 0 then redis.call('EXPIRE', KEYS[4], ARGV[4]) end
+end
+return 1`;
+
 // EPOCH: the ledger's epoch (which Redis state the instances' in-flight entries were asserted
 // onto), created when missing as "<token>@<Redis time of creation, ms>", and Redis's clock now: the
 // recovery barrier after an empty restart is measured on this one clock, never an instance's.
@@ -204,6 +232,7 @@ export interface LedgerCmds {
   gwLedger(counter: string, ledger: string, settledNow: string, settledPrev: string, adding: string, ttl: number, entries: string, settles: string, leaving: string): Promise<number>;
   gwReassert(counter: string, ledger: string, adding: string, ttl: number, pending: string, ...triples: Array<string | number>): Promise<number>;
   gwWriteOff(ledger: string, settled: string, adding: string, id: string): Promise<number>;
+  gwWriteOffLeased(ledger: string, settled: string, adding: string, counter: string, id: string, lease: string, nano: number, ttl: number): Promise<number>;
   gwEpoch(epoch: string, token: string): Promise<[string, number]>;
   gwSeed(counter: string, adding: string, ledger: string, value: number, ttl: number, seen: string): Promise<number>;
   gwAddRebuilt(counter: string, adding: string, ttl: number, adds: string): Promise<number>;
@@ -213,6 +242,7 @@ export function defineLedgerCommands(r: Redis): void {
   r.defineCommand("gwLedger", { numberOfKeys: 5, lua: LEDGER });
   r.defineCommand("gwReassert", { numberOfKeys: 3, lua: REASSERT });
   r.defineCommand("gwWriteOff", { numberOfKeys: 3, lua: WRITE_OFF });
+  r.defineCommand("gwWriteOffLeased", { numberOfKeys: 4, lua: WRITE_OFF_LEASED });
   r.defineCommand("gwEpoch", { numberOfKeys: 1, lua: EPOCH });
   r.defineCommand("gwSeed", { numberOfKeys: 3, lua: SEED });
   r.defineCommand("gwAddRebuilt", { numberOfKeys: 2, lua: ADD_REBUILT });

@@ -21,8 +21,13 @@ import { cancelJob, createJob, getJob, pageItems, type ItemRow, type JobRow } fr
 export { presentJob };
 
 export const BLITZ_JOB_MAX_PROMPTS = 10_000;
-/** A job's body may be larger than one request's: 10,000 prompts of a few hundred bytes each. */
+/**
+ * The ceiling of a job's body whatever MAX_REQUEST_BYTES says: the body is read whole and parsed
+ * before it is stored, and its parsed form takes several times its size in memory meanwhile.
+ */
 const JOB_MAX_BYTES = 64 * 1024 * 1024;
+/** A job's body cap: the operator's MAX_REQUEST_BYTES like any request's (413 past it), at most JOB_MAX_BYTES. */
+export const jobMaxBytes = (maxRequestBytes: number) => Math.min(maxRequestBytes, JOB_MAX_BYTES);
 const PAGE_DEFAULT = 100;
 const PAGE_MAX = 1000;
 
@@ -40,7 +45,7 @@ export const jobBodyDoc = z.looseObject({
 }).meta({ description: "The /blitz body with up to 10,000 prompts. Shared chat parameters apply to every prompt." });
 
 const pageDoc = z.strictObject({
-  after: z.string().regex(/^-?\d+$/).optional().meta({ description: "Results after this index (default: from the start)." }),
+  after: z.string().regex(/^-?\d+$/).optional().meta({ description: `Results after this index, -1 to ${BLITZ_JOB_MAX_PROMPTS - 1} (default: from the start).` }),
   limit: z.string().regex(/^\d+$/).optional().meta({ description: `Results per page, 1 to ${PAGE_MAX} (default ${PAGE_DEFAULT}).` }),
 });
 
@@ -68,7 +73,7 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   const { request } = rc;
   if (!bearer(request)) throw authRequired();
   const key = await resolveRoutingKey(ctx, request);
-  const body = (await readJsonObject(request, Math.max(ctx.config.MAX_REQUEST_BYTES, JOB_MAX_BYTES), badRequest)).value;
+  const body = (await readJsonObject(request, jobMaxBytes(ctx.config.MAX_REQUEST_BYTES), badRequest)).value;
   if (body.stream !== undefined) throw badRequest("stream is not a /blitz/jobs field: results are read with GET /blitz/jobs/{id} (use POST /blitz with \"stream\": true for events).");
   // Checked now (http(s), no credentials, public unless the operator allows private addresses) and
   // again when each delivery connects.
@@ -97,7 +102,11 @@ async function show(ctx: Ctx, rc: RequestContext) {
   const q = queryOf(rc.request);
   for (const k of Object.keys(q)) if (k !== "after" && k !== "limit") throw badRequest(`Unknown query parameter ${k.slice(0, 40)}: only after and limit page the results.`);
   const after = q.after === undefined ? -1 : Number(q.after);
-  if (!Number.isInteger(after) || after < -1) throw badRequest("after must be an item index (an integer ≥ -1): the last index of the previous page.");
+  // Bounded by the largest index a job can have: a larger number (past the index column's range)
+  // would reach the database and fail there.
+  if (!Number.isInteger(after) || after < -1 || after >= BLITZ_JOB_MAX_PROMPTS) {
+    throw badRequest(`after must be an item index from -1 to ${BLITZ_JOB_MAX_PROMPTS - 1}: the last index of the previous page.`);
+  }
   const limit = q.limit === undefined ? PAGE_DEFAULT : Number(q.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_MAX) throw badRequest(`limit must be an integer from 1 to ${PAGE_MAX}.`);
   const items = await pageItems(ctx, job.id, after, limit);

@@ -1,8 +1,10 @@
 // Runs one /blitz job item (CONTRACT §8), wherever the queue delivers it.
 //
 // - Each item is admitted like any request (runChat: budget, rate limits, concurrency cap). A 429
-//   puts it back in the queue for later; a 402 stops the job admitting (its remaining items end
-//   `not_run` with the budget's error) so a budget never runs dry halfway through each item.
+//   puts it back in the queue for later; so does a 402 while other items of the job run (their
+//   reservations settle lower and give budget back); a 402 with none running stops the job
+//   admitting (its remaining items end `not_run` with the budget's error) so a budget never runs
+//   dry halfway through each item.
 // - Idempotent by item: only a queued item is claimed; a final one is skipped.
 // - Redelivery after its instance died (the item is still `running`): if its request is in the
 //   dead instance's in-flight ledger, or has a usage record, it reached the money path and is
@@ -17,11 +19,15 @@ import { fromNano, inflightKey } from "../../budget/counters.ts";
 import { runChat } from "../../pipeline.ts";
 import { cacheControlOf } from "../../cache/control.ts";
 import type { ItemHandler, ItemRef, ItemVerdict } from "./queue.ts";
-import { claimItem, endIfLast, finishItem, getJobRow, requeueItem, retakeItem, stopAdmitting, type ItemOutcome, type JobRow } from "./store.ts";
+import { claimItem, endIfLast, finishItem, getJobRow, itemsInState, requeueItem, retakeItem, stopAdmitting, type ItemOutcome, type JobRow } from "./store.ts";
 
 /** A job's items have no request headers of their own: the key's cache settings alone apply. */
 const NO_CACHE_CONTROL = cacheControlOf(null);
 
+/** How a prompt refused for budget waits for the job's prompts in flight to settle before it tries again. */
+const BUDGET_WAIT_MS = 250;
+/** Items refused for budget once with no other item of their job running (`<job>:<index>`). */
+const refusedAlone = new Set<string>();
 /** How a rate-limited item waits before its next try when the refusal named no time. */
 const RETRY_DEFAULT_MS = 1000;
 /**
@@ -214,6 +220,22 @@ export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
       return { retryAfterMs: retryAfterMs(err) };
     }
     if (err.status === 402 && r.costUsd === 0) {
+      // Refused while other prompts of the job run: their reservations (worst cases) hold budget
+      // they will mostly give back when they settle. The prompt waits for them instead of
+      // stopping the job with money left; once none runs, a refusal means the budget is spent.
+      // A prompt that just ended may not have settled yet (settlements go out in batches, a few
+      // ms later): with none running, the prompt tries once more after BUDGET_WAIT_MS.
+      const seen = `${ref.jobId}:${ref.idx}`;
+      const others = (await itemsInState(ctx, ref.jobId, "running")).some((i) => i !== ref.idx);
+      if (others || !refusedAlone.has(seen)) {
+        if (!others) {
+          if (refusedAlone.size > 10_000) refusedAlone.clear();
+          refusedAlone.add(seen);
+        }
+        await requeueItem(ctx, ref.jobId, ref.idx);
+        return { retryAfterMs: BUDGET_WAIT_MS };
+      }
+      refusedAlone.delete(seen);
       await stopAdmitting(ctx, ref.jobId, err.code ?? "budget_exceeded");
       return finish(ref, { status: "not_run", httpStatus: 402, result: errorResult(err.message, err.code ?? "budget_exceeded") });
     }

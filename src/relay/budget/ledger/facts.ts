@@ -10,7 +10,8 @@ export class FactsCache {
 
   constructor(private instance: string) {}
 
-  facts(key: { id: string; accountId: string; lanes: Array<{ provider: string }> }, endpoint: string, model: string | null, month: string, requestId: string | null = null): FactsJson {
+  /** `extra`: more fields, already as JSON (`,"l":…`), written in the same string (leasedFacts). */
+  facts(key: { id: string; accountId: string; lanes: Array<{ provider: string }> }, endpoint: string, model: string | null, month: string, requestId: string | null = null, extra = ""): FactsJson {
     const hk = `${key.id}|${endpoint}|${month}`;
     let head = this.head.get(hk);
     if (head === undefined) {
@@ -18,9 +19,19 @@ export class FactsCache {
       head = JSON.stringify({ i: this.instance, m: month, a: key.accountId, e: endpoint, p: key.lanes[0]?.provider ?? "unknown", s: false }).slice(0, -1);
       this.head.set(hk, head);
     }
-    return `${head},"t":${Date.now()},"md":${model === null ? "null" : JSON.stringify(model)},"r":${requestId === null ? "null" : JSON.stringify(requestId)}}` as FactsJson;
+    return `${head},"t":${Date.now()},"md":${model === null ? "null" : JSON.stringify(model)},"r":${requestId === null ? "null" : JSON.stringify(requestId)}${extra}}` as FactsJson;
   }
 }
+
+/** A lease's own entry: marked, so a reconciler gives what it still holds back instead of charging it. */
+export const leaseFacts = (facts: FactsJson): FactsJson => `${facts.slice(0, -1)},"ls":1}` as FactsJson;
+
+/**
+ * The extra facts (FactsCache.facts' `extra`) of a request admitted from lease `lease` with worst
+ * case `nano`: the reconciler writes its `interrupted` record at `nano`, moved out of the lease's
+ * entry like a settlement. (A lease's id is the gateway's own money-call id: no JSON escaping.)
+ */
+export const leasedFacts = (lease: string, nano: number): string => `,"l":"${lease}","w":${Math.round(nano)}`;
 
 /** The record of a request whose instance died: its reserved (unsettled) cost, estimated; sanitised (it is streamed as it is). */
 export function interruptedRow(keyId: string, uid: string, f: EntryFacts, nano: number, now: number): UsageRow {

@@ -4,7 +4,8 @@
 // to PGlite every second and drained on SIGTERM (README "What survives what").
 //
 //   admission   the reservation script also writes `gw:{k:<key>}:inflight[<request id>]` (same
-//               round trip; keys without a budget get theirs in the per-turn batch: writes.ts);
+//               round trip; keys without a budget, and requests admitted from a budget lease, get
+//               theirs in the per-turn batch: writes.ts);
 //   attempts    every finished attempt's usage record goes to the usage stream (writes.ts);
 //   settlement  removes the entry and applies real − reserved to the counter (writes.ts); one
 //               that finds the counter missing goes into the month's adding set, which every
@@ -102,8 +103,8 @@ export class Ledger {
   }
 
   /** The entry's facts (EntryFacts, in their stored form). */
-  facts(key: { id: string; accountId: string; lanes: Array<{ provider: string }> }, endpoint: string, model: string | null, month: string, requestId: string | null = null): FactsJson {
-    return this.factsCache.facts(key, endpoint, model, month, requestId);
+  facts(key: { id: string; accountId: string; lanes: Array<{ provider: string }> }, endpoint: string, model: string | null, month: string, requestId: string | null = null, extra = ""): FactsJson {
+    return this.factsCache.facts(key, endpoint, model, month, requestId, extra);
   }
 
   admission(keyId: string, requestId: string, facts: FactsJson): LedgerEntry {
@@ -116,6 +117,16 @@ export class Ledger {
 
   enter(key: BudgetedKey, requestId: string, month: string, facts: FactsJson, nano = 0): void {
     this.writes.enter(key, requestId, month, facts, nano);
+  }
+
+  /** A request admitted from a budget lease: its own entry, sent with this turn's entries (writes.ts). */
+  enterLeased(key: BudgetedKey, requestId: string, month: string, facts: FactsJson): void {
+    this.writes.enterLeased(key, requestId, month, facts);
+  }
+
+  /** Sends the in-flight entries still waiting for the end of this turn, when there are any. */
+  sendEntries(): void {
+    if (this.writes.entriesPending) void this.writes.flushEntries();
   }
 
   settle(key: BudgetedKey, requestId: string, month: string, reservedNano: number, actualNano: number): void {

@@ -1,14 +1,15 @@
 // Instances and their standing: every instance writes `instances[<id>] = now` each heartbeat; one
 // instance at a time (a lock) turns the in-flight entries of an instance silent for
 // INSTANCE_DEAD_AFTER_SECONDS into `interrupted` records at their reserved cost (which stays in
-// the counter) and removes them (CONTRACT §7).
+// the counter) and removes them; its budget leases give back what their requests did not hold
+// (CONTRACT §7).
 import type { Base } from "../../../base.ts";
 import { randomToken } from "../../../lib/crypto.ts";
 import type { Cmds } from "../../../store/kv/redis.ts";
-import { addingKey, inflightKey, settledKey } from "../counters.ts";
+import { addingKey, counterKey, inflightKey, settledKey, ttl } from "../counters.ts";
 import { interruptedRow } from "./facts.ts";
-import type { LedgerKeys } from "./types.ts";
-import { parseEntry } from "./wire.ts";
+import type { EntryFacts, LedgerKeys } from "./types.ts";
+import { packIds, packSettles, parseEntry } from "./wire.ts";
 
 /** The reconcile lock's shortest life, whatever INSTANCE_DEAD_AFTER_SECONDS says. */
 const MIN_LOCK_MS = 5_000;
@@ -80,20 +81,42 @@ export class Reconciler {
     return n;
   }
 
-  /** The entries of one key's in-flight ledger whose instance is gone, as `interrupted` records, then written off. */
+  /**
+   * The entries of one key's in-flight ledger whose instance is gone, as `interrupted` records, then
+   * written off. A lease's requests first (each at its worst case, moved out of the lease's entry),
+   * then the lease itself, whose rest goes back to the counter with no record: a crash charges the
+   * requests that were in flight, never the unused part of a slice (CONTRACT §7).
+   */
   private async writeOffGone(keyId: string, entries: Record<string, string>, deadSet: Set<string>, beats: Record<string, string>, minute: number, now: number): Promise<number> {
     const me = this.ctx.instanceId;
     const deadAfter = this.ctx.config.INSTANCE_DEAD_AFTER_SECONDS * 1000;
-    let n = 0;
+    const leased: Array<[string, EntryFacts]> = [];
+    const leases: Array<[string, EntryFacts]> = [];
+    const own: Array<[string, EntryFacts, number]> = [];
     for (const [requestId, value] of Object.entries(entries)) {
       const e = parseEntry(value);
       if (!e) continue;
       const f = e.facts;
       const gone = deadSet.has(f.i) || (!(f.i in beats) && now - f.t > deadAfter);
       if (!gone || f.i === me) continue;
-      // The record first: if this reconciler dies before the write-off, the next one writes it
-      // again and the unique index keeps one.
-      await this.r.xadd(this.k.stream, "*", "r", JSON.stringify([interruptedRow(keyId, requestId, f, e.nano, now)]));
+      if (typeof f.l === "string") leased.push([requestId, f]);
+      else if (f.ls === 1) leases.push([requestId, f]);
+      else own.push([requestId, f, e.nano]);
+    }
+    let n = 0;
+    // The record first: if this reconciler dies before the write-off, the next one writes it
+    // again and the unique index keeps one.
+    for (const [requestId, f] of leased) {
+      const w = Math.max(0, Math.round(f.w ?? 0));
+      await this.r.xadd(this.k.stream, "*", "r", JSON.stringify([interruptedRow(keyId, requestId, f, w, now)]));
+      n += await this.r.gwWriteOffLeased(inflightKey(keyId), settledKey(keyId, minute), addingKey(keyId, f.m), counterKey(keyId, f.m), requestId, f.l!, w, ttl());
+    }
+    for (const [leaseId, f] of leases) {
+      // The lease's end, as its instance would have sent it: what it still holds leaves the counter.
+      await this.r.gwLedger(counterKey(keyId, f.m), inflightKey(keyId), settledKey(keyId, minute), settledKey(keyId, minute - 1), addingKey(keyId, f.m), ttl(), "", packSettles([{ id: leaseId, actual: 0, reserved: 0, closes: true }]), packIds([leaseId]));
+    }
+    for (const [requestId, f, nano] of own) {
+      await this.r.xadd(this.k.stream, "*", "r", JSON.stringify([interruptedRow(keyId, requestId, f, nano, now)]));
       n += await this.r.gwWriteOff(inflightKey(keyId), settledKey(keyId, minute), addingKey(keyId, f.m), requestId);
     }
     return n;

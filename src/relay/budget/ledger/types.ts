@@ -14,6 +14,15 @@ export interface EntryFacts {
   /** model asked for */ md: string | null;
   /** seat traffic */ s: boolean;
   /** the request id the client saw */ r: string | null;
+  /**
+   * A request admitted from a budget lease (leases.ts): the lease's entry id. Its own entry holds
+   * nothing in the counter (its worst case is held by the lease's entry); `w` is that worst case.
+   */
+  l?: string;
+  /** The worst case (nano) a lease-admitted request took from its lease: its `interrupted` cost. */
+  w?: number;
+  /** This entry is a budget lease: what it still holds goes back to the counter when its instance dies. */
+  ls?: 1;
 }
 
 /**

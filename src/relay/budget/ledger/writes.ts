@@ -9,10 +9,12 @@
 //               full cost;
 //   records     go to the usage stream; this instance keeps a copy of each batch until a drain has
 //               committed it (unacked.ts), so a Redis restart without persistence loses no record;
-//   leases      the settlements and records of requests admitted from a budget lease (leases.ts)
-//               wait up to LATER_MS for a batch: their cost is held by the lease's entry meanwhile,
-//               so a crash loses none of it (the lease is written off as `interrupted` at what its
-//               settled requests did not take out of it);
+//   leases      a request admitted from a budget lease (leases.ts) has an in-flight entry of its
+//               own, holding nothing in the counter (the lease's entry holds its worst case): the
+//               entries of one turn go out together, before the upstream calls, without waiting for
+//               the settlements and records, which wait up to LATER_MS for a batch. A crash leaves
+//               each unsettled request's entry for the reconciler (one `interrupted` record at its
+//               worst case, taken out of the lease's entry), and the lease's rest goes back;
 //   rebuilds    settlements that find the counter missing are put in the month's adding set by
 //               the same script; the counter is rebuilt leaving their records out, and they add
 //               their cost to it (store/kv/ledger-scripts.ts has the orderings).
@@ -59,6 +61,7 @@ export class LedgerWrites {
   recovered: () => Promise<void> = async () => {};
   private records: UsageRow[] = [];
   private scheduled = false;
+  private entriesScheduled = false;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private laterTimer: ReturnType<typeof setTimeout> | null = null;
   /**
@@ -109,6 +112,18 @@ export class LedgerWrites {
     this.schedule();
   }
 
+  /**
+   * A request admitted from a lease: its entry (facts naming the lease and its worst case; 0 held
+   * in the counter) goes out with this turn's entries, ahead of the batch its settlement waits for.
+   */
+  enterLeased(key: BudgetedKey, requestId: string, month: string, facts: FactsJson): void {
+    this.registerKey(key.id);
+    const e: LocalEntry = { id: requestId, key, month, facts, nano: 0 };
+    this.local.set(requestId, e);
+    this.group(key, month).enters.push(e);
+    this.scheduleEntries();
+  }
+
   settle(key: BudgetedKey, requestId: string, month: string, reservedNano: number, actualNano: number): void {
     this.local.delete(requestId);
     this.group(key, month).settles.push({ id: requestId, actual: actualNano, reserved: reservedNano });
@@ -120,6 +135,7 @@ export class LedgerWrites {
    * next batch (at most LATER_MS away).
    */
   settleLeased(key: BudgetedKey, month: string, lease: string, requestId: string, reservedNano: number, actualNano: number): void {
+    this.local.delete(requestId);
     const g = this.group(key, month);
     g.settles.push({ id: requestId, actual: actualNano, reserved: reservedNano, lease });
     if (g.settles.length >= MAX_BATCH) this.schedule();
@@ -160,6 +176,41 @@ export class LedgerWrites {
     if (this.scheduled) return;
     this.scheduled = true;
     setImmediate(() => void this.flush());
+  }
+
+  /** This turn's in-flight entries alone, when nothing else is due sooner. */
+  private scheduleEntries(): void {
+    if (this.scheduled || this.entriesScheduled) return;
+    this.entriesScheduled = true;
+    setImmediate(() => void this.flushEntries());
+  }
+
+  /**
+   * Sends the in-flight entries waiting (one LEDGER call per key and month), leaving settlements
+   * and records for their batch. Called at the end of the turn that admitted them, and by a
+   * request about to go upstream whose entry is still waiting (MoneyCall.beforeUpstream): so an
+   * entry is always on its way to Redis before its upstream call.
+   */
+  flushEntries(): Promise<void> {
+    this.entriesScheduled = false;
+    const jobs: Promise<unknown>[] = [];
+    const minute = Math.floor(Date.now() / 60_000);
+    for (const [id, g] of this.groups) {
+      if (!g.enters.length) continue;
+      const enters = g.enters;
+      g.enters = [];
+      if (!g.settles.length) this.groups.delete(id);
+      for (const piece of pieces({ key: g.key, month: g.month, enters, settles: [] })) jobs.push(this.send(piece, minute));
+    }
+    if (!jobs.length) return Promise.resolve();
+    const all = Promise.all([this.sent, ...jobs]);
+    this.sent = all.catch(() => {});
+    return all.then(() => {});
+  }
+
+  /** True while some in-flight entry waits to be sent. */
+  get entriesPending(): boolean {
+    return this.entriesScheduled;
   }
 
   private scheduleLater(): void {
@@ -264,7 +315,6 @@ export class LedgerWrites {
     const records = this.records;
     this.groups = new Map();
     this.records = [];
-    const log = (what: string) => (e: unknown) => this.ctx.log.warn({ err: e instanceof Error ? e.message : String(e) }, what);
     const jobs: Promise<unknown>[] = [];
     if (records.length) {
       const settles: SentSettles[] = [];
@@ -276,51 +326,54 @@ export class LedgerWrites {
       }
     }
     const minute = Math.floor(Date.now() / 60_000);
-    for (const g of [...groups.values()].flatMap(pieces)) {
-      const id = g.key.id;
-      this.sending.add(g);
-      // Ids this instance put in the adding set: taken out by the script that applies their cost.
-      const leaving = this.inAdding.size ? g.settles.filter((s) => this.inAdding.has(s.id)).map((s) => s.id) : [];
-      jobs.push(this.r.gwLedger(counterKey(id, g.month), inflightKey(id), settledKey(id, minute), settledKey(id, minute - 1), addingKey(id, g.month), ttl(), packEntries(g.enters), packSettles(g.settles), packIds(leaving))
-        .then((full) => {
-          this.applied(g);
-          if (full < 0) {
-            for (const c of leaving) this.inAdding.delete(c);
-            // Put in the set by a REASSERT that ran while this call was on its way (Redis lost its
-            // state meanwhile): the cost is applied, so the id leaves the set now. Until it does, a
-            // rebuild cannot count it wrongly: that would need the counter lost again, and the set
-            // with it. Only after a restart, never on the hot path.
-            const late = this.inAdding.size ? g.settles.filter((s) => this.inAdding.has(s.id)).map((s) => s.id) : [];
-            if (late.length) {
-              for (const c of late) this.inAdding.delete(c);
-              this.r.srem(addingKey(id, g.month), ...late).catch(() => {});
-            }
-            return;
-          }
-          if (full === 0) return;
-          // The counter was missing (first use this month, or Redis lost it): the script put this
-          // group's settlements in the adding set, so no rebuild, here or on another instance,
-          // counts their records (which the usage stream may have written to Postgres meanwhile)
-          // before they add their cost to it.
-          for (const s of g.settles) if (!s.closes && s.actual > 0) this.inAdding.add(s.id);
-          this.rebuilding.add(g);
-          void this.addToRebuilt(g);
-        })
-        .catch((e) => {
-          // The script itself is broken: the same call would fail again, so it is not retried.
-          // Anything else (connection, timeout, LOADING after a restart) is retried.
-          if (e instanceof Error && e.name === "ReplyError" && /Error (compiling|running) script/.test(e.message)) {
-            this.ctx.log.error({ keyId: id, err: e.message }, "ledger write refused by Redis: dropped");
-            return;
-          }
-          log("ledger write failed; retrying")(e);
-          this.requeue(g);
-        })
-        .finally(() => this.sending.delete(g)));
-    }
+    for (const g of [...groups.values()].flatMap(pieces)) jobs.push(this.send(g, minute));
     const all = Promise.all([this.sent, ...jobs]);
     this.sent = all.catch(() => {});
     await all;
+  }
+
+  /** One LEDGER call of a group (at most MAX_BATCH items); retried on a connection failure. */
+  private send(g: WriteGroup, minute: number): Promise<unknown> {
+    const id = g.key.id;
+    this.sending.add(g);
+    // Ids this instance put in the adding set: taken out by the script that applies their cost.
+    const leaving = this.inAdding.size ? g.settles.filter((s) => this.inAdding.has(s.id)).map((s) => s.id) : [];
+    return this.r.gwLedger(counterKey(id, g.month), inflightKey(id), settledKey(id, minute), settledKey(id, minute - 1), addingKey(id, g.month), ttl(), packEntries(g.enters), packSettles(g.settles), packIds(leaving))
+      .then((full) => {
+        this.applied(g);
+        if (full < 0) {
+          for (const c of leaving) this.inAdding.delete(c);
+          // Put in the set by a REASSERT that ran while this call was on its way (Redis lost its
+          // state meanwhile): the cost is applied, so the id leaves the set now. Until it does, a
+          // rebuild cannot count it wrongly: that would need the counter lost again, and the set
+          // with it. Only after a restart, never on the hot path.
+          const late = this.inAdding.size ? g.settles.filter((s) => this.inAdding.has(s.id)).map((s) => s.id) : [];
+          if (late.length) {
+            for (const c of late) this.inAdding.delete(c);
+            this.r.srem(addingKey(id, g.month), ...late).catch(() => {});
+          }
+          return;
+        }
+        if (full === 0) return;
+        // The counter was missing (first use this month, or Redis lost it): the script put this
+        // group's settlements in the adding set, so no rebuild, here or on another instance,
+        // counts their records (which the usage stream may have written to Postgres meanwhile)
+        // before they add their cost to it.
+        for (const s of g.settles) if (!s.closes && s.actual > 0) this.inAdding.add(s.id);
+        this.rebuilding.add(g);
+        void this.addToRebuilt(g);
+      })
+      .catch((e) => {
+        // The script itself is broken: the same call would fail again, so it is not retried.
+        // Anything else (connection, timeout, LOADING after a restart) is retried.
+        if (e instanceof Error && e.name === "ReplyError" && /Error (compiling|running) script/.test(e.message)) {
+          this.ctx.log.error({ keyId: id, err: e.message }, "ledger write refused by Redis: dropped");
+          return;
+        }
+        this.ctx.log.warn({ err: e instanceof Error ? e.message : String(e) }, "ledger write failed; retrying");
+        this.requeue(g);
+      })
+      .finally(() => this.sending.delete(g));
   }
 
   /** One usage stream entry; kept until drained (`settles` with it), or queued for Postgres when Redis cannot take it. */
