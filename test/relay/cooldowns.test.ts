@@ -46,6 +46,8 @@ describe(`lane cooldowns (${storesLabel})`, () => {
     return addRoutingKey(gw, acct.id, { lanes: [lane(first, c1.id), lane("groq", c2.id)] });
   }
   const chat = (raw: string) => gw.call("/v1/chat/completions", { token: raw, body: chatBody() });
+  /** Lane 1's cooldown_until once this instance holds it (the failure reaches the store off the request's path). */
+  const coolingUntil = (raw: string) => until("lane 1 cooling", async () => (await gw.call("/v1/key", { token: raw })).body.lanes[0].cooldown_until ?? null, 3_000, 20);
   /** One request while lane 1's upstream (mock A) answers as `mock` says. */
   async function withA<T>(mock: Record<string, unknown>, run: () => Promise<T>): Promise<T> {
     A.setDefault(mock);
@@ -96,8 +98,7 @@ describe(`lane cooldowns (${storesLabel})`, () => {
     const t0 = Date.now();
     expect((await withA({ status: 429, retry_after: "3" }, () => chat(key.raw))).status).toBe(200); // served by groq
     expect(A.received.length).toBe(a0 + 1);
-    const info = await gw.call("/v1/key", { token: key.raw });
-    const cooldown = Date.parse(info.body.lanes[0].cooldown_until) - t0;
+    const cooldown = Date.parse(await coolingUntil(key.raw)) - t0;
     expect(cooldown).toBeGreaterThan(2_500);
     expect(cooldown).toBeLessThan(3_600);
     // While it cools, no request reaches it.
@@ -130,7 +131,7 @@ describe(`lane cooldowns (${storesLabel})`, () => {
     const cooled = async (mock: Record<string, unknown>) => {
       const t0 = Date.now();
       await withA(mock, () => chat(key.raw));
-      return Date.parse((await gw.call("/v1/key", { token: key.raw })).body.lanes[0].cooldown_until) - t0;
+      return Date.parse(await coolingUntil(key.raw)) - t0;
     };
     // Three 503s without Retry-After: the base cooldown (1 s here).
     for (let i = 0; i < 2; i++) await withA({ status: 503 }, () => chat(key.raw));
@@ -152,6 +153,11 @@ describe(`lane cooldowns (${storesLabel})`, () => {
     C.setDefault({ status: 503, retry_after: "5" });
     try {
       expect((await chat(key.raw)).status).toBe(502);
+      // The failures reach the store off the request's path: wait until this instance holds both as cooling.
+      await until("both lanes cooling", async () => {
+        const lanes = (await gw.call("/v1/key", { token: key.raw })).body.lanes;
+        return lanes.every((l: { cooldown_until: string | null }) => l.cooldown_until !== null) ? true : null;
+      }, 3_000, 20);
       const a0 = A.received.length, c0 = C.received.length;
       C.setDefault({});
       const r = await chat(key.raw);
