@@ -8,7 +8,7 @@ import { getAdapter } from "../providers/registry.ts";
 export const OTHER = "other";
 
 /** `endpoint`: the inference endpoints (relay/attempt.ts Endpoint, plus transcriptions). */
-export const ENDPOINTS: ReadonlySet<string> = new Set(["chat", "responses", "messages", "embeddings", "blitz", "classifier", "transcriptions", "count_tokens", "generate_content"]);
+export const ENDPOINTS: ReadonlySet<string> = new Set(["chat", "responses", "messages", "embeddings", "blitz", "batch", "classifier", "transcriptions", "count_tokens", "generate_content"]);
 
 /** `outcome` of a request or lane attempt. */
 export const OUTCOMES: ReadonlySet<string> = new Set(["ok", "error", "broken", "aborted", "refused", "cache_hit"]);

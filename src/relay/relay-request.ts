@@ -9,7 +9,7 @@ import type { KeyContext } from "./key-context.ts";
 import type { RelayDeps } from "./relay-deps.ts";
 import type { RequestAffinity } from "./routing/affinity.ts";
 
-export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "classifier" | "transcriptions" | "count_tokens" | "generate_content";
+export type Endpoint = "chat" | "responses" | "messages" | "embeddings" | "blitz" | "batch" | "classifier" | "transcriptions" | "count_tokens" | "generate_content";
 
 /** A file sent upstream as the client sent it (POST /v1/audio/transcriptions), to lanes whose adapter takes uploads. */
 export interface Upload {

@@ -3,6 +3,7 @@ import type { Ctx } from "../context.ts";
 import { ANTHROPIC, BLITZ, GEMINI, INFERENCE, mount } from "../http/route.ts";
 import { blitzBodyDoc, handleBlitz } from "./blitz.ts";
 import { blitzJobRoutes } from "./blitz/jobs/routes.ts";
+import { batchApiRoutes } from "./blitz/batches/routes.ts";
 import { keyInfo } from "./key-info.ts";
 import { listModels, retrieveModel } from "./models.ts";
 import { handleCountTokens } from "./count-tokens.ts";
@@ -94,6 +95,7 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
     },
   });
   blitzJobRoutes(ctx, app);
+  batchApiRoutes(ctx, app);
   // Other methods: 405 without code.
   mount(ctx, app, "/v1/audio/transcriptions", { POST: transcriptionsHandler(deps) }, INFERENCE, {
     POST: {

@@ -15,6 +15,8 @@ import { checkWebhookUrl } from "../../../webhooks/url.ts";
 import { resolveRoutingKey } from "../../auth.ts";
 import { noProviders } from "../../relay-errors.ts";
 import { parseBlitzBody } from "../validate.ts";
+import { batchWorstCase, checkBatchBudget } from "../batches/admission.ts";
+import { relayDeps } from "../../relay-deps.ts";
 import { presentJob } from "./present.ts";
 import { cancelJob, createJob, getJob, pageItems, type ItemRow, type JobRow } from "./store.ts";
 
@@ -39,6 +41,8 @@ const notFound = (ctx: Ctx, id: string) =>
 export const jobBodyDoc = z.looseObject({
   model: z.string().min(1),
   prompts: z.array(z.union([z.string(), z.looseObject({ messages: z.array(z.looseObject({ role: z.string() })) })])).min(1).max(BLITZ_JOB_MAX_PROMPTS),
+  completion_window: z.literal("24h").optional().meta({ description: "Batch work: the job's summed worst case must fit the key's budget at submit (402 otherwise, nothing stored); each result says how it ran (`mode`)." }),
+  mode: z.enum(["batch", "live"]).optional().meta({ description: "`batch`: the same as `completion_window: \"24h\"`." }),
   webhook_url: z.string().max(2048).nullable().optional().meta({
     description: "http(s) URL that receives `job.completed` or `job.failed` when the job's last prompt ends (`job.cancelled` when it is cancelled), signed with `Gateway-Signature` (see GET /v1/organizations/webhook-secret); refused when it resolves to a private address unless the operator allows private upstreams.",
   }),
@@ -79,13 +83,36 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   // again when each delivery connects.
   const webhookUrl = body.webhook_url === undefined || body.webhook_url === null ? null : await checkWebhookUrl(ctx, body.webhook_url);
   delete body.webhook_url;
+  const batchMode = batchModeOf(body);
   const batch = parseBlitzBody(body, { max: BLITZ_JOB_MAX_PROMPTS, path: "/blitz/jobs" });
   if (key.lanes.length === 0) throw noProviders();
   const id = newId("bjob");
+  // Batch work (CONTRACT §9): the job's summed worst case must fit the budget now, or 402 before
+  // anything is stored. Each prompt still admits itself when it runs (blitz/batches/admission.ts).
+  if (batchMode) {
+    const deps = relayDeps(ctx);
+    await checkBatchBudget(deps, key, batch.requests.length, batchWorstCase(deps, key, batch.requests)).catch((e: unknown) => {
+      rc.access.noteRefusal("blitz", e);
+      throw e;
+    });
+  }
   await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl }, batch.requests);
   await ctx.services.blitzJobs.queue.add(id, batch.requests.map((_, i) => i));
   const job = (await getJob(ctx, id))!;
   return json(presentJob(job), 202, { location: `/blitz/jobs/${id}` });
+}
+
+/**
+ * `completion_window: "24h"` or `mode: "batch"` (CONTRACT §9 "Batch work"): the job is batch work.
+ * Neither field is a chat parameter, so neither goes upstream.
+ */
+function batchModeOf(body: Record<string, unknown>): boolean {
+  const { completion_window: window, mode } = body;
+  delete body.completion_window;
+  delete body.mode;
+  if (window !== undefined && window !== "24h") throw badRequest(`completion_window must be "24h" (batch work, at batch prices where a lane has a vendor batch API), or left out.`);
+  if (mode !== undefined && mode !== "batch" && mode !== "live") throw badRequest(`mode must be "batch" or "live".`);
+  return window === "24h" || mode === "batch";
 }
 
 async function ownJob(ctx: Ctx, rc: RequestContext): Promise<JobRow> {
@@ -130,6 +157,7 @@ function presentItem(i: ItemRow) {
     status: i.httpStatus,
     ...(r.completion !== undefined ? { completion: r.completion } : {}),
     ...(r.error !== undefined ? { error: r.error } : {}),
+    ...(typeof (r as { mode?: unknown }).mode === "string" ? { mode: (r as { mode: string }).mode } : {}),
     usage: i.usage,
     cost_usd: i.costUsd,
   };

@@ -13,7 +13,7 @@
 import { eq } from "drizzle-orm";
 import type { RelayDeps } from "../../relay-deps.ts";
 import type { GatewayError } from "../../../errors.ts";
-import type { Json } from "../../../protocols/types.ts";
+import type { ClientShape, Json } from "../../../protocols/types.ts";
 import { usageRecords } from "../../../store/db/schema/index.ts";
 import { fromNano, inflightKey } from "../../budget/counters.ts";
 import { runChat } from "../../pipeline.ts";
@@ -59,6 +59,11 @@ export interface RunnerDeps {
   onEnded(job: JobRow): void;
   /** A try of an item failed on a store; it is tried again after `retryAfterMs`. */
   onStoreError(e: unknown, item: ItemRef, retryAfterMs: number): void;
+}
+
+/** The client protocol of a job's items: a batch's endpoint, else chat (a /blitz job). */
+export function shapeOfJob(job: Pick<JobRow, "endpoint">): ClientShape {
+  return job.endpoint === "/v1/responses" ? "responses" : job.endpoint === "/v1/embeddings" ? "embeddings" : "chat";
 }
 
 export const itemRequestId = (jobId: string, idx: number, attempt: number) => `${jobId}.${idx}${attempt > 1 ? `.r${attempt}` : ""}`;
@@ -193,25 +198,28 @@ export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
     }
     const body = item.request as Json;
     const requestId = itemRequestId(ref.jobId, ref.idx, item.attempts);
+    // A batch line calls its batch's endpoint (chat, responses or embeddings); a job prompt is a chat completion.
+    const shape = shapeOfJob(job);
+    const endpoint = job.kind === "batch" ? "batch" : "blitz";
     // The response cache, as for any request on a key with one: a hit is not admitted and costs $0.
-    // The item's record: it counts in the metrics as one blitz request, as a /blitz prompt does.
-    const record = ctx.services.requestTracker.openPart(requestId, "blitz");
-    const cached = key.cache ? await ctx.services.responseCache.lookupPrompt(key, body, NO_CACHE_CONTROL) : null;
+    // The item's record: it counts in the metrics as one blitz (or batch) request, as a /blitz prompt does.
+    const record = ctx.services.requestTracker.openPart(requestId, endpoint);
+    const cached = key.cache && shape === "chat" ? await ctx.services.responseCache.lookupPrompt(key, body, NO_CACHE_CONTROL) : null;
     at.sent = true;
     if (cached?.a) {
       const completion = ctx.services.responseCache.promptHit(key, cached.a, body, record);
       record.release();
-      return finish(ref, { status: "succeeded", httpStatus: 200, result: { completion }, usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, costUsd: 0 });
+      return finish(ref, { status: "succeeded", httpStatus: 200, result: { completion, mode: "live" }, usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, costUsd: 0 });
     }
     const r = await runChat(ctx, key, body, {
-      shape: "chat", stream: false, endpoint: "blitz", signal: new AbortController().signal,
+      shape, stream: false, endpoint, signal: new AbortController().signal,
       requestId, bodyBytes: JSON.stringify(body).length, ownEntry: true, record,
     }).finally(() => record.release());
     if (r.ok && cached) await ctx.services.responseCache.keepPrompt(key, cached.k, body, r.body, { provider: r.provider, costUsd: r.costUsd, lowered: r.lowered, usage: r.usage });
     if (r.ok) {
       const u = r.usage;
       const usage = { prompt_tokens: u.prompt_tokens ?? 0, completion_tokens: u.completion_tokens ?? 0, total_tokens: (u.prompt_tokens ?? 0) + (u.completion_tokens ?? 0) };
-      return finish(ref, { status: "succeeded", httpStatus: r.status, result: { completion: r.body }, usage, costUsd: r.costUsd });
+      return finish(ref, { status: "succeeded", httpStatus: r.status, result: { completion: r.body, mode: "live" }, usage, costUsd: r.costUsd });
     }
     const err = r.error;
     // A rate limit, or the budget's store unreachable (Redis down or failing over): later, not failed.
@@ -239,6 +247,6 @@ export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
       await stopAdmitting(ctx, ref.jobId, err.code ?? "budget_exceeded");
       return finish(ref, { status: "not_run", httpStatus: 402, result: errorResult(err.message, err.code ?? "budget_exceeded") });
     }
-    return finish(ref, { status: "failed", httpStatus: err.status, result: errorResult(err.message, err.code ?? "upstream_error"), costUsd: r.costUsd });
+    return finish(ref, { status: "failed", httpStatus: err.status, result: { ...errorResult(err.message, err.code ?? "upstream_error"), mode: "live" }, costUsd: r.costUsd });
   }
 }

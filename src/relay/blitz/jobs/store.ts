@@ -8,7 +8,7 @@ import { and, asc, eq, gt, inArray, lt, sql } from "drizzle-orm";
 import type { Config } from "../../../config.ts";
 import type { Db } from "../../../store/db/client.ts";
 import type { Json } from "../../../protocols/types.ts";
-import { blitzJobItems, blitzJobs } from "../../../store/db/schema/index.ts";
+import { batchFiles, blitzJobItems, blitzJobs } from "../../../store/db/schema/index.ts";
 import { enqueueEvent } from "../../../webhooks/outbox.ts";
 import { presentJob } from "./present.ts";
 
@@ -218,6 +218,11 @@ export async function itemsInState(ctx: JobStores, jobId: string, status: string
 /** Deletes jobs whose results outlived BLITZ_JOB_RESULT_TTL_HOURS. Returns how many. */
 export async function deleteExpired(ctx: JobStores): Promise<number> {
   const gone = await ctx.db.delete(blitzJobs).where(lt(blitzJobs.expiresAt, new Date())).returning({ id: blitzJobs.id });
-  if (gone.length) await ctx.db.delete(blitzJobItems).where(inArray(blitzJobItems.jobId, gone.map((g) => g.id)));
+  if (gone.length) {
+    const ids = gone.map((g) => g.id);
+    await ctx.db.delete(blitzJobItems).where(inArray(blitzJobItems.jobId, ids));
+    // A batch's output and error files show its items: they go with them.
+    await ctx.db.delete(batchFiles).where(inArray(batchFiles.batchId, ids));
+  }
   return gone.length;
 }

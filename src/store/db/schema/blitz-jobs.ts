@@ -26,6 +26,16 @@ export const blitzJobs = pgTable("blitz_jobs", {
   /** Why the job stopped admitting items (`budget_exceeded`), null while it admits. */
   stopReason: text("stop_reason"),
   webhookUrl: text("webhook_url"),
+  /** `blitz` (POST /blitz/jobs) or `batch` (POST /v1/batches: the OpenAI Batch API over the same runner). */
+  kind: text("kind").notNull().default("blitz"),
+  /** Batches: the endpoint every line calls (`/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`). */
+  endpoint: text("endpoint"),
+  /** Batches: the uploaded JSONL file the lines came from. */
+  inputFileId: text("input_file_id"),
+  /** Batches: the client's metadata (up to 16 string pairs), echoed back. */
+  metadata: jsonb("metadata"),
+  /** Batches: the worst case of every line, checked against the key's budget at submit. */
+  reservedUsd: doublePrecision("reserved_usd"),
   createdAt: ts("created_at").notNull().defaultNow(),
   finishedAt: ts("finished_at"),
   /** Results are deleted after this (set when the job ends). */
@@ -39,6 +49,8 @@ export const blitzJobItems = pgTable("blitz_job_items", {
   /** queued | running | succeeded | failed | cancelled | not_run | interrupted */
   status: text("status").notNull().default("queued"),
   request: jsonb("request").notNull(),
+  /** Batches: the line's custom_id, unique within its batch. */
+  customId: text("custom_id"),
   httpStatus: integer("http_status"),
   result: jsonb("result"),
   usage: jsonb("usage"),

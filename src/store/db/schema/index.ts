@@ -4,3 +4,4 @@ export * from "./usage.ts";
 export * from "./blitz-jobs.ts";
 export * from "./webhooks.ts";
 export * from "./prices.ts";
+export * from "./batch-files.ts";
