@@ -19,6 +19,7 @@ import { affinityResult } from "./routing/affinity.ts";
 import { PassThroughTap } from "./stream/sse-tap.ts";
 import type { Tap } from "./stream/tap.ts";
 import { TranslateTap } from "./stream/translate.ts";
+import { costNumber } from "./stream/usage-cost.ts";
 import { scrubSecrets, secretsOfCall } from "./secret-scrub.ts";
 
 export type { Endpoint, RelayRequest, Upload } from "./relay-request.ts";
@@ -64,7 +65,7 @@ export const abandonedCode = (why: "client_closed" | "timeout", counted: boolean
 export function withCost(answer: Json, usd: number): boolean {
   const u = answer.usage;
   if (!u || typeof u !== "object" || Array.isArray(u)) return false;
-  u.cost = usd;
+  u.cost = costNumber(usd);
   delete u.cost_details;
   return true;
 }

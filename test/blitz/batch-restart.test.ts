@@ -33,7 +33,7 @@ describe(`a batch across a restart (${storesLabel})`, () => {
 
   beforeAll(async () => {
     A = await startMockOpenAI();
-  });
+  }, 10_000);
   afterAll(async () => {
     for (const c of children) await c.kill().catch(() => {});
     await gw?.stop();

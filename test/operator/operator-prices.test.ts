@@ -143,7 +143,7 @@ describe(`operator prices (${storesLabel})`, () => {
 describe("PRICES_FILE at boot and on SIGHUP (a gateway process)", () => {
   const pdir = mkdtempSync(join(tmpdir(), "prices-proc-"));
   const pfile = join(pdir, "prices.json");
-  afterAll(() => rmSync(pdir, { recursive: true, force: true }));
+  afterAll(() => rmSync(pdir, { recursive: true, force: true }), 10_000);
 
   test("CONTRACT §9: SIGHUP reloads PRICES_FILE; an invalid file then is logged and the previous prices stay", async () => {
     writeFileSync(pfile, JSON.stringify({ prices: [SOL] }));

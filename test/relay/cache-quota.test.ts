@@ -27,7 +27,7 @@ describe("CONTRACT §8: cache byte quotas per account and in total (Redis)", () 
   afterAll(async () => {
     r?.disconnect();
     await redis?.stop();
-  });
+  }, 30_000);
 
   test("CONTRACT §8: a write past the account's quota keeps nothing; other accounts still write; the count is exact", async () => {
     await r.flushall();

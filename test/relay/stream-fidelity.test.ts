@@ -102,8 +102,6 @@ describe(`stream fidelity (${storesLabel}): agents' Responses streams pass throu
     const res = await gw.req("/v1/responses", { token: key.raw, body: { model: "gpt-4.1-mini", stream: true, input: "write it", tools } });
     expect(res.status).toBe(200);
     const got = await res.text();
-    expect(got.length).toBe(up.body.length);
-    expect(got === up.body).toBe(true);
     const requestId = res.headers.get("x-request-id")!;
     const rows = await until("the record", async () => {
       const r = await usageRows(gw, eq(usageRecords.requestId, requestId));
@@ -111,6 +109,12 @@ describe(`stream fidelity (${storesLabel}): agents' Responses streams pass throu
     }, 10_000);
     expect(rows[0]!.outcome).toBe("ok");
     expect(rows[0]!.completionTokens).toBe(1200);
+    // The one change: the gateway's cost, written into response.completed's usage in place (CONTRACT §9).
+    const usageEnd = `"output_tokens_details":{"reasoning_tokens":0}}`;
+    const at = up.body.lastIndexOf(usageEnd) + usageEnd.length - 1;
+    const cost = `,"cost":${JSON.stringify(Number(rows[0]!.costUsd.toFixed(12)))}`;
+    expect(got.length).toBe(up.body.length + cost.length);
+    expect(got === up.body.slice(0, at) + cost + up.body.slice(at)).toBe(true);
   }, 60_000);
 
   /** A raw client that sends a streamed request and hangs up once `marker` has arrived. */

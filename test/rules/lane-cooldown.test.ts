@@ -15,7 +15,7 @@ const T0 = 1_800_000_000_000;
 const stores: Array<[string, () => KV]> = [["memory", () => new MemoryKV()]];
 if (process.env.REDIS_URL) stores.push(["redis", () => new RedisKV(process.env.REDIS_URL!)]);
 const opened: KV[] = [];
-afterAll(async () => { for (const kv of opened) await kv.close(); });
+afterAll(async () => { for (const kv of opened) await kv.close(); }, 10_000);
 
 test("CONTRACT §9: a cooldown starts at the base and doubles while the lane keeps failing, up to the maximum", () => {
   expect([1, 2, 3, 4, 5, 6, 7, 8, 9].map((l) => cooldownMs(l, policy, null))).toEqual([5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000]);
@@ -42,7 +42,7 @@ for (const [name, open] of stores) {
   describe(`lane cooldown store (${name})`, () => {
     const kv = open();
     opened.push(kv);
-    beforeAll(() => kv.ping());
+    beforeAll(() => kv.ping(), 10_000);
     const key = () => `gw:test:{l:${randomBytes(6).toString("hex")}}:cd`;
 
     test("CONTRACT §9: the third retryable failure within the window cools the lane for the base cooldown", async () => {

@@ -7,13 +7,15 @@
 // the lane's secret itself goes through the same scrub as every other upstream text
 // (secret-scrub.ts): an upstream that echoes its key mid-stream does not reach the client with it.
 // The one event that carries the answer's usage for the client (the codec's usageHolder) is the
-// only one rewritten: it already is parsed for its usage, and goes out re-serialised with the
-// gateway's `cost` in its usage (CONTRACT §9), replacing any `cost` the upstream put there.
+// only one rewritten: the gateway's `cost` goes into its usage (CONTRACT §9) in place, every other
+// byte kept (usage-cost.ts); one whose usage already names a cost (the upstream's own) goes out
+// re-serialised with ours instead.
 import { chatStreamError } from "../../protocols/chat/index.ts";
 import { eventTooLarge, MAX_SSE_EVENT_BYTES } from "../../protocols/sse.ts";
 import { UpstreamStreamError, type ClientCodec, type Json, type UpstreamCodec, type Usage } from "../../protocols/types.ts";
 import { scrubSecrets } from "../secret-scrub.ts";
 import { countDeltaTokens } from "./delta-count.ts";
+import { costNumber, spliceCost } from "./usage-cost.ts";
 import { FailedAfterOutput, type Tap } from "./tap.ts";
 
 const LF = 10, CR = 13, BACKSLASH = 92, COLON = 58, SPACE = 32, TAB = 9;
@@ -347,9 +349,14 @@ export class PassThroughTap implements Tap {
           else if (this.costOf && this.usage) {
             const holder = this.codec.usageHolder?.(ev);
             if (holder) {
-              holder.cost = this.costOf(this.usage);
-              delete holder.cost_details; // an upstream's own breakdown of its own price
-              (cuts ??= []).push([s, e, withData(buf.subarray(s, e), ev)]);
+              const usd = this.costOf(this.usage);
+              let bytes = spliceCost(buf.subarray(s, e), ev, holder, usd);
+              if (!bytes) {
+                holder.cost = costNumber(usd);
+                delete holder.cost_details; // an upstream's own breakdown of its own price
+                bytes = withData(buf.subarray(s, e), ev);
+              }
+              (cuts ??= []).push([s, e, bytes]);
             }
           }
         }

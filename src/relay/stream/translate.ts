@@ -4,6 +4,7 @@
 import { createSseDecoder, type SseDecoder } from "../../protocols/sse.ts";
 import type { ChunkDecoder, ChunkEncoder, Json, SseEvent, Usage } from "../../protocols/types.ts";
 import { chunkDeltaTokens } from "./delta-count.ts";
+import { costNumber } from "./usage-cost.ts";
 import { FailedAfterOutput, type Tap } from "./tap.ts";
 
 const enc = new TextEncoder();
@@ -43,7 +44,7 @@ export class TranslateTap implements Tap {
   end(): Uint8Array | null {
     const body = this.drain(this.sse.end(), true) ?? new Uint8Array(0);
     const usage = this.decoder.usage();
-    const tail = enc.encode(this.encoder.end(usage && this.costOf ? { ...usage, cost: this.costOf(usage) } : usage));
+    const tail = enc.encode(this.encoder.end(usage && this.costOf ? { ...usage, cost: costNumber(this.costOf(usage)) } : usage));
     const out = new Uint8Array(body.length + tail.length);
     out.set(body, 0);
     out.set(tail, body.length);
