@@ -47,8 +47,8 @@ const usageIn = (x: any): any => (x?.usage && typeof x.usage === "object" ? x.us
 
 /**
  * CONTRACT §9 on a pass-through stream: the client got the upstream's bytes, every event unchanged
- * except the one carrying the answer's usage, which says the same with the gateway's `cost` added
- * (its data re-serialised). Returns that cost.
+ * except the one carrying the answer's usage, whose bytes are the upstream's with the gateway's
+ * `cost` added at the end of its usage object. Returns that cost.
  */
 export function expectPassThroughStream(got: string, upstream: string): number {
   const g = sseEventTexts(got);
@@ -64,8 +64,10 @@ export function expectPassThroughStream(got: string, upstream: string): number {
     const usage = usageIn(gd);
     if (typeof usage?.cost !== "number") throw new Error(`event ${i} differs without carrying the gateway's cost: ${g[i]}`);
     costs.push(usage.cost);
+    const member = `"cost":${JSON.stringify(usage.cost)}`;
     delete usage.cost;
     if (JSON.stringify(gd) !== JSON.stringify(ud)) throw new Error(`event ${i} differs beyond its cost: ${g[i]} vs ${u[i]}`);
+    if (g[i]!.replace(`,${member}`, "").replace(member, "") !== u[i]) throw new Error(`event ${i} was rewritten, not given its cost in place: ${g[i]} vs ${u[i]}`);
   }
   if (costs.length !== 1) throw new Error(`expected exactly one event with the gateway's cost, got ${costs.length}`);
   return costs[0]!;

@@ -112,7 +112,7 @@ describe(`stream fidelity (${storesLabel}): agents' Responses streams pass throu
     // The one change: the gateway's cost, written into response.completed's usage in place (CONTRACT §9).
     const usageEnd = `"output_tokens_details":{"reasoning_tokens":0}}`;
     const at = up.body.lastIndexOf(usageEnd) + usageEnd.length - 1;
-    const cost = `,"cost":${JSON.stringify(Number(rows[0]!.costUsd.toFixed(12)))}`;
+    const cost = `,"cost":${JSON.stringify(rows[0]!.costUsd)}`;
     expect(got.length).toBe(up.body.length + cost.length);
     expect(got === up.body.slice(0, at) + cost + up.body.slice(at)).toBe(true);
   }, 60_000);

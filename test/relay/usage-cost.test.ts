@@ -36,8 +36,8 @@ describe("CONTRACT §9: cost in a pass-through usage event, in place", () => {
     expect(spliceCost(enc.encode(two), { usage: { prompt_tokens: 1 } }, {}, 1)).toBeNull();
   });
 
-  test("the cost is rounded to the pico-dollar, as x-gateway-cost-usd is", () => {
-    expect(costNumber(0.0022800000000000003)).toBe(0.00228);
+  test("the cost is the records' own number (not rounded: equal to them); nothing costs 0", () => {
+    expect(costNumber(0.0022800000000000003)).toBe(0.0022800000000000003);
     expect(costNumber(-1)).toBe(0);
     expect(costNumber(Number.NaN)).toBe(0);
   });

@@ -14,9 +14,9 @@ const DATA_LINE = Buffer.from("\ndata:");
 /** Deeper than any vendor's event; the upstream's events were parsed already, so only position matters. */
 const MAX_DEPTH = 512;
 
-/** USD as the JSON number the client reads: rounded to the pico-dollar, as the cost headers are. */
+/** USD as the JSON number the client reads: the usage records' own number (CONTRACT §9: equal to them), 0 for nothing. */
 export function costNumber(usd: number): number {
-  return Number.isFinite(usd) && usd > 0 ? Number(usd.toFixed(12)) : 0;
+  return Number.isFinite(usd) && usd > 0 ? usd : 0;
 }
 
 /** The member path from the event to its usage object (`holder`), or null. */
