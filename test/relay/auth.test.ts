@@ -82,11 +82,13 @@ describe(`inference auth and validation (${storesLabel})`, () => {
     const k2 = await addRoutingKey(gw, unpaid.id, { lanes: [lane("openai", c2.id)] });
     expect((await gw.call("/v1/chat/completions", { token: k2.raw, body: chatBody() })).status).toBe(200);
     // Deadline passes while the key sits in the cache: the cached entry checks it too.
-    await gw.ctx.db.update(accounts).set({ accountExpiresAt: new Date(Date.now() + 300) }).where(eq(accounts.id, unpaid.id));
+    // Far enough ahead that a loaded machine still serves the next request before it.
+    const deadline = Date.now() + 1500;
+    await gw.ctx.db.update(accounts).set({ accountExpiresAt: new Date(deadline) }).where(eq(accounts.id, unpaid.id));
     const { publishInvalidation } = await import("../../src/store/invalidation.ts");
     await publishInvalidation(gw.ctx, { kind: "account", accountId: unpaid.id });
     expect((await gw.call("/v1/chat/completions", { token: k2.raw, body: chatBody() })).status).toBe(200);
-    await Bun.sleep(400);
+    await Bun.sleep(Math.max(0, deadline - Date.now()) + 100);
     const r = await gw.call("/v1/chat/completions", { token: k2.raw, body: chatBody() });
     expect(r.status).toBe(401);
     expect(r.body.error.code).toBe("invalid_api_key");
