@@ -14,6 +14,8 @@ import { newId } from "../../../lib/ids.ts";
 import { checkWebhookUrl } from "../../../webhooks/url.ts";
 import { resolveRoutingKey } from "../../auth.ts";
 import { noProviders } from "../../relay-errors.ts";
+import { requestTags, tagsRequired } from "../../tags.ts";
+import type { Json } from "../../../protocols/types.ts";
 import { parseBlitzBody } from "../validate.ts";
 import { batchWorstCase, checkBatchBudget } from "../batches/admission.ts";
 import { relayDeps } from "../../relay-deps.ts";
@@ -84,7 +86,10 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   const webhookUrl = body.webhook_url === undefined || body.webhook_url === null ? null : await checkWebhookUrl(ctx, body.webhook_url);
   delete body.webhook_url;
   const batchMode = batchModeOf(body);
+  // CONTRACT §9: the job's tags (header, else the shared metadata.tags), kept on the job for every item's records.
+  const tags = requestTags(request.headers, body as Json);
   const batch = parseBlitzBody(body, { max: BLITZ_JOB_MAX_PROMPTS, path: "/blitz/jobs" });
+  if (tags === null && key.requireTags) throw tagsRequired();
   if (key.lanes.length === 0) throw noProviders();
   const id = newId("bjob");
   // Batch work (CONTRACT §9): the job's summed worst case must fit the budget now, or 402 before
@@ -96,7 +101,7 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
       throw e;
     });
   }
-  await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl }, batch.requests);
+  await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl, tags }, batch.requests);
   await ctx.services.blitzJobs.queue.add(id, batch.requests.map((_, i) => i));
   const job = (await getJob(ctx, id))!;
   return json(presentJob(job), 202, { location: `/blitz/jobs/${id}` });
