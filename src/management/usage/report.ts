@@ -120,12 +120,12 @@ const RAW_FIGURES = sql`
   array[${sql.raw(Array.from({ length: 16 }, (_, i) => `count(*) filter (where bucket = ${i + 1})`).join(", "))}]::bigint[] as ttfb`;
 
 /** What raw records are grouped by, and the columns they answer as (the rollup's names). */
-const RAW_GROUPS: Record<GroupsQuery["by"], { cols: string; by: string }> = {
-  day: { cols: `to_char((created_at at time zone 'UTC')::date, 'YYYY-MM-DD') as date`, by: "1" },
-  key: { cols: `coalesce(routing_key_id, '') as key`, by: "1" },
-  lane: { cols: "provider", by: "1" },
-  model: { cols: `provider, coalesce(model, '') as model`, by: "1, 2" },
-  tag: { cols: "t.tag", by: "1" },
+const RAW_GROUPS: Record<GroupsQuery["by"], { cols: string; n: number }> = {
+  day: { cols: `to_char((created_at at time zone 'UTC')::date, 'YYYY-MM-DD') as date`, n: 1 },
+  key: { cols: `coalesce(routing_key_id, '') as key`, n: 1 },
+  lane: { cols: "provider", n: 1 },
+  model: { cols: `provider, coalesce(model, '') as model`, n: 2 },
+  tag: { cols: "t.tag", n: 1 },
 };
 
 /**
@@ -135,17 +135,19 @@ const RAW_GROUPS: Record<GroupsQuery["by"], { cols: string; by: string }> = {
  * index usage_tagged); both within the window's month partitions. A request's records share its
  * tags, so each of its calls is whole in what is read and its figures follow the rollup's rules:
  * a request counts once, in the group of its last attempt; a fallback in the failed attempt's.
- * By tag, a record counts in the group of each of its tags (`total: false`), or once (`total: true`).
+ * By tag, a record counts in the group of each of its tags; `withTotal` adds one more row (`total`
+ * true, from the same read) where each tagged record counts once.
+ * (Exported for bench/usage-tags.ts, which explains it.)
  */
-function rawGroups(tx: Db, accountId: string, since: Date, endDay: string | null, by: GroupsQuery["by"], tag: string | undefined, total: boolean) {
+export function rawGroupsSql(accountId: string, since: Date, endDay: string | null, by: GroupsQuery["by"], tag: string | undefined, withTotal: boolean) {
   const conds = [sql`account_id = ${accountId}`, sql`created_at >= ${since.toISOString()}::timestamptz`];
   if (endDay !== null) conds.push(sql`created_at < ${new Date(`${endDay}T00:00:00Z`).toISOString()}::timestamptz`);
   conds.push(tag !== undefined ? sql`tags @> array[${tag}]::text[]` : sql`tags is not null`);
   const g = RAW_GROUPS[by];
-  const head = total ? sql.raw("") : sql.raw(`${g.cols}, `);
-  const from = !total && by === "tag" ? sql.raw("k cross join lateral unnest(k.tags) as t(tag)") : sql.raw("k");
-  const group = total ? sql.raw("") : sql.raw(` group by ${g.by}`);
-  return tx.execute(sql`with r as (
+  const from = by === "tag" ? sql.raw("k cross join lateral unnest(k.tags) as t(tag)") : sql.raw("k");
+  // The total row: the group columns null, each record once (k is read once for both: a CTE used twice is materialised).
+  const total = withTotal ? sql` union all select true as total, ${sql.raw(Array.from({ length: g.n }, () => "null").join(", "))}, ${RAW_FIGURES} from k` : sql``;
+  return sql`with r as (
       select created_at, routing_key_id, provider, model, outcome, endpoint, attempt, seat, lane_index, tags,
              prompt_tokens, completion_tokens, cost_usd, saved_usd, usage_ttfb_bucket(ttfb_ms) as bucket,
              case when endpoint <> 'classifier' and outcome <> 'cache_hit' and record_key like '%.' || attempt::text
@@ -158,7 +160,12 @@ function rawGroups(tx: Db, accountId: string, since: Date, endDay: string | null
              coalesce(call is not null and ord <> 2147483647 and lead(ord) over w = ord + 1 and lead(lane_index) over w is distinct from lane_index, false) as fell_back
       from r window w as (partition by call order by ord)
     )
-    select ${head}${RAW_FIGURES} from ${from}${group}`);
+    select false as total, ${sql.raw(g.cols)}, ${RAW_FIGURES} from ${from} group by ${sql.raw(Array.from({ length: g.n }, (_, i) => String(i + 2)).join(", "))}${total}`;
+}
+
+async function rawGroups(tx: Db, accountId: string, since: Date, endDay: string | null, by: GroupsQuery["by"], tag: string | undefined, withTotal = false) {
+  const rows = rowsOf<GroupRow & { total: boolean }>(await tx.execute(rawGroupsSql(accountId, since, endDay, by, tag, withTotal)));
+  return { groups: rows.filter((r) => !r.total), total: rows.find((r) => r.total) };
 }
 
 /** a − b, figure by figure (the histogram too): the untagged share of a window, the rollup's sums less the tagged records'. */
@@ -189,17 +196,15 @@ export async function usageGroups(db: Db, accountId: string, q: GroupsQuery, now
   const raw = q.by === "tag" || q.tag !== undefined;
 
   const groups = await reportRead(db, async (tx): Promise<Array<Record<string, unknown>>> => {
-    const rawRows = async () => {
-      const rows = rowsOf<GroupRow>(await rawGroups(tx, accountId, win.since, nextMonth, q.by, q.tag, false));
-      return q.by === "day" ? rows.sort((a, b) => (a.date! < b.date! ? -1 : 1)) : rows.sort(byCostRows);
-    };
+    const sorted = (rows: GroupRow[]) => (q.by === "day" ? rows.sort((a, b) => (a.date! < b.date! ? -1 : 1)) : rows.sort(byCostRows));
+    const rawRows = async () => sorted((await rawGroups(tx, accountId, win.since, nextMonth, q.by, q.tag)).groups);
     if (q.by === "tag") {
-      const rows = await rawRows();
-      const tagged = rows.map((r) => ({ tag: r.tag ?? null, ...figures(r) }));
+      const read = await rawGroups(tx, accountId, win.since, nextMonth, "tag", q.tag, q.tag === undefined);
+      const tagged = sorted(read.groups).map((r) => ({ tag: r.tag ?? null, ...figures(r) }));
       if (q.tag !== undefined) return tagged;
       // Untagged records: the window's rollup less its tagged records, each counted once.
       const [whole] = await tx.select(all).from(d).where(where);
-      const [taggedOnce] = rowsOf<ExtraRow>(await rawGroups(tx, accountId, win.since, nextMonth, "tag", undefined, true));
+      const taggedOnce = read.total;
       const rest = figures(minus(whole as ExtraRow, taggedOnce));
       const empty = rest.requests === 0 && rest.attempts === 0 && rest.cost_usd === 0 && rest.budget_refusals === 0 && rest.rate_limit_refusals === 0 && rest.prompt_tokens === 0;
       return empty ? tagged : [...tagged, { tag: null, ...rest }];
