@@ -147,11 +147,13 @@ export function rawGroupsSql(accountId: string, since: Date, endDay: string | nu
   const from = by === "tag" ? sql.raw("k cross join lateral unnest(k.tags) as t(tag)") : sql.raw("k");
   // The total row: the group columns null, each record once (k is read once for both: a CTE used twice is materialised).
   const total = withTotal ? sql` union all select true as total, ${sql.raw(Array.from({ length: g.n }, () => "null").join(", "))}, ${RAW_FIGURES} from k` : sql``;
-  return sql`with r as (
+  // The call: the record key less its `.<attempt>` (the rollup's regexp_replace, without a regexp),
+  // computed once per record (MATERIALIZED) and not again by each window and filter.
+  return sql`with r as materialized (
       select created_at, routing_key_id, provider, model, outcome, endpoint, attempt, seat, lane_index, tags,
              prompt_tokens, completion_tokens, cost_usd, saved_usd, usage_ttfb_bucket(ttfb_ms) as bucket,
              case when endpoint <> 'classifier' and outcome <> 'cache_hit' and record_key like '%.' || attempt::text
-                  then regexp_replace(record_key, '[.][^.]*$', '') end as call,
+                  then left(record_key, length(record_key) - length(attempt::text) - 1) end as call,
              case when attempt = 0 then 2147483647 else attempt end as ord
       from usage_records where ${sql.join(conds, sql` and `)}
     ), k as (
