@@ -77,8 +77,8 @@ export function pageQuery(db: Db, accountId: string, q: RecordsQuery) {
   if (q.provider) conds.push(eq(u.provider, q.provider));
   if (q.outcome) conds.push(eq(u.outcome, q.outcome));
   if (q.before) conds.push(lt(u.id, q.before));
-  // The GIN index on tags (usage_tags) finds the records holding the tag.
-  if (q.tag) conds.push(sql`${u.tags} @> array[${q.tag}]::text[]`);
+  // The GIN index of the tagged records (usage_tags, partial: hence the IS NOT NULL) finds those holding the tag.
+  if (q.tag) conds.push(sql`${u.tags} is not null and ${u.tags} @> array[${q.tag}]::text[]`);
   // The lanes its request had tried up to and including this attempt, in order: a probe of the
   // request-id index per record, evaluated for the page's rows only (the LIMIT is inside).
   // The classifier's call picks a lane; it is not one.

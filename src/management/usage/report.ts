@@ -142,7 +142,8 @@ const RAW_GROUPS: Record<GroupsQuery["by"], { cols: string; n: number }> = {
 export function rawGroupsSql(accountId: string, since: Date, endDay: string | null, by: GroupsQuery["by"], tag: string | undefined, withTotal: boolean) {
   const conds = [sql`account_id = ${accountId}`, sql`created_at >= ${since.toISOString()}::timestamptz`];
   if (endDay !== null) conds.push(sql`created_at < ${new Date(`${endDay}T00:00:00Z`).toISOString()}::timestamptz`);
-  conds.push(tag !== undefined ? sql`tags @> array[${tag}]::text[]` : sql`tags is not null`);
+  conds.push(sql`tags is not null`);
+  if (tag !== undefined) conds.push(sql`tags @> array[${tag}]::text[]`);
   const g = RAW_GROUPS[by];
   const from = by === "tag" ? sql.raw("k cross join lateral unnest(k.tags) as t(tag)") : sql.raw("k");
   // The total row: the group columns null, each record once (k is read once for both: a CTE used twice is materialised).

@@ -54,8 +54,9 @@ export const usageRecords = pgTable("usage_records", {
   // gateway's own id of the attempt (not the request id, which a client may reuse) and the
   // partition key, which a redelivered record carries unchanged.
   uniqueIndex("usage_record_key").on(t.recordKey, t.createdAt),
-  // ?tag= (records and groups): the records holding a tag, never a walk of every record.
-  index("usage_tags").using("gin", t.tags),
+  // ?tag= (records and groups): the records holding a tag, never a walk of every record. Partial:
+  // an untagged record (most of them) costs its INSERT nothing here.
+  index("usage_tags").using("gin", t.tags).where(sql`"tags" IS NOT NULL`),
   // ?by=tag: the account's tagged records of a window, never its untagged ones.
   index("usage_tagged").on(t.accountId, t.createdAt).where(sql`"tags" IS NOT NULL`),
 ]);
