@@ -69,6 +69,17 @@ describe(`CONTRACT §9: tags on inference (${storesLabel})`, () => {
     }
   }
 
+  test("CONTRACT §9: a response-cache hit's record carries the hit request's own tags; the tags do not split the cache", async () => {
+    const cached = await createKey("openai", { cache: { ttl_seconds: 300 } });
+    const body = bodyFor("chat", "gpt-4o-mini", false);
+    const miss = await w.gw.call(PATH.chat, { token: cached.raw, body, headers: { "x-gateway-tags": "first" } });
+    expect(miss.headers.get("x-cache")).toBe("MISS");
+    const hit = await w.gw.call(PATH.chat, { token: cached.raw, body: { ...body, metadata: { tags: ["second"] } } });
+    expect(hit.headers.get("x-cache")).toBe("HIT");
+    expect((await recordsOf(ridOf(hit))).map((x) => [x.outcome, x.tags])).toEqual([["cache_hit", ["second"]]]);
+    expect((await recordsOf(ridOf(miss))).map((x) => x.tags)).toEqual([["first"]]);
+  });
+
   test("CONTRACT §9: an untagged request's records hold no tags", async () => {
     const r = await w.gw.call(PATH.chat, { token: keys.openai.raw, body: bodyFor("chat", "gpt-4o-mini", false) });
     expect(r.status).toBe(200);
