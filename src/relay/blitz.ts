@@ -29,7 +29,7 @@ import { lookupBatch, type BatchCache } from "./blitz/cached-prompts.ts";
 import { cacheControlOf } from "./cache/control.ts";
 import type { CachedAnswer } from "./cache/answer.ts";
 import { noProviders } from "./relay-errors.ts";
-import { requestTags, tagsRequired } from "./tags.ts";
+import { refusePromptTags, requestTags, tagsRequired } from "./tags.ts";
 
 export type BlitzResult =
   | { index: number; status: number; completion: Json }
@@ -69,6 +69,7 @@ export async function handleBlitz(ctx: RelayDeps, rc: RequestContext): Promise<B
   // CONTRACT §9: the batch's tags (header, else the shared metadata.tags, taken off before the prompts are built) on every prompt's records.
   const tags = requestTags(request.headers, raw as Json);
   const batch = parseBlitzBody(raw);
+  refusePromptTags(batch.requests);
   if (tags === null && key.requireTags) throw tagsRequired();
   ctx.services.usageQueue.touchKey(key.id);
   if (key.lanes.length === 0) throw noProviders();

@@ -113,3 +113,17 @@ export function requestTags(headers: Headers, body: Json | null): string[] | nul
   const tags = parseTagsArray(fromBody);
   return tags.length > 0 ? tags : null;
 }
+
+/**
+ * /blitz and /blitz/jobs: tags are the batch's (the header, or the top-level `metadata.tags`, taken
+ * off before the prompts are built). A prompt object's own `metadata.tags` array is refused, 400
+ * naming it, rather than sent to a vendor that would refuse it or silently not counted.
+ */
+export function refusePromptTags(requests: Json[]): void {
+  for (let i = 0; i < requests.length; i++) {
+    const m = requests[i]!.metadata;
+    if (m !== null && typeof m === "object" && !Array.isArray(m) && Array.isArray((m as Json).tags)) {
+      throw new GatewayError(400, `prompts[${i}].metadata.tags is not accepted: a batch's tags go on every prompt. Send them in the \`${TAGS_HEADER}\` header or the top-level metadata.tags.`, { code: "invalid_tags" });
+    }
+  }
+}

@@ -211,6 +211,14 @@ describe(`CONTRACT §9: tags on inference (${storesLabel})`, () => {
     const rows2 = await usageRows(w.gw, sql`${usageRecords.requestId} like ${`${ridOf(viaBody)}.%`}`);
     expect(rows2.map((x) => x.tags)).toEqual([["shared"]]);
     for (const sent of w.up.openai.received.slice(before)) expect(sent.body.metadata).toBeUndefined();
+    // Tags are the batch's: a prompt's own metadata.tags is refused, never sent on.
+    const own = await w.gw.call("/blitz", { token: keys.openai.raw, body: { model: "gpt-4o-mini", prompts: ["a", { messages: [{ role: "user", content: "b" }], metadata: { tags: ["mine"] } }] } });
+    expect(own.status).toBe(400);
+    expect(own.body.code).toBe("invalid_tags");
+    expect(own.body.error).toContain("prompts[1].metadata.tags");
+    const ownJob = await w.gw.call("/blitz/jobs", { token: keys.openai.raw, body: { model: "gpt-4o-mini", prompts: [{ messages: [{ role: "user", content: "b" }], metadata: { tags: ["mine"] } }] } });
+    expect(ownJob.status).toBe(400);
+    expect(ownJob.body.code).toBe("invalid_tags");
   });
 
   test("CONTRACT §9: a /blitz job keeps its tags for its items' records", async () => {

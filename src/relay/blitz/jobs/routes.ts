@@ -14,7 +14,7 @@ import { newId } from "../../../lib/ids.ts";
 import { checkWebhookUrl } from "../../../webhooks/url.ts";
 import { resolveRoutingKey } from "../../auth.ts";
 import { noProviders } from "../../relay-errors.ts";
-import { requestTags, tagsRequired } from "../../tags.ts";
+import { refusePromptTags, requestTags, tagsRequired } from "../../tags.ts";
 import type { Json } from "../../../protocols/types.ts";
 import { parseBlitzBody } from "../validate.ts";
 import { batchWorstCase, checkBatchBudget } from "../batches/admission.ts";
@@ -89,6 +89,7 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   // CONTRACT §9: the job's tags (header, else the shared metadata.tags), kept on the job for every item's records.
   const tags = requestTags(request.headers, body as Json);
   const batch = parseBlitzBody(body, { max: BLITZ_JOB_MAX_PROMPTS, path: "/blitz/jobs" });
+  refusePromptTags(batch.requests);
   if (tags === null && key.requireTags) throw tagsRequired();
   if (key.lanes.length === 0) throw noProviders();
   const id = newId("bjob");
