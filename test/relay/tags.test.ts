@@ -224,7 +224,9 @@ describe(`CONTRACT §9: tags on inference (${storesLabel})`, () => {
   test("CONTRACT §9: a /blitz job keeps its tags for its items' records", async () => {
     const r = await w.gw.call("/blitz/jobs", { token: keys.openai.raw, body: { model: "gpt-4o-mini", prompts: ["a", "b"] }, headers: { "x-gateway-tags": "job:7" } });
     expect(r.status).toBe(202);
+    expect(r.body.tags).toEqual(["job:7"]);
     const job = await jobWhenEnded(w.gw, keys.openai.raw, r.body.id);
+    expect(job.tags).toEqual(["job:7"]);
     expect(job.status).toBe("completed");
     const rows = await usageRows(w.gw, and(eq(usageRecords.routingKeyId, keys.openai.id), sql`${usageRecords.tags} @> array['job:7']::text[]`));
     expect(rows).toHaveLength(2);

@@ -59,7 +59,7 @@ export function blitzJobRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/blitz/jobs", { POST: (rc) => submit(ctx, rc) }, BLITZ, {
     POST: {
       summary: "Submit up to 10,000 prompts as a job", tag: "Inference", auth: "routing-key", body: jobBodyDoc,
-      description: "Each prompt is admitted and charged like its own request when its turn comes (budget, rate limits, concurrency cap). The job runs on every instance's workers and survives the death of one.",
+      description: "Each prompt is admitted and charged like its own request when its turn comes (budget, rate limits, concurrency cap). The job runs on every instance's workers and survives the death of one. Tags (`x-gateway-tags`, or the top-level `metadata.tags`) are kept with the job (its `tags`) and written on every item's usage records.",
       responses: { "202": { description: "`{id, object: \"blitz.job\", status: \"queued\", total, …}` with `Location: /blitz/jobs/{id}`." } },
     },
   });
