@@ -159,7 +159,7 @@ async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape:
       pinned = a.found;
     }
     // The classifier reads a conversation; shapes without one (embeddings) keep the key's order.
-    if (!pinned && key.mode === "classifier" && !directCodecs[shape]) lanes = await classifyLanes(ctx, key, pivotFor(rr), rr.signal, rr.access);
+    if (!pinned && key.mode === "classifier" && !directCodecs[shape]) lanes = await classifyLanes(ctx, key, pivotFor(rr), rr.signal, rr.access, rr.money.opts.tags ?? null);
     runner = new LaneRunner(rr, lanes);
     const pending = runner.next();
     // CONTRACT §8: a stream whose upstream is silent for KEEPALIVE_MS gets its headers and comments now.
@@ -293,7 +293,7 @@ async function runPrompt(ctx: RelayDeps, key: KeyContext, body: Json, opts: RunC
     let sent: Json = { ...body, stream: false };
     if (!money) ({ money, body: sent } = await admit(ctx, key, endpoint, shape, opts.requestId, sent, bytes, opts.ownEntry, opts.tags ?? null));
     const rr = newRelayRequest(ctx, key, { endpoint, shape, body: sent, bytes, stream: false, requestId: opts.requestId, signal: opts.signal, money, access: record });
-    const lanes = key.mode === "classifier" ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal, record) : key.lanes;
+    const lanes = key.mode === "classifier" ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal, record, money.opts.tags ?? null) : key.lanes;
     const runner = new LaneRunner(rr, lanes);
     const r = await runner.next();
     if (r.kind === "json") {
