@@ -285,6 +285,13 @@ describe(`CONTRACT §9: tags in the usage reads (${storesLabel})`, () => {
     }
     expect(g.groups.find((x: any) => x.tag === t1).requests).toBe(3);
     expect(g.groups.find((x: any) => x.tag === t2).requests).toBe(3);
+    // A calendar month: the same records (they were all written now), and none in a month without them.
+    const month = new Date().toISOString().slice(0, 7);
+    const m = await groups(`by=tag&month=${month}`);
+    expect(m.month).toBe(month);
+    expect(m.groups.find((x: any) => x.tag === t1).requests).toBe(3);
+    const old = await groups("by=tag&month=2020-01");
+    expect(old.groups.filter((x: any) => x.tag !== null)).toEqual([]);
   });
 
   test("CONTRACT §9: groups?by=tag puts untagged usage in one group with tag null, so the groups less double counting add up to the summary", async () => {
