@@ -29,6 +29,7 @@ import { lookupBatch, type BatchCache } from "./blitz/cached-prompts.ts";
 import { cacheControlOf } from "./cache/control.ts";
 import type { CachedAnswer } from "./cache/answer.ts";
 import { noProviders } from "./relay-errors.ts";
+import { refusePromptTags, requestTags, tagsRequired } from "./tags.ts";
 
 export type BlitzResult =
   | { index: number; status: number; completion: Json }
@@ -64,7 +65,12 @@ export async function handleBlitz(ctx: RelayDeps, rc: RequestContext): Promise<B
   const { request, requestId } = rc;
   if (!bearer(request)) throw authRequired();
   const key = await resolveRoutingKey(ctx, request);
-  const batch = parseBlitzBody((await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES, badRequest)).value);
+  const raw = (await readJsonObject(request, ctx.config.MAX_REQUEST_BYTES, badRequest)).value;
+  // CONTRACT §9: the batch's tags (header, else the shared metadata.tags, taken off before the prompts are built) on every prompt's records.
+  const tags = requestTags(request.headers, raw as Json);
+  const batch = parseBlitzBody(raw);
+  refusePromptTags(batch.requests);
+  if (tags === null && key.requireTags) throw tagsRequired();
   ctx.services.usageQueue.touchKey(key.id);
   if (key.lanes.length === 0) throw noProviders();
 
@@ -75,7 +81,7 @@ export async function handleBlitz(ctx: RelayDeps, rc: RequestContext): Promise<B
   const cache = key.cache ? await lookupBatch(ctx.services.responseCache, key, batch.requests, cacheControlOf(request.headers.get("cache-control"))) : null;
   const admit = batch.requests.map((_, i) => i).filter((i) => !cache?.entries[i]?.a);
   // Admission: one atomic reservation for the whole batch, or 402 before any upstream call.
-  const admitted = admit.length === 0 ? [] : await MoneyCall.openBatch(ctx, key, requestId, "blitz", admit.map((i) => batch.requests[i]!), admit.map((i) => bytes[i]!), admit);
+  const admitted = admit.length === 0 ? [] : await MoneyCall.openBatch(ctx, key, requestId, "blitz", admit.map((i) => batch.requests[i]!), admit.map((i) => bytes[i]!), admit, tags);
   if (!Array.isArray(admitted)) {
     rc.access.budgetRefused = "blitz";
     throw batchOverBudget(key, admit.length, admitted.refusedUsd);
@@ -91,7 +97,7 @@ export async function handleBlitz(ctx: RelayDeps, rc: RequestContext): Promise<B
   if (request.signal.aborted) batchAbort.abort();
   else request.signal.addEventListener("abort", onGone, { once: true });
   const run = (onEntry?: (r: PromptOutcome) => void) =>
-    runBatch(ctx, key, batch.requests, { calls, admitted, cache, bytes, requestId, signal: batchAbort.signal, onEntry })
+    runBatch(ctx, key, batch.requests, { calls, admitted, cache, bytes, requestId, signal: batchAbort.signal, onEntry, tags })
       .finally(() => request.signal.removeEventListener("abort", onGone));
 
   const streamed = batch.stream || (request.headers.get("accept") ?? "").includes("text/event-stream");
@@ -131,6 +137,8 @@ async function runBatch(
     admitted: MoneyCall[];
     cache: BatchCache | null;
     bytes: number[]; requestId: string; signal: AbortSignal; onEntry?: (r: PromptOutcome) => void;
+    /** The batch's tags (CONTRACT §9), on a cached prompt's record too. */
+    tags: string[] | null;
   },
 ): Promise<BlitzAnswer> {
   const { calls } = o;
@@ -147,7 +155,7 @@ async function runBatch(
         const requestId = `${o.requestId}.${index}`;
         // The prompt's own record: it counts in the metrics as one blitz request (released below).
         const record = ctx.services.requestTracker.openPart(requestId, "blitz");
-        const hit = (a: CachedAnswer) => report({ entry: { index, status: 200, completion: ctx.services.responseCache.promptHit(key, a, body, record) }, usage: null });
+        const hit = (a: CachedAnswer) => report({ entry: { index, status: 200, completion: ctx.services.responseCache.promptHit(key, a, body, record, o.tags) }, usage: null });
         const e = o.cache?.entries[index] ?? null;
         if (e?.a) {
           try {

@@ -33,6 +33,8 @@ export interface KeyContext {
   translation?: TranslationPolicy;
   /** Session affinity (CONTRACT §9, routing/affinity.ts): how long a session's lane is remembered after its last request, null when off. */
   affinityTtlSeconds: number | null;
+  /** Tags (CONTRACT §9): an untagged inference request is answered 400; absent: false. */
+  requireTags?: boolean;
   /** Unpaid accounts: when the account is removed (ms since epoch); checked on every request. */
   accountExpiresAtMs: number | null;
 }
@@ -117,6 +119,7 @@ export async function loadKeyContext(ctx: Base, hash: string): Promise<KeyContex
     lanes,
     translation: k.translation === "strict" ? "strict" : "adapt",
     affinityTtlSeconds: affinityTtlSeconds(k.sessionAffinityTtlSeconds, lanes.length),
+    requireTags: k.requireTags === true,
     accountExpiresAtMs: expiresAtMs,
   };
 }

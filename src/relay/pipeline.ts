@@ -25,6 +25,7 @@ import { LaneRunner } from "./lane-runner.ts";
 import { keepAliveResponse, streamResponse } from "./stream/relay-stream.ts";
 import { rateHeaders } from "./limits/headers.ts";
 import { costHeaders } from "./cost-headers.ts";
+import { requestTags, tagsRequired } from "./tags.ts";
 
 export { estimateCostUsd } from "./budget/estimate.ts";
 
@@ -32,8 +33,8 @@ export { estimateCostUsd } from "./budget/estimate.ts";
  * Admits the request with its money (reserve, or 402) and lowers its output limit when the
  * remaining budget pays for less than its worst case.
  */
-async function admit(ctx: RelayDeps, key: KeyContext, endpoint: Endpoint, shape: ClientShape, requestId: string, body: Json, bytes: number, ownEntry = false): Promise<{ money: MoneyCall; body: Json }> {
-  const money = await MoneyCall.open(ctx, key, { requestId, endpoint, ownEntry }, body, bytes);
+async function admit(ctx: RelayDeps, key: KeyContext, endpoint: Endpoint, shape: ClientShape, requestId: string, body: Json, bytes: number, ownEntry = false, tags: string[] | null = null): Promise<{ money: MoneyCall; body: Json }> {
+  const money = await MoneyCall.open(ctx, key, { requestId, endpoint, ownEntry, tags }, body, bytes);
   return { money, body: money.outputLimit === null ? body : withOutputLimit(body, shape, money.outputLimit) };
 }
 
@@ -108,6 +109,9 @@ export async function handleInference(ctx: RelayDeps, rc: RequestContext, shape:
     rc.access.keyPrefix = key.keyPrefix;
     parsed = await readInferenceBody(rc.request, shape, ctx.config.MAX_REQUEST_BYTES, fromPath);
     rc.access.model = parsed.model;
+    // CONTRACT §9: the request's tags (400 when malformed, or missing on a key that requires them).
+    parsed.tags = requestTags(rc.request.headers, parsed.body);
+    if (parsed.tags === null && key.requireTags) throw tagsRequired();
     ctx.services.usageQueue.touchKey(key.id);
     if (key.lanes.length === 0) throw noProviders();
     if (!key.lanes.some((l) => laneServes(l, shape))) throw noLaneServes(shape);
@@ -131,7 +135,7 @@ async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape:
   const remembered = entry !== null ? ctx.services.affinity.lookup(entry) : null;
   let rr: RelayRequest;
   try {
-    const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes);
+    const { money, body } = await admit(ctx, key, endpoint, shape, rc.requestId, parsed.body, parsed.bytes, false, parsed.tags ?? null);
     admitted?.(money);
     if (money.rate) rc.headers = rateHeaders(money.rate.limits, money.rate.verdict);
     rr = newRelayRequest(ctx, key, { endpoint, shape, body, bytes: parsed.bytes, stream: parsed.stream, requestId: rc.requestId, signal: rc.request.signal, money, access: rc.access });
@@ -155,7 +159,7 @@ async function relay(ctx: RelayDeps, rc: RequestContext, key: KeyContext, shape:
       pinned = a.found;
     }
     // The classifier reads a conversation; shapes without one (embeddings) keep the key's order.
-    if (!pinned && key.mode === "classifier" && !directCodecs[shape]) lanes = await classifyLanes(ctx, key, pivotFor(rr), rr.signal, rr.access);
+    if (!pinned && key.mode === "classifier" && !directCodecs[shape]) lanes = await classifyLanes(ctx, key, pivotFor(rr), rr.signal, rr.access, rr.money.opts.tags ?? null);
     runner = new LaneRunner(rr, lanes);
     const pending = runner.next();
     // CONTRACT §8: a stream whose upstream is silent for KEEPALIVE_MS gets its headers and comments now.
@@ -261,6 +265,8 @@ export interface RunChatOptions {
   ownEntry?: boolean;
   /** The prompt's record (RequestTracker.openPart), released by the caller; else runChat opens and releases one. */
   record?: AccessEntry;
+  /** The request's tags (CONTRACT §9) when runChat admits it; a caller's `money` carries its own. */
+  tags?: string[] | null;
 }
 
 /**
@@ -285,9 +291,9 @@ async function runPrompt(ctx: RelayDeps, key: KeyContext, body: Json, opts: RunC
   try {
     if (key.lanes.length === 0) throw noProviders();
     let sent: Json = { ...body, stream: false };
-    if (!money) ({ money, body: sent } = await admit(ctx, key, endpoint, shape, opts.requestId, sent, bytes, opts.ownEntry));
+    if (!money) ({ money, body: sent } = await admit(ctx, key, endpoint, shape, opts.requestId, sent, bytes, opts.ownEntry, opts.tags ?? null));
     const rr = newRelayRequest(ctx, key, { endpoint, shape, body: sent, bytes, stream: false, requestId: opts.requestId, signal: opts.signal, money, access: record });
-    const lanes = key.mode === "classifier" ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal, record) : key.lanes;
+    const lanes = key.mode === "classifier" ? await classifyLanes(ctx, key, pivotFor(rr), rr.signal, record, money.opts.tags ?? null) : key.lanes;
     const runner = new LaneRunner(rr, lanes);
     const r = await runner.next();
     if (r.kind === "json") {

@@ -13,6 +13,8 @@ export interface InferenceBody {
   bytes: number;
   stream: boolean;
   model: string;
+  /** The request's tags (CONTRACT §9: relay/tags.ts), set by the relay once the body is read; null when untagged. */
+  tags?: string[] | null;
 }
 
 /** What a protocol says in its URL rather than its body (Gemini: the model and whether to stream). */

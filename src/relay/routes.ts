@@ -17,6 +17,9 @@ import { RATE_LIMITED_DOC } from "./limits/headers.ts";
 /** What an answer on a translated lane says about the fields it could not carry as sent (CONTRACT §9). */
 const ADAPTED_DOC = "A translated lane names the request fields it mapped, dropped or moved (the routing key's `translation` policy) in `x-gateway-adapted: <field>=<mapped|dropped|moved>, …`.";
 
+/** Tags (CONTRACT §9): the header every inference route reads. */
+const TAGS_DOC = "Tags: `x-gateway-tags: t1,t2` (at most 10 distinct tags of 1–64 characters from `A-Za-z0-9_.:-`), or `metadata.tags` (an array of strings) in the body when no header is sent, are written on the request's usage records (`GET /v1/organizations/usage/records?tag=`, `/usage/groups?by=tag`); a malformed list is 400 `invalid_tags`, an untagged request on a key with `require_tags` 400 `tags_required`.";
+
 /**
  * The inference endpoints: the hot path. The edge that holds the instance: its handlers get the
  * request path's narrow view of it (relay-deps.ts), built here once.
@@ -27,7 +30,7 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/v1/chat/completions", { POST: (rc) => handleInference(deps, rc, "chat") }, INFERENCE, {
     POST: {
       summary: "Chat completion (OpenAI-compatible)", tag: "Inference", auth: "routing-key", body: chatCompletionsBodyDoc,
-      description: "Runs the request through the routing key's lanes in order, falling over to the next lane when one fails.",
+      description: `Runs the request through the routing key's lanes in order, falling over to the next lane when one fails. ${TAGS_DOC}`,
       responses: {
         "200": { description: `The completion (JSON), or with \`stream: true\` server-sent events. ${ADAPTED_DOC}` },
         "402": { description: "budget_exceeded: the key's monthly budget does not fit this request." },
@@ -37,21 +40,21 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
   });
   mount(ctx, app, "/v1/responses", { POST: (rc) => handleInference(deps, rc, "responses") }, INFERENCE, {
     POST: {
-      summary: "Response (OpenAI Responses API)", tag: "Inference", auth: "routing-key", body: responsesBodyDoc,
+      summary: "Response (OpenAI Responses API)", tag: "Inference", auth: "routing-key", body: responsesBodyDoc, description: TAGS_DOC,
       responses: { "200": { description: `The response (JSON), or with \`stream: true\` server-sent events. ${ADAPTED_DOC}` }, ...RATE_LIMITED_DOC },
     },
   });
   mount(ctx, app, "/v1/messages", { POST: (rc) => handleInference(deps, rc, "anthropic") }, ANTHROPIC, {
     POST: {
       summary: "Message (Anthropic Messages API)", tag: "Inference", auth: "routing-key", body: messagesBodyDoc,
-      description: "For Anthropic SDKs: the routing key goes in `x-api-key` or `Authorization`. Passed through on Anthropic lanes, translated elsewhere.",
+      description: "For Anthropic SDKs: the routing key goes in `x-api-key` or `Authorization`. Passed through on Anthropic lanes, translated elsewhere. " + TAGS_DOC,
       responses: { "200": { description: `The message (JSON), or with \`stream: true\` Anthropic server-sent events. ${ADAPTED_DOC}` }, ...RATE_LIMITED_DOC },
     },
   });
   mount(ctx, app, "/v1/embeddings", { POST: (rc) => handleInference(deps, rc, "embeddings") }, INFERENCE, {
     POST: {
       summary: "Embeddings (OpenAI-compatible)", tag: "Inference", auth: "routing-key", body: embeddingsBodyDoc,
-      description: "Passed through on OpenAI-protocol lanes that embed, translated to batchEmbedContents on Gemini lanes; other lanes fail over.",
+      description: "Passed through on OpenAI-protocol lanes that embed, translated to batchEmbedContents on Gemini lanes; other lanes fail over. " + TAGS_DOC,
       responses: { "200": { description: "An OpenAI embedding list (float or base64 vectors) with usage." }, ...RATE_LIMITED_DOC },
     },
   });
@@ -74,7 +77,7 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/blitz", { POST: (rc) => handleBlitz(deps, rc) }, BLITZ, {
     POST: {
       summary: "Up to 50 prompts in one request", tag: "Inference", auth: "routing-key", body: blitzBodyDoc,
-      description: "Each prompt runs as its own chat completion through the key's lanes, all at once; one failing prompt is one error entry.",
+      description: "Each prompt runs as its own chat completion through the key's lanes, all at once; one failing prompt is one error entry. The batch's tags (the header, or the shared `metadata.tags`) go on every prompt's records. " + TAGS_DOC,
       responses: { "200": { description: "`blitz.result`: one entry per prompt, in order, and the summed usage. Streamed: `text/event-stream` with `event: item` (`{index, status, completion | error, usage}`) per prompt in finishing order, `:` keep-alive comments while none finished, and a final `event: done` (`blitz.summary`: prompts, succeeded, failed, cancelled, usage)." }, ...RATE_LIMITED_DOC },
     },
   });
@@ -86,7 +89,7 @@ export function relayRoutes(ctx: Ctx, app: Elysia): void {
     GET: { summary: "One model of the Gemini model list", tag: "Inference", auth: "routing-key", responses: { "200": { description: "A Gemini Model object." }, "404": { description: "NOT_FOUND in Google's error shape." } } },
     POST: {
       summary: "Gemini API: generateContent, streamGenerateContent, countTokens", tag: "Inference", auth: "routing-key", body: generateContentBodyDoc,
-      description: "For Gemini CLI and Google's SDKs: `{model}` is `<model>:generateContent`, `<model>:streamGenerateContent` (add `?alt=sse` for server-sent events, else one JSON array) or `<model>:countTokens` (a `{contents}` or `{generateContentRequest}` body; exact on google lanes, else estimated and marked `x-token-count: estimated`). The routing key goes in `x-goog-api-key`, `?key=` or `Authorization: Bearer`. Passed through on google lanes, translated elsewhere.",
+      description: "For Gemini CLI and Google's SDKs: `{model}` is `<model>:generateContent`, `<model>:streamGenerateContent` (add `?alt=sse` for server-sent events, else one JSON array) or `<model>:countTokens` (a `{contents}` or `{generateContentRequest}` body; exact on google lanes, else estimated and marked `x-token-count: estimated`). The routing key goes in `x-goog-api-key`, `?key=` or `Authorization: Bearer`. Passed through on google lanes, translated elsewhere. generateContent and streamGenerateContent read tags (countTokens writes no usage record). " + TAGS_DOC,
       responses: {
         "200": { description: "A GenerateContentResponse; streamed: one per event, the last carrying finishReason and usageMetadata. countTokens: `{totalTokens}`." },
         "402": { description: "budget_exceeded (status RESOURCE_EXHAUSTED, HTTP 402): the key's monthly budget does not fit this request." },

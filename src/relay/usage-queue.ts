@@ -53,6 +53,7 @@ const COLUMNS: Array<[column: string, key: keyof UsageRow, type: string, dflt?: 
   ["seat", "seat", "boolean", "false"],
   ["adapted", "adapted", "text"],
   ["affinity", "affinity", "text"],
+  ["tags", "tags", "text[]"],
   ["created_at", "createdAt", "timestamptz", "now()"],
 ];
 // A column added to the schema but not listed above would silently never be written: refuse to boot.
@@ -97,6 +98,8 @@ export function sanitizeUsageRow(row: UsageRow): UsageRow {
   if (row.ttfbMs != null) row.ttfbMs = int4(row.ttfbMs);
   if (row.laneIndex != null) row.laneIndex = int4(row.laneIndex);
   if (row.costUsd != null && !Number.isFinite(row.costUsd)) row.costUsd = 0;
+  // Tags were checked when the request came (relay/tags.ts); a row from elsewhere holds a list or nothing.
+  if (row.tags != null && !(Array.isArray(row.tags) && row.tags.length > 0)) row.tags = null;
   // The time is part of the record's unique key (the partition key): a redelivered record must
   // carry the time it was first queued with, not the time of the write that finally took it.
   if (typeof row.createdAt !== "string") row.createdAt = new Date().toISOString();

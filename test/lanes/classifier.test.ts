@@ -166,6 +166,17 @@ describe(`classifier routing through the gateway (${storesLabel})`, () => {
     classifier.setDefault({});
   });
 
+  test("CONTRACT §9: a tagged request's classifier call carries the request's tags, as its own records do", async () => {
+    const { rawKey, key } = await classifierKey();
+    classifier.setDefault({ content: "chat" });
+    const r = await w.gw.call("/v1/chat/completions", { token: rawKey, body: { model: "gpt-5", messages: [{ role: "user", content: "tag me" }] }, headers: { "x-gateway-tags": "routed" } });
+    expect(r.status).toBe(200);
+    const rows = await usageOf(w.gw, key.id);
+    expect(rows.map((x) => x.endpoint).sort()).toEqual(["chat", "classifier"]);
+    for (const row of rows) expect(row.tags).toEqual(["routed"]);
+    classifier.setDefault({});
+  });
+
   test("the classifier call is metered: a usage record with endpoint classifier, its cost counted against the key's budget", async () => {
     const { rawKey, key } = await classifierKey({ monthly_budget_usd: 100 });
     classifier.setDefault({ content: "chat", prompt_tokens: 1000, completion_tokens: 10 });

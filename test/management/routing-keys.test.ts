@@ -58,6 +58,7 @@ const ROUTING_KEY_FIELDS = [
   "cache", // CONTRACT §8 response cache
   "translation", // CONTRACT §9 translation policy
   "session_affinity", // CONTRACT §9 session affinity
+  "require_tags", // CONTRACT §9 tags
   "current_month", "last_used_at", "revoked_at", "created_at", "updated_at", "providers",
 ].sort();
 const LANE_FIELDS = [
@@ -233,6 +234,22 @@ describe(`routing keys: validation rules (${storesLabel})`, () => {
     expect(listed.session_affinity).toBeNull();
     const doc = JSON.stringify((await gw.call("/openapi.json")).body.paths["/v1/organizations/routing-keys"]);
     expect(doc).toContain("session_affinity");
+  });
+
+  test("CONTRACT §9: `require_tags` is false by default, set on create and PATCH, shown on GET, a boolean or 400, in the OpenAPI document", async () => {
+    const k = (await create({ providers: [openaiLane()] })).body.routing_key;
+    expect(k.require_tags).toBe(false);
+    const strict = (await create({ providers: [openaiLane()], require_tags: true })).body.routing_key;
+    expect(strict.require_tags).toBe(true);
+    for (const bad of ["true", 1, null]) expect400(await create({ require_tags: bad }), "`require_tags");
+    expect((await patch(k.id, { require_tags: true })).body.routing_key.require_tags).toBe(true);
+    expect((await patch(k.id, { label: "still strict" })).body.routing_key.require_tags).toBe(true);
+    expect((await patch(strict.id, { require_tags: false })).body.require_tags).toBe(false);
+    const listed = (await gw.call(RK, { token: A.token })).body.routing_keys;
+    expect(listed.find((r: { id: string }) => r.id === k.id).require_tags).toBe(true);
+    expect(listed.find((r: { id: string }) => r.id === strict.id).require_tags).toBe(false);
+    const doc = JSON.stringify((await gw.call("/openapi.json")).body.paths["/v1/organizations/routing-keys"]);
+    expect(doc).toContain("require_tags");
   });
 
   test("response cache (CONTRACT §8): `cache` is null (off, the default) or {ttl_seconds, shared}, set on create and PATCH, shown on GET, in the OpenAPI document", async () => {

@@ -190,6 +190,22 @@ function headerBehavior(req: Request): MockBehavior | undefined {
   }
 }
 
+/**
+ * OpenAI's rule for `metadata` (chat completions and Responses): up to 16 pairs, keys up to 64
+ * characters, values strings up to 512; anything else is a 400 as the API words it.
+ */
+function metadataError(m: unknown): { message: string; param: string; code: string } | null {
+  if (m === undefined || m === null) return null;
+  if (typeof m !== "object" || Array.isArray(m)) return { message: "Invalid type for 'metadata': expected an object, but got " + (Array.isArray(m) ? "an array" : `a ${typeof m}`) + " instead.", param: "metadata", code: "invalid_type" };
+  const entries = Object.entries(m as Record<string, unknown>);
+  if (entries.length > 16) return { message: `Invalid 'metadata': too many properties. Expected an object with at most 16 properties, but got an object with ${entries.length} properties instead.`, param: "metadata", code: "object_above_max_properties" };
+  for (const [k, v] of entries) {
+    if (typeof v !== "string") return { message: `Invalid type for 'metadata.${k}': expected a string, but got ${Array.isArray(v) ? "an array" : v === null ? "null" : `a ${typeof v}`} instead.`, param: `metadata.${k}`, code: "invalid_type" };
+    if (v.length > 512) return { message: `Invalid 'metadata.${k}': string too long. Expected a string with maximum length 512, but got a string with length ${v.length} instead.`, param: `metadata.${k}`, code: "string_above_max_length" };
+  }
+  return null;
+}
+
 export async function startMockOpenAI(opts: { port?: number; /** false: keep no record of requests (long benchmarks). */ record?: boolean } = {}): Promise<MockUpstream> {
   const record = opts.record !== false;
   let defaults: MockBehavior = {};
@@ -446,6 +462,8 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
       const chat = path === "/v1/chat/completions";
       const refused = chat ? unsupportedChatParameter(body, model) : null;
       if (refused) { state.done = true; return json({ error: { message: refused.message, type: "invalid_request_error", param: refused.param, code: "unsupported_parameter" } }, 400); }
+      const badMeta = metadataError(body?.metadata);
+      if (badMeta) { state.done = true; return json({ error: { message: badMeta.message, type: "invalid_request_error", param: badMeta.param, code: badMeta.code } }, 400); }
       if (body?.stream === true) return chat ? streamChat(body, b, state, model) : streamResponses(body, b, state, model);
       state.done = true;
       const answer = chat ? completeChat(body, b, model) : completeResponses(body, b, model);

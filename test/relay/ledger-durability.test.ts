@@ -114,6 +114,24 @@ describe.if(REAL_STORES)(name, () => {
     expect(rows.filter((r) => r.routingKeyId === budgeted.id && r.outcome === "interrupted").every((r) => r.costUsd > 0)).toBe(true);
   }, 60_000);
 
+  test("CONTRACT §9: a tagged request whose instance died: its `interrupted` record carries the request's tags, budgeted (leased or not) and not", async () => {
+    const budgeted = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
+    const free = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });
+    const c = await child();
+    const start = A.received.length;
+    const slow = { mock: { latency_ms: 30_000 }, metadata: { tags: ["fleet:7", "night"] } };
+    const inflight = Array.from({ length: 6 }, (_, i) => tryPost(c.url, i % 2 ? budgeted.raw : free.raw, chatBody({ ...slow, max_tokens: 200 })));
+    await until("6 requests at the upstream", async () => (A.received.length - start >= 6 ? true : null));
+    await c.kill();
+    await Promise.all(inflight);
+    const rows = await until("the dead instance's requests written off", async () => {
+      const r = await recordsOf([budgeted.id, free.id]);
+      return r.length >= 6 ? r : null;
+    });
+    expect(rows.map((r) => r.outcome)).toEqual(Array(6).fill("interrupted"));
+    for (const r of rows) expect(r.tags).toEqual(["fleet:7", "night"]);
+  }, 60_000);
+
   /** A fresh key and a usage stream entry for it: one $0.001 record of request `<prefix>-<now>`, as an instance writes them. */
   const streamedRecord = async (prefix: string) => {
     const k = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)] });

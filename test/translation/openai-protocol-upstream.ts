@@ -38,7 +38,20 @@ const check = (cond: unknown, message: string, param: string | null = null): voi
   if (!cond) throw new Invalid(message, 400, null, param);
 };
 
+/** OpenAI's `metadata` (chat and Responses): at most 16 pairs, each value a string of at most 512 characters. */
+function validateMetadata(m: unknown): void {
+  if (m === undefined || m === null) return;
+  check(isObject(m), `Invalid type for 'metadata': expected an object, but got ${Array.isArray(m) ? "an array" : `a ${typeof m}`} instead.`, "metadata");
+  const entries = Object.entries(m as Record<string, unknown>);
+  check(entries.length <= 16, `Invalid 'metadata': too many properties. Expected an object with at most 16 properties, but got an object with ${entries.length} properties instead.`, "metadata");
+  for (const [k, v] of entries) {
+    check(typeof v === "string", `Invalid type for 'metadata.${k}': expected a string, but got ${Array.isArray(v) ? "an array" : `a ${typeof v}`} instead.`, `metadata.${k}`);
+    check((v as string).length <= 512, `Invalid 'metadata.${k}': string too long. Expected a string with maximum length 512.`, `metadata.${k}`);
+  }
+}
+
 function validateChat(body: any): void {
+  validateMetadata(body.metadata);
   check(typeof body.model === "string", "you must provide a model parameter", "model");
   check(Array.isArray(body.messages) && body.messages.length > 0, "Missing required parameter: 'messages'.", "messages");
   let open: string[] = [];
@@ -58,6 +71,7 @@ function validateChat(body: any): void {
 }
 
 function validateResponses(body: any): void {
+  validateMetadata(body.metadata);
   check(typeof body.model === "string", "Missing required parameter: 'model'.", "model");
   check(body.input !== undefined, "Missing required parameter: 'input'.", "input");
   const calls = new Set<string>();

@@ -75,6 +75,11 @@ export const AFFINITY_TTL_MAX_SECONDS = 30 * 24 * 3600;
  * last one, for `ttl_seconds` after its last request; `null` turns it off. Default: on for an
  * hour on keys with more than one lane.
  */
+/** CONTRACT §9: true answers an untagged inference request 400 (tags: x-gateway-tags or metadata.tags). */
+export const requireTagsSetting = z.boolean().meta({
+  description: "true: an inference request without tags (`x-gateway-tags` header or `metadata.tags`) is answered 400 `tags_required`. Default false.",
+});
+
 export const sessionAffinitySetting = z.strictObject({
   ttl_seconds: z.number().int().min(1).max(AFFINITY_TTL_MAX_SECONDS),
 }).nullable();
@@ -95,6 +100,7 @@ export const createRoutingKeyBody = z.strictObject({
   cache: cacheSetting.optional(),
   translation: translationSetting.optional(),
   session_affinity: sessionAffinitySetting.optional(),
+  require_tags: requireTagsSetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });
@@ -112,6 +118,7 @@ export const patchRoutingKeyBody = z.strictObject({
   cache: cacheSetting.optional(),
   translation: translationSetting.optional(),
   session_affinity: sessionAffinitySetting.optional(),
+  require_tags: requireTagsSetting.optional(),
   ...classifierFields,
   providers: lanes.optional(),
 });

@@ -92,6 +92,7 @@ export async function presentRoutingKey(ctx: Base, row: RoutingKeyRow) {
     cache: row.cache ? { ttl_seconds: row.cache.ttl_seconds, shared: row.cache.shared === true } : null,
     translation: row.translation === "strict" ? "strict" : "adapt",
     session_affinity: presentAffinity(affinityTtlSeconds(row.sessionAffinityTtlSeconds, row.lanes.length)),
+    require_tags: row.requireTags === true,
     current_month_spend_usd: Math.round(spend.usd * 1e9) / 1e9,
     current_month: spend.month,
     last_used_at: iso(row.lastUsedAt),
@@ -220,6 +221,7 @@ export async function createRoutingKey(ctx: Base, accountId: string, body: Creat
     cache: cacheOf(body.cache),
     translation: body.translation ?? "adapt",
     sessionAffinityTtlSeconds: body.session_affinity === undefined ? null : affinityOf(body.session_affinity),
+    requireTags: body.require_tags ?? false,
     lanes,
   }).returning();
   return { row: row!, raw: key.raw };
@@ -254,6 +256,7 @@ export async function patchRoutingKey(ctx: Base & Publishing, accountId: string,
   if (body.cache !== undefined) set.cache = cacheOf(body.cache);
   if (body.translation !== undefined) set.translation = body.translation;
   if (body.session_affinity !== undefined) set.sessionAffinityTtlSeconds = affinityOf(body.session_affinity);
+  if (body.require_tags !== undefined) set.requireTags = body.require_tags;
 
   const touched = body.classifier_provider !== undefined || body.classifier_model !== undefined || body.classifier_instructions !== undefined || body.classifier_credential_id !== undefined;
   if (touched || body.mode !== undefined) {

@@ -1,6 +1,6 @@
 // GET /v1/organizations/usage (AT): the account's 30-day usage summary (CONTRACT §6), and the
-// read endpoints the dashboard is built on, open to scripts too: usage grouped by day, key, lane
-// or model (/usage/groups) and the latest records (/usage/records). Same guard, same order of
+// read endpoints the dashboard is built on, open to scripts too: usage grouped by day, key, lane,
+// model or tag (/usage/groups) and the latest records (/usage/records). Same guard, same order of
 // checks (CONTRACT §8): 405 → 401 → 410 → 402 → 400.
 import type { Elysia } from "elysia";
 import type { Ctx } from "../../context.ts";
@@ -54,22 +54,24 @@ export const usageDocs: RouteDocs = {
 
 export const usageGroupsDocs: RouteDocs = {
   GET: {
-    summary: "Usage grouped by day, routing key, lane or model", tag: "Usage", auth: "account-read", query: groupsQuery,
+    summary: "Usage grouped by day, routing key, lane, model or tag", tag: "Usage", auth: "account-read", query: groupsQuery,
     description: "Without `month`: the rollup's window (the last 30 days), so the groups add up to GET /v1/organizations/usage. "
       + "With `month=YYYY-MM`: that UTC calendar month up to now (months whose raw records retention dropped still answer). "
       + "Each group carries requests (client requests, each counted once, in the group of its last attempt), errors (requests that "
       + "ended failed), attempts and failed_attempts (upstream attempts), fallbacks (failed attempts after which the request moved to "
       + "another lane, in the failed lane's group), budget_refusals (402) and rate_limit_refusals (429) (in a group without provider or "
       + "model), tokens, cost_usd, saved_usd (what cache hits would have cost), the seat (`sub`) share and time to first byte p50/p95 (from a histogram: within one bucket of the exact value). "
-      + "Grouped by model, each group also says who prices that model today (`price_source`: `operator`, `catalog`, or null for a model nobody prices, which budgeted keys pay at the fallback price).",
-    responses: { "200": { description: "`{by, month, since, until, groups: [...]}`" } },
+      + "Grouped by model, each group also says who prices that model today (`price_source`: `operator`, `catalog`, or null for a model nobody prices, which budgeted keys pay at the fallback price). "
+      + "`by=tag` (CONTRACT §9): one group per tag (`tag`), a record with two tags counting in both, and untagged usage (refusals included) in one group with `tag: null`. "
+      + "`tag=<tag>`: only the records holding that tag count, in any grouping. Both read the tagged raw records (indexed), not the rollup.",
+    responses: { "200": { description: "`{by, month, tag, since, until, groups: [...]}`" } },
   },
 };
 
 export const usageRecordsDocs: RouteDocs = {
   GET: {
     summary: "The latest usage records", tag: "Usage", auth: "account-read", query: recordsQuery,
-    description: "One record per upstream attempt, newest first, with the lanes its request tried up to it. Page back with `before=<next_before>` "
+    description: "One record per upstream attempt, newest first, with the lanes its request tried up to it and its request's `tags` (`[]` when untagged; `tag=<tag>` lists only the records holding it). Page back with `before=<next_before>` "
       + "(a keyset cursor: pages cost the same at any depth, and records written meanwhile never shift the pages after the first).",
     responses: { "200": { description: "`{records: [...], next_before}`" } },
   },

@@ -1,11 +1,15 @@
 // Query schemas of the usage read endpoints. Strict: an unknown parameter is a 400 naming it.
 import { z } from "zod";
 import { LANE_KINDS } from "../routing-keys/model.ts";
+import { isTag, MAX_TAG_CHARS } from "../../relay/tags.ts";
 
 export const noQuery = z.strictObject({});
 
 /** What a grouped report is grouped by. `lane` is the lane's provider (`sub`, `bridge`, a vendor id). */
-export const USAGE_GROUPINGS = ["day", "key", "lane", "model"] as const;
+export const USAGE_GROUPINGS = ["day", "key", "lane", "model", "tag"] as const;
+
+/** `tag=`: one tag as requests send it (CONTRACT §9); only the records carrying it count. */
+const tag = z.string().refine(isTag, `\`tag\` must be one tag: 1 to ${MAX_TAG_CHARS} characters from A-Z a-z 0-9 _ . : -.`);
 
 /** Outcomes a usage record can carry (CONTRACT §7, §8). */
 export const USAGE_OUTCOMES = ["ok", "error", "aborted", "broken", "interrupted", "cache_hit"] as const;
@@ -20,6 +24,7 @@ export const groupsQuery = z.strictObject({
   by: z.enum(USAGE_GROUPINGS),
   /** A UTC calendar month; omitted = the same 30-day window as GET /v1/organizations/usage. */
   month: month.optional(),
+  tag: tag.optional(),
 });
 export type GroupsQuery = z.output<typeof groupsQuery>;
 
@@ -32,6 +37,7 @@ export const recordsQuery = z.strictObject({
   key: z.string().min(1).max(200).optional(),
   provider: z.enum(LANE_KINDS).optional(),
   outcome: z.enum(USAGE_OUTCOMES).optional(),
+  tag: tag.optional(),
   /** Page backwards: only records with a smaller id than this one. */
   before: positiveInt("before", 2 ** 53 - 1).optional(),
 });

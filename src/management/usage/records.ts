@@ -1,4 +1,4 @@
-// The latest usage records, newest first: GET /v1/organizations/usage/records?limit&key&provider&outcome&before.
+// The latest usage records, newest first: GET /v1/organizations/usage/records?limit&key&provider&outcome&tag&before.
 // One record is one attempt (CONTRACT §7); `lanes_tried` lists the lanes its request had tried
 // up to and including this attempt, so a fallback reads as "anthropic → openai".
 import { and, desc, eq, lt, sql, type SQL } from "drizzle-orm";
@@ -42,6 +42,8 @@ function present(r: Row, lanesTried: string[]) {
     adapted: r.adapted ?? null,
     // Session affinity (CONTRACT §9): followed, moved or new; null without a session.
     affinity: r.affinity,
+    // The request's tags (CONTRACT §9: x-gateway-tags or metadata.tags); [] when untagged.
+    tags: r.tags ?? [],
     lanes_tried: lanesTried,
   };
 }
@@ -58,7 +60,7 @@ function present(r: Row, lanesTried: string[]) {
  * number of records before it finds `limit` that match: that read stays fenced (report-read.ts).
  */
 export async function usageRecordsPage(db: Db, accountId: string, q: RecordsQuery) {
-  const rows = q.provider || q.outcome ? await reportRead(db, (tx) => pageQuery(tx, accountId, q)) : await pageQuery(db, accountId, q);
+  const rows = q.provider || q.outcome || q.tag ? await reportRead(db, (tx) => pageQuery(tx, accountId, q)) : await pageQuery(db, accountId, q);
   const limit = q.limit ?? RECORDS_LIMIT_DEFAULT;
   const last = rows[rows.length - 1];
   return {
@@ -75,6 +77,8 @@ export function pageQuery(db: Db, accountId: string, q: RecordsQuery) {
   if (q.provider) conds.push(eq(u.provider, q.provider));
   if (q.outcome) conds.push(eq(u.outcome, q.outcome));
   if (q.before) conds.push(lt(u.id, q.before));
+  // The GIN index of the tagged records (usage_tags, partial: hence the IS NOT NULL) finds those holding the tag.
+  if (q.tag) conds.push(sql`${u.tags} is not null and ${u.tags} @> array[${q.tag}]::text[]`);
   // The lanes its request had tried up to and including this attempt, in order: a probe of the
   // request-id index per record, evaluated for the page's rows only (the LIMIT is inside).
   // The classifier's call picks a lane; it is not one.

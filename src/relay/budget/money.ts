@@ -101,8 +101,13 @@ export interface OpenOptions {
    * item, whose rerun after a crash asks the ledger about that item by its request id.
    */
   ownEntry?: boolean;
+  /** The request's tags (CONTRACT §9, relay/tags.ts), written on each of its records; null or absent when untagged. */
+  tags?: string[] | null;
 }
 
+
+/** The request's tags in its in-flight entry's facts, so the record of a request its instance could not finish carries them too. */
+const tagFacts = (opts: OpenOptions): string => (opts.tags ? `,"tg":${JSON.stringify(opts.tags)}` : "");
 
 // The gateway's own id of a money call: unique per instance start and call. The ledger and the
 // records' dedupe key use it, never the request id, which a client may choose and reuse.
@@ -152,7 +157,7 @@ export class MoneyCall {
     if (!ledger) return new MoneyCall(deps, key, opts, null);
     const month = monthKey();
     const uid = newUid(deps);
-    ledger.enter(key, uid, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month, opts.requestId), nano);
+    ledger.enter(key, uid, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month, opts.requestId, tagFacts(opts)), nano);
     return new MoneyCall(deps, key, opts, { keyId: key.id, month, nano }, true, uid);
   }
 
@@ -198,7 +203,7 @@ export class MoneyCall {
       const leased = await MoneyCall.fromLease(deps, key, opts, est, leases, ledger);
       if (leased) return leased;
     }
-    const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), opts.requestId) : ("" as FactsJson);
+    const facts = ledger ? ledger.facts(key, opts.endpoint, opts.model ?? null, monthKey(), opts.requestId, tagFacts(opts)) : ("" as FactsJson);
     let r = await admitOr503(deps, key, budgeted ? est.usd : null, budgeted ? est.minUsd : null, ledger, uid, facts, lc);
     if (lc && plain && lc.ask !== plain && (r === "unreachable" || r?.limits?.refused)) {
       // The slice did not fit (or Redis is gone): the request alone.
@@ -262,7 +267,7 @@ export class MoneyCall {
     // record at that worst case, and the rest of the lease goes back (reconcile.ts).
     const month = held.lease.month;
     const uid = newUid(deps);
-    ledger.enterLeased(key, uid, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month, opts.requestId, leasedFacts(held.lease.id, nano)));
+    ledger.enterLeased(key, uid, month, ledger.facts(key, opts.endpoint, opts.model ?? null, month, opts.requestId, leasedFacts(held.lease.id, nano) + tagFacts(opts)));
     const call = new MoneyCall(deps, key, opts, { keyId: key.id, month, nano }, false, uid);
     call.lease = held;
     return call;
@@ -277,9 +282,9 @@ export class MoneyCall {
    * `indexes`: each request's index in its batch, when only some of the batch is admitted (the
    * others answered from the response cache); request i's id is `<requestId>.<its index>`.
    */
-  static async openBatch(deps: MoneyDeps, key: KeyContext, requestId: string, endpoint: string, requests: Json[], bytes: number[], indexes?: number[]): Promise<MoneyCall[] | { refusedUsd: number }> {
+  static async openBatch(deps: MoneyDeps, key: KeyContext, requestId: string, endpoint: string, requests: Json[], bytes: number[], indexes?: number[], tags: string[] | null = null): Promise<MoneyCall[] | { refusedUsd: number }> {
     const model = (r: Json) => (typeof r.model === "string" ? r.model : null);
-    const ids = (i: number): OpenOptions => ({ requestId: `${requestId}.${indexes?.[i] ?? i}`, endpoint, model: model(requests[i]!) });
+    const ids = (i: number): OpenOptions => ({ requestId: `${requestId}.${indexes?.[i] ?? i}`, endpoint, model: model(requests[i]!), tags });
     const est = key.monthlyBudgetUsd === null ? [] : requests.map((r, i) => estimateRequest(deps, key, r, bytes[i]));
     const budgeted = est.some((e) => e !== null);
     const tokens = key.limits ? requests.map((r, i) => tokenAsk(key, r, bytes[i]!)) : [];
@@ -314,7 +319,7 @@ export class MoneyCall {
       // The batch's one entry becomes one entry per prompt (its share), in the same turn.
       calls = shares.map((s, i) => {
         const uid = newUid(deps);
-        ledger.enter(key, uid, s.month, ledger.facts(key, endpoint, ids(i).model ?? null, s.month, ids(i).requestId), s.nano);
+        ledger.enter(key, uid, s.month, ledger.facts(key, endpoint, ids(i).model ?? null, s.month, ids(i).requestId, tagFacts(ids(i))), s.nano);
         return new MoneyCall(deps, key, ids(i), s, true, uid);
       });
       ledger.settle(key, batchUid, r.month, r.nano, r.nano);
@@ -381,6 +386,7 @@ export class MoneyCall {
       seat: a.adapter.seat,
       adapted: a.adapted ?? null,
       affinity: a.affinity ?? null,
+      tags: this.opts.tags ?? null,
       createdAt: new Date().toISOString(),
     };
     // Redis mode: into the usage stream with this turn's ledger writes; embedded: the usage queue.

@@ -58,6 +58,8 @@ interface Request {
   body: Json;
   stream: boolean;
   startedAt: number;
+  /** The request's tags (CONTRACT §9), on its hit's record. */
+  tags: string[] | null;
 }
 
 /** A /blitz prompt's place in the cache: its entry key, and its entry when one was fresh enough. */
@@ -76,8 +78,8 @@ export class ResponseCache {
     this.templates = new ReplayTemplates(deps.templateBytes);
   }
 
-  async serve(rc: RequestContext, key: KeyContext, shape: ClientShape, endpoint: string, parsed: { body: Json; stream: boolean }, relay: Relay): Promise<Response> {
-    const req: Request = { rc, key, shape, endpoint, body: parsed.body, stream: parsed.stream, startedAt: performance.now() };
+  async serve(rc: RequestContext, key: KeyContext, shape: ClientShape, endpoint: string, parsed: { body: Json; stream: boolean; tags?: string[] | null }, relay: Relay): Promise<Response> {
+    const req: Request = { rc, key, shape, endpoint, body: parsed.body, stream: parsed.stream, startedAt: performance.now(), tags: parsed.tags ?? null };
     const cc = cacheControlOf(rc.request.headers.get("cache-control"));
     if (cc.noStore || !cacheableRequest(shape, req.body)) return this.run(req, relay, "BYPASS", null);
     const k = entryKey(scopeOf(key), endpoint, req.body);
@@ -244,10 +246,10 @@ export class ResponseCache {
   }
 
   /** A prompt answered from its entry: the chat completion (fresh ids), its $0 cache_hit usage record, and the outcome in the prompt's record. */
-  promptHit(key: KeyContext, a: CachedAnswer, body: Json, record: AccessEntry): Json {
+  promptHit(key: KeyContext, a: CachedAnswer, body: Json, record: AccessEntry, tags: string[] | null = null): Json {
     const completion = JSON.parse(replayJson("chat", body, a));
     record.outcome = "cache_hit";
-    this.recordHit(key, a, record.requestId, "blitz", performance.now() - record.startedAt);
+    this.recordHit(key, a, record.requestId, "blitz", performance.now() - record.startedAt, tags);
     return completion;
   }
 
@@ -277,12 +279,12 @@ export class ResponseCache {
         : new Response(bytes, { status: 200, headers: { "content-type": "application/json", ...headers } });
     }
     rc.access.outcome = "cache_hit";
-    this.recordHit(key, a, rc.requestId, req.endpoint, performance.now() - req.startedAt);
+    this.recordHit(key, a, rc.requestId, req.endpoint, performance.now() - req.startedAt, req.tags);
     return res;
   }
 
   /** A hit's usage record: $0, outcome cache_hit, the cost it saved (its metrics come from the request's record). */
-  private recordHit(key: KeyContext, a: CachedAnswer, requestId: string, endpoint: string, latencyMs: number): void {
+  private recordHit(key: KeyContext, a: CachedAnswer, requestId: string, endpoint: string, latencyMs: number, tags: string[] | null): void {
     this.deps.record({
       requestId,
       attempt: 1,
@@ -306,6 +308,7 @@ export class ResponseCache {
       latencyMs: Math.round(latencyMs),
       ttfbMs: null,
       seat: false,
+      tags,
       createdAt: new Date().toISOString(),
     });
   }

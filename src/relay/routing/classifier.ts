@@ -144,11 +144,12 @@ interface Outcome {
  * the adapter's prepare and send, the codec, timeouts, one usage record through the money owner),
  * on a lane made of the classifier's provider, model and credential.
  */
-async function ask(ctx: RelayDeps, key: KeyContext, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal, record: AccessEntry): Promise<Outcome> {
+async function ask(ctx: RelayDeps, key: KeyContext, lane: ResolvedLane, model: string, messages: Json[], signal: AbortSignal, record: AccessEntry, tags: string[] | null): Promise<Outcome> {
   let body: Json = { model, messages };
   const est = key.monthlyBudgetUsd === null ? null : estimateRequest(ctx, key, body, undefined, [lane]);
   // Throws 402 when the budget cannot hold even the prompt (the caller keeps the chain order).
-  const money = await MoneyCall.reserveFor(ctx, key, { requestId: null, endpoint: "classifier", model }, est);
+  // The request's tags (CONTRACT §9) on the classifier's record too: its cost is the request's.
+  const money = await MoneyCall.reserveFor(ctx, key, { requestId: null, endpoint: "classifier", model, tags }, est);
   if (money.outputLimit !== null) body = withOutputLimit(body, "chat", money.outputLimit);
   const rr: RelayRequest = {
     ctx, key, endpoint: "classifier", shape: "chat", body, bytes: JSON.stringify(body).length, stream: false,
@@ -173,7 +174,7 @@ async function ask(ctx: RelayDeps, key: KeyContext, lane: ResolvedLane, model: s
 }
 
 /** Classifier mode: the key's lanes with the classifier's pick first (the chain as stored when it cannot pick). */
-export async function classifyLanes(ctx: RelayDeps, key: KeyContext, req: ChatRequest, signal: AbortSignal, record: AccessEntry): Promise<ResolvedLane[]> {
+export async function classifyLanes(ctx: RelayDeps, key: KeyContext, req: ChatRequest, signal: AbortSignal, record: AccessEntry, tags: string[] | null = null): Promise<ResolvedLane[]> {
   const lanes = key.lanes;
   const categories: Array<{ key: string; description: string | null }> = [];
   for (const l of lanes) {
@@ -190,7 +191,7 @@ export async function classifyLanes(ctx: RelayDeps, key: KeyContext, req: ChatRe
   const callSignal = AbortSignal.any([signal, AbortSignal.timeout(TIMEOUT_MS)]);
   let o: Outcome;
   try {
-    o = await ask(ctx, key, classifierLane(key), model, messages, callSignal, record);
+    o = await ask(ctx, key, classifierLane(key), model, messages, callSignal, record, tags);
   } catch (e) {
     record.noteRefusal("classifier", e);
     o = { status: 0, code: e instanceof GatewayError ? e.code ?? "upstream_error" : signal.aborted ? "client_closed" : "connection_error", answer: null };

@@ -16,6 +16,8 @@ export function presentJob(j: JobRow) {
     cost_usd: j.costUsd,
     stop_reason: j.stopReason,
     webhook_url: j.webhookUrl,
+    // The tags the job was submitted with (CONTRACT §9), on every item's records; [] when untagged.
+    tags: j.tags ?? [],
     created_at: iso(j.createdAt),
     finished_at: iso(j.finishedAt),
     expires_at: iso(j.expiresAt),

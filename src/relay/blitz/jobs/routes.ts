@@ -14,6 +14,8 @@ import { newId } from "../../../lib/ids.ts";
 import { checkWebhookUrl } from "../../../webhooks/url.ts";
 import { resolveRoutingKey } from "../../auth.ts";
 import { noProviders } from "../../relay-errors.ts";
+import { refusePromptTags, requestTags, tagsRequired } from "../../tags.ts";
+import type { Json } from "../../../protocols/types.ts";
 import { parseBlitzBody } from "../validate.ts";
 import { batchWorstCase, checkBatchBudget } from "../batches/admission.ts";
 import { relayDeps } from "../../relay-deps.ts";
@@ -57,7 +59,7 @@ export function blitzJobRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/blitz/jobs", { POST: (rc) => submit(ctx, rc) }, BLITZ, {
     POST: {
       summary: "Submit up to 10,000 prompts as a job", tag: "Inference", auth: "routing-key", body: jobBodyDoc,
-      description: "Each prompt is admitted and charged like its own request when its turn comes (budget, rate limits, concurrency cap). The job runs on every instance's workers and survives the death of one.",
+      description: "Each prompt is admitted and charged like its own request when its turn comes (budget, rate limits, concurrency cap). The job runs on every instance's workers and survives the death of one. Tags (`x-gateway-tags`, or the top-level `metadata.tags`) are kept with the job (its `tags`) and written on every item's usage records.",
       responses: { "202": { description: "`{id, object: \"blitz.job\", status: \"queued\", total, …}` with `Location: /blitz/jobs/{id}`." } },
     },
   });
@@ -84,7 +86,11 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   const webhookUrl = body.webhook_url === undefined || body.webhook_url === null ? null : await checkWebhookUrl(ctx, body.webhook_url);
   delete body.webhook_url;
   const batchMode = batchModeOf(body);
+  // CONTRACT §9: the job's tags (header, else the shared metadata.tags), kept on the job for every item's records.
+  const tags = requestTags(request.headers, body as Json);
   const batch = parseBlitzBody(body, { max: BLITZ_JOB_MAX_PROMPTS, path: "/blitz/jobs" });
+  refusePromptTags(batch.requests);
+  if (tags === null && key.requireTags) throw tagsRequired();
   if (key.lanes.length === 0) throw noProviders();
   const id = newId("bjob");
   // Batch work (CONTRACT §9): the job's summed worst case must fit the budget now, or 402 before
@@ -96,7 +102,7 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
       throw e;
     });
   }
-  await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl }, batch.requests);
+  await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl, tags }, batch.requests);
   await ctx.services.blitzJobs.queue.add(id, batch.requests.map((_, i) => i));
   const job = (await getJob(ctx, id))!;
   return json(presentJob(job), 202, { location: `/blitz/jobs/${id}` });

@@ -207,13 +207,13 @@ export function itemRunner(ctx: RelayDeps, deps: RunnerDeps): ItemHandler {
     const cached = key.cache && shape === "chat" ? await ctx.services.responseCache.lookupPrompt(key, body, NO_CACHE_CONTROL) : null;
     at.sent = true;
     if (cached?.a) {
-      const completion = ctx.services.responseCache.promptHit(key, cached.a, body, record);
+      const completion = ctx.services.responseCache.promptHit(key, cached.a, body, record, job.tags ?? null);
       record.release();
       return finish(ref, { status: "succeeded", httpStatus: 200, result: { completion, mode: "live" }, usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, costUsd: 0 });
     }
     const r = await runChat(ctx, key, body, {
       shape, stream: false, endpoint, signal: new AbortController().signal,
-      requestId, bodyBytes: JSON.stringify(body).length, ownEntry: true, record,
+      requestId, bodyBytes: JSON.stringify(body).length, ownEntry: true, record, tags: job.tags ?? null,
     }).finally(() => record.release());
     if (r.ok && cached) await ctx.services.responseCache.keepPrompt(key, cached.k, body, r.body, { provider: r.provider, costUsd: r.costUsd, lowered: r.lowered, usage: r.usage });
     if (r.ok) {

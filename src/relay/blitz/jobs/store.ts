@@ -26,7 +26,7 @@ export const ACTIVE_JOB = ["queued", "running"];
 /** Rows per INSERT when a job is created (10,000 prompts stay well under Postgres' parameter cap). */
 const INSERT_CHUNK = 500;
 
-export async function createJob(ctx: JobStores, job: { id: string; accountId: string; routingKeyId: string; keyHash: string; webhookUrl: string | null }, requests: Json[]): Promise<void> {
+export async function createJob(ctx: JobStores, job: { id: string; accountId: string; routingKeyId: string; keyHash: string; webhookUrl: string | null; tags?: string[] | null }, requests: Json[]): Promise<void> {
   await ctx.db.transaction(async (tx) => {
     await tx.insert(blitzJobs).values({ ...job, total: requests.length, remaining: requests.length });
     for (let i = 0; i < requests.length; i += INSERT_CHUNK) {

@@ -40,6 +40,7 @@ export function interruptedRow(keyId: string, uid: string, f: EntryFacts, nano: 
     status: 0, outcome: "interrupted", errorCode: "gateway_instance_lost", attempt: 0,
     promptTokens: 0, completionTokens: 0, cachedTokens: 0, cacheWriteTokens: 0,
     costUsd: fromNano(nano), priceEstimated: true, priceSource: "fallback", latencyMs: Math.max(0, now - f.t), ttfbMs: null, seat: f.s,
+    tags: Array.isArray(f.tg) && f.tg.length > 0 ? f.tg : null,
     createdAt: new Date(f.t).toISOString(),
   });
 }

@@ -23,6 +23,8 @@ export interface EntryFacts {
   w?: number;
   /** This entry is a budget lease: what it still holds goes back to the counter when its instance dies. */
   ls?: 1;
+  /** The request's tags (CONTRACT §9), written on its `interrupted` record. */
+  tg?: string[];
 }
 
 /**

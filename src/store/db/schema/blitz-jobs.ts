@@ -36,6 +36,8 @@ export const blitzJobs = pgTable("blitz_jobs", {
   metadata: jsonb("metadata"),
   /** Batches: the worst case of every line, checked against the key's budget at submit. */
   reservedUsd: doublePrecision("reserved_usd"),
+  /** The tags the job was submitted with (CONTRACT §9), written on every item's records; null when untagged. */
+  tags: text("tags").array(),
   createdAt: ts("created_at").notNull().defaultNow(),
   finishedAt: ts("finished_at"),
   /** Results are deleted after this (set when the job ends). */

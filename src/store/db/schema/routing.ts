@@ -44,6 +44,8 @@ export const routingKeys = pgTable("routing_keys", {
   cache: jsonb("cache").$type<RoutingKeyCache | null>(),
   // Translation policy (CONTRACT §9): `adapt` maps or drops what a lane cannot carry, `strict` refuses it.
   translation: text("translation").notNull().default("adapt"),
+  // Tags (CONTRACT §9): true answers an untagged inference request 400.
+  requireTags: boolean("require_tags").notNull().default(false),
   // Session affinity (CONTRACT §9): null = the default (3600 s on keys with more than one lane), 0 = off.
   sessionAffinityTtlSeconds: integer("session_affinity_ttl_seconds"),
   lanes: jsonb("lanes").$type<LaneRow[]>().notNull().default([]),

@@ -42,6 +42,8 @@ export const usageRecords = pgTable("usage_records", {
   adapted: text("adapted"),
   /** Session affinity (CONTRACT §9): followed, moved or new; null when the request carried no session or its key has none. */
   affinity: text("affinity"),
+  /** The request's tags (CONTRACT §9: x-gateway-tags or metadata.tags), distinct, in the order sent; null when untagged. */
+  tags: text("tags").array(),
   createdAt: ts("created_at").notNull().defaultNow(),
 }, (t) => [
   primaryKey({ name: "usage_records_pkey", columns: [t.id, t.createdAt] }),
@@ -52,6 +54,11 @@ export const usageRecords = pgTable("usage_records", {
   // gateway's own id of the attempt (not the request id, which a client may reuse) and the
   // partition key, which a redelivered record carries unchanged.
   uniqueIndex("usage_record_key").on(t.recordKey, t.createdAt),
+  // ?tag= (records and groups): the records holding a tag, never a walk of every record. Partial:
+  // an untagged record (most of them) costs its INSERT nothing here.
+  index("usage_tags").using("gin", t.tags).where(sql`"tags" IS NOT NULL`),
+  // ?by=tag: the account's tagged records of a window, never its untagged ones.
+  index("usage_tagged").on(t.accountId, t.createdAt).where(sql`"tags" IS NOT NULL`),
 ]);
 
 /**
