@@ -85,7 +85,7 @@ const perCall = (fn: () => unknown, n = 2000) => {
   return Math.round(((c.user + c.system) / n) * 10) / 10;
 };
 console.log(JSON.stringify({
-  replay_alone: `${entry.chunks.length} chunks`,
+  replay_alone: `${entry.wire.events?.length ?? 1} ${entry.wire.events ? "events" : "JSON body"}`,
   sse_encoded_per_hit_us: perCall(() => replaySse("chat", sseReq, entry).map((p) => enc.encode(p))),
   sse_from_template_us: perCall(() => templates.bytes("sse", () => replaySse("chat", sseReq, entry).join(""))),
   json_encoded_per_hit_us: perCall(() => enc.encode(replayJson("chat", body(0), entry))),

@@ -115,16 +115,18 @@ describe(`cost in the answer (${storesLabel})`, () => {
     test(`CONTRACT §9: a cache hit of a ${shape} answer says cost 0, streamed and not, and what it saved`, async () => {
       const key = await addRoutingKey(w.gw, w.acct.id, { lanes: [lane("openai", w.cred.openai.id)], cache: { ttl_seconds: 300, shared: false } });
       const headers: Record<string, string> = shape === "anthropic" ? { "anthropic-version": "2023-06-01" } : {};
-      const miss = await w.gw.call(PATH[shape], { token: key.raw, body: bodyFor(shape, "gpt-4o-mini", false), headers });
+      // Responses answers are cached only with store: false (docs/caching.md).
+      const body = (stream: boolean) => ({ ...bodyFor(shape, "gpt-4o-mini", stream), ...(shape === "responses" ? { store: false } : {}) });
+      const miss = await w.gw.call(PATH[shape], { token: key.raw, body: body(false), headers });
       expect(miss.headers.get("x-cache")).toBe("MISS");
       const bought = await recordedCost(miss.headers.get("x-request-id")!);
       expect(miss.body.usage.cost).toBeCloseTo(bought, 12);
-      const hit = await w.gw.call(PATH[shape], { token: key.raw, body: bodyFor(shape, "gpt-4o-mini", false), headers });
+      const hit = await w.gw.call(PATH[shape], { token: key.raw, body: body(false), headers });
       expect(hit.headers.get("x-cache")).toBe("HIT");
       expect(hit.body.usage.cost).toBe(0);
       expect(hit.headers.get("x-gateway-cost-usd")).toBe("0");
       expect(Number(hit.headers.get("x-gateway-cache-saved-usd"))).toBeCloseTo(bought, 11);
-      const sHit = await w.gw.call(PATH[shape], { token: key.raw, body: bodyFor(shape, "gpt-4o-mini", true), headers });
+      const sHit = await w.gw.call(PATH[shape], { token: key.raw, body: body(true), headers });
       expect(sHit.headers.get("x-cache")).toBe("HIT");
       expect(clientUsage(shape, true, sHit.body)?.cost).toBe(0);
       const rows = await usageRows(w.gw, eq(usageRecords.requestId, hit.headers.get("x-request-id")!));
