@@ -3,15 +3,12 @@
 // stream's events, wire.ts), and read by the protocol's codec into the pivot's chunks (role,
 // reasoning, text, refusal, tool-call deltas, the finish reason) to tell a complete answer. A stream
 // and a JSON answer to the same request fill the same entry; a hit is written from the stored
-// answer with every field it had (wire.ts), in the mode the request asks, with fresh ids. Only a
-// streamed Responses hit of a JSON answer is written by the protocol's encoder from the pivot.
-import { randomToken } from "../../lib/crypto.ts";
-import { clientCodecs, upstreamCodecs } from "../../protocols/index.ts";
-import { chatChunk, chatUsage, newChatId } from "../../protocols/pivot.ts";
+// answer with every field it had (wire.ts), in the mode the request asks, with fresh ids.
+import { upstreamCodecs } from "../../protocols/index.ts";
 import { isErrorBody } from "../../protocols/error-body.ts";
 import { createSseDecoder, type SseDecoder } from "../../protocols/sse.ts";
 import type { ChunkDecoder, ClientShape, Json, ReasoningBlock, SseEvent, UpstreamCodec, Usage, WireProtocol } from "../../protocols/types.ts";
-import { pieces, renderJson, renderSse, wireEvent, wireServes, type Wire, type WireEvent } from "./wire.ts";
+import { pieces, renderJson, renderSse, wireEvent, type Wire, type WireEvent } from "./wire.ts";
 
 /** One chunk of the answer: choice 0's delta and finish reason. */
 export interface CachedChunk {
@@ -171,34 +168,6 @@ export function isComplete(c: Captured, request: Json, lowered: boolean): boolea
   return finish === "length" && !lowered && clientSetLimit(request);
 }
 
-/** A fresh id in the style of the one given (`call_…`, `toolu_…`). */
-function freshId(old: unknown): string {
-  const prefix = typeof old === "string" ? /^[A-Za-z]+_/.exec(old)?.[0] : undefined;
-  return `${prefix ?? "call_"}${randomToken(24)}`;
-}
-
-/** The answer's chunks with fresh tool-call ids (one per call, the same in every delta of that call). */
-function freshChunks(chunks: CachedChunk[]): CachedChunk[] {
-  const ids = new Map<number, string>();
-  return chunks.map((c) => {
-    if (!Array.isArray(c.delta.tool_calls)) return c;
-    const tool_calls = c.delta.tool_calls.map((tc: Json) => {
-      if (tc.id === undefined) return tc;
-      const id = freshId(tc.id);
-      ids.set(tc.index ?? 0, id);
-      return { ...tc, id };
-    });
-    return { ...c, delta: { ...c.delta, tool_calls } };
-  });
-}
-
-/** The pivot chunks of a stored JSON answer (a streamed Responses hit of it is written from them). */
-function chunksOf(shape: ClientShape, request: Json, a: CachedAnswer): CachedChunk[] {
-  if (!a.wire.json) return [];
-  const { completion } = codecOf(shape)!.decodeResponse(a.wire.json, { model: String(request.model ?? "") });
-  return completion.choices?.[0] ? choiceChunks(completion.choices[0]) : [];
-}
-
 /** A hit costs nothing (CONTRACT §9): its usage says cost 0. */
 const hitUsage = (a: CachedAnswer): Usage | null => (a.usage ? { ...a.usage, cost: 0 } : null);
 
@@ -209,14 +178,5 @@ export function replayJson(shape: ClientShape, request: Json, a: CachedAnswer): 
 
 /** A hit as the client protocol's SSE: one piece per event (the stream's writes), its ending included. */
 export function replaySse(shape: ClientShape, request: Json, a: CachedAnswer): string[] {
-  if (wireServes(shape, a.wire, true)) return renderSse(shape, request, a.wire, hitUsage(a));
-  const encoder = clientCodecs[shape]!.streamEncoder(request);
-  const base = { id: newChatId(), created: Math.floor(Date.now() / 1000), model: a.model };
-  const out: string[] = [];
-  for (const c of freshChunks(chunksOf(shape, request, a))) {
-    const s = encoder.push(chatChunk(base, c.delta, c.finish_reason));
-    if (s) out.push(s);
-  }
-  out.push(encoder.end(hitUsage(a)));
-  return out;
+  return renderSse(shape, request, a.wire, hitUsage(a));
 }

@@ -303,6 +303,60 @@ function eventsOfMessage(m: Json): WireEvent[] {
   return out;
 }
 
+// ---- Responses ----
+
+/** A Responses answer → the events a stream of it carries, each item's pieces in order, the answer whole in response.completed. */
+function eventsOfResponse(r: Json): WireEvent[] {
+  const out: WireEvent[] = [];
+  const ev = (type: string, data: Json) => out.push({ event: type, data: { type, ...data, sequence_number: out.length } });
+  const { output = [], usage: _u, ...head } = r;
+  const opening = { ...head, status: "in_progress", output: [] }; // no usage yet (the schema has no null usage)
+  ev("response.created", { response: opening });
+  ev("response.in_progress", { response: opening });
+  (output as Json[]).forEach((item, output_index) => {
+    const item_id = item.id;
+    if (item.type === "message") {
+      ev("response.output_item.added", { output_index, item: { ...item, status: "in_progress", content: [] } });
+      (item.content ?? []).forEach((part: Json, content_index: number) => {
+        const at = { item_id, output_index, content_index };
+        if (part.type === "output_text") {
+          const { text = "", annotations = [], logprobs = [] } = part;
+          ev("response.content_part.added", { ...at, part: { ...part, text: "", annotations: [], logprobs: [] } });
+          // The tokens' logprobs go with the first piece of text.
+          pieces(text).forEach((delta, i) => ev("response.output_text.delta", { ...at, delta, logprobs: i === 0 ? logprobs : [] }));
+          (annotations as Json[]).forEach((annotation, annotation_index) => ev("response.output_text.annotation.added", { ...at, annotation_index, annotation }));
+          ev("response.output_text.done", { ...at, text, logprobs });
+        } else if (part.type === "refusal") {
+          ev("response.content_part.added", { ...at, part: { ...part, refusal: "" } });
+          ev("response.refusal.delta", { ...at, delta: part.refusal ?? "" });
+          ev("response.refusal.done", { ...at, refusal: part.refusal ?? "" });
+        } else ev("response.content_part.added", { ...at, part });
+        ev("response.content_part.done", { ...at, part });
+      });
+    } else if (item.type === "reasoning") {
+      ev("response.output_item.added", { output_index, item: { ...item, summary: [], ...(item.encrypted_content !== undefined ? { encrypted_content: null } : {}) } });
+      (item.summary ?? []).forEach((p: Json, summary_index: number) => {
+        const at = { item_id, output_index, summary_index };
+        ev("response.reasoning_summary_part.added", { ...at, part: { ...p, text: "" } });
+        for (const delta of pieces(p.text ?? "")) ev("response.reasoning_summary_text.delta", { ...at, delta });
+        ev("response.reasoning_summary_text.done", { ...at, text: p.text ?? "" });
+        ev("response.reasoning_summary_part.done", { ...at, part: p });
+      });
+    } else if (item.type === "function_call") {
+      ev("response.output_item.added", { output_index, item: { ...item, status: "in_progress", arguments: "" } });
+      for (const delta of pieces(item.arguments ?? "", 8)) ev("response.function_call_arguments.delta", { item_id, output_index, delta });
+      ev("response.function_call_arguments.done", { item_id, output_index, name: item.name, arguments: item.arguments ?? "" });
+    } else if (item.type === "custom_tool_call") {
+      ev("response.output_item.added", { output_index, item: { ...item, status: "in_progress", input: "" } });
+      if (item.input) ev("response.custom_tool_call_input.delta", { item_id, output_index, delta: item.input });
+      ev("response.custom_tool_call_input.done", { item_id, output_index, input: item.input ?? "" });
+    } else ev("response.output_item.added", { output_index, item });
+    ev("response.output_item.done", { output_index, item });
+  });
+  ev(r.status === "incomplete" ? "response.incomplete" : "response.completed", { response: r });
+  return out;
+}
+
 // ---- Gemini ----
 
 /** Gemini stream chunks → the one GenerateContentResponse they add up to (parts joined, the last of each other member). */
@@ -342,21 +396,16 @@ function jsonOfEvents(shape: ClientShape, events: WireEvent[], usage: Usage | nu
   // Responses: the closing event carries the whole response.
   for (let i = events.length - 1; i >= 0; i--) {
     const d = events[i]!.data;
-    if (typeof d === "object" && d.type === "response.completed" && d.response) return d.response;
+    if (typeof d === "object" && (d.type === "response.completed" || d.type === "response.incomplete") && d.response) return d.response;
   }
   throw new Error("a stored Responses stream without response.completed");
 }
 
-/** A JSON answer → its stream's events; null for Responses (its events are written by the protocol's encoder). */
+/** A JSON answer → its stream's events. */
 function eventsOfJson(shape: ClientShape, json: Json, _request: Json): WireEvent[] {
   if (shape === "chat") return chunksOfChat(json);
+  if (shape === "responses") return eventsOfResponse(json);
   if (shape === "anthropic") return eventsOfMessage(json);
   if (shape === "gemini") return [{ data: json }]; // one chunk that is the whole answer: a Gemini stream may be that
   throw new Error(`no stream of a stored ${shape} JSON answer`);
-}
-
-/** True when a hit of this protocol in this mode is written from the stored wire form (else through the pivot). */
-export function wireServes(shape: ClientShape, wire: Wire, stream: boolean): boolean {
-  if (!stream) return true;
-  return wire.events !== undefined || shape !== "responses";
 }
