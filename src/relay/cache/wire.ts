@@ -147,19 +147,24 @@ function mergeDelta(acc: Json, delta: Json): void {
           const i = typeof tc?.index === "number" ? tc.index : 0;
           mergeDelta((calls[i] ??= {}), tc);
         }
-      } else acc[k] = Array.isArray(acc[k]) ? [...acc[k], ...v] : [...v];
+      } else {
+        if (!Array.isArray(acc[k])) acc[k] = [];
+        for (const x of v) acc[k].push(x); // in place: linear however many deltas carry a list
+      }
     } else if (typeof v === "object") {
       mergeDelta((acc[k] = acc[k] && typeof acc[k] === "object" ? acc[k] : {}), v);
     } else acc[k] = v;
   }
 }
 
-/** Chunk logprobs joined: each list of tokens (content, refusal) in order. */
+/** Chunk logprobs joined: each list of tokens (content, refusal) in order (appended in place: linear in the tokens). */
 function mergeLogprobs(acc: Json | null, lp: Json): Json {
   const out: Json = acc ?? {};
   for (const k in lp) {
-    if (Array.isArray(lp[k])) out[k] = [...(Array.isArray(out[k]) ? out[k] : []), ...lp[k]];
-    else if (out[k] === undefined || lp[k] !== null) out[k] = lp[k];
+    if (Array.isArray(lp[k])) {
+      if (!Array.isArray(out[k])) out[k] = [];
+      for (const x of lp[k]) out[k].push(x);
+    } else if (out[k] === undefined || lp[k] !== null) out[k] = lp[k];
   }
   return out;
 }
@@ -252,7 +257,11 @@ function messageOfEvents(events: WireEvent[]): Json {
   for (const { data: e } of events) {
     if (typeof e !== "object") continue;
     if (e.type === "message_start") msg = { ...e.message, content: [...(e.message?.content ?? [])] };
-    else if (e.type === "content_block_start") msg.content[e.index] = { ...e.content_block };
+    else if (e.type === "content_block_start") {
+      const b = { ...e.content_block };
+      if (Array.isArray(b.citations)) b.citations = [...b.citations]; // appended to below: never the stored event's own list
+      msg.content[e.index] = b;
+    }
     else if (e.type === "content_block_delta") {
       const b = msg.content[e.index];
       const d = e.delta ?? {};
@@ -379,9 +388,12 @@ function geminiOfChunks(events: WireEvent[]): Json {
     }
     if (logprobsResult) {
       const acc: Json = (cand.logprobsResult ??= {});
-      for (const k in logprobsResult) acc[k] = Array.isArray(logprobsResult[k]) ? [...(acc[k] ?? []), ...logprobsResult[k]] : logprobsResult[k];
+      for (const k in logprobsResult) {
+        if (!Array.isArray(logprobsResult[k])) acc[k] = logprobsResult[k];
+        else for (const x of logprobsResult[k]) (acc[k] ??= []).push(x);
+      }
     }
-    if (citationMetadata) cand.citationMetadata = { citationSources: [...(cand.citationMetadata?.citationSources ?? []), ...(citationMetadata.citationSources ?? [])] };
+    if (citationMetadata) for (const c of citationMetadata.citationSources ?? []) ((cand.citationMetadata ??= { citationSources: [] }).citationSources as Json[]).push(c);
     Object.assign(cand, rest);
   }
   return { candidates: [cand], ...out };
