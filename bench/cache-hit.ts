@@ -63,9 +63,9 @@ await scenario("hit, SSE", () => [body(0, true)]);
 const mixed = `${run}-mixed`;
 await scenario("mixed (≈50 % repeats)", (i) => [{ model: "gpt-4o-mini", messages: [{ role: "user", content: `mixed ${mixed} ${Math.floor(Math.random() * Math.max(1, N / 2))}` }] }]);
 
-// The replay alone, without HTTP, on the entry the hit scenarios served: the client protocol's
-// encoders run over every chunk (what each SSE hit did before) against a copy of the pre-encoded
-// bytes with fresh ids written in (what a hit does now).
+// The replay alone, without HTTP, on the entry the hit scenarios served: the stored answer written
+// out afresh (what the first hit of a protocol and mode does) against a copy of the pre-encoded
+// bytes with fresh ids written in (what every later hit does).
 const { entryKey, routeDigest } = await import("../src/relay/cache/key.ts");
 const { resolveRoutingKey } = await import("../src/relay/auth.ts");
 const keyCtx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${key.raw}` } }));
@@ -85,7 +85,7 @@ const perCall = (fn: () => unknown, n = 2000) => {
   return Math.round(((c.user + c.system) / n) * 10) / 10;
 };
 console.log(JSON.stringify({
-  replay_alone: `${entry.chunks.length} chunks`,
+  replay_alone: `${entry.wire.events?.length ?? 1} ${entry.wire.events ? "events" : "JSON body"}`,
   sse_encoded_per_hit_us: perCall(() => replaySse("chat", sseReq, entry).map((p) => enc.encode(p))),
   sse_from_template_us: perCall(() => templates.bytes("sse", () => replaySse("chat", sseReq, entry).join(""))),
   json_encoded_per_hit_us: perCall(() => enc.encode(replayJson("chat", body(0), entry))),

@@ -64,6 +64,7 @@ const ROUTING_KEY_FIELDS = [
 const LANE_FIELDS = [
   "provider", "model", "credential_id", "sub_session_id", "bridge_instance_id", "category_key",
   "category_description", "fallback_to_default_model", "reasoning_effort", "verbosity", "service_tier",
+  "cooldown_until", // CONTRACT §9 lane cooldowns: when the lane's cooldown ends, or null
 ].sort();
 
 describe(`routing keys: create (${storesLabel})`, () => {
@@ -119,10 +120,10 @@ describe(`routing keys: create (${storesLabel})`, () => {
     });
     expect(r.status).toBe(200);
     expect(r.body.routing_key.providers).toEqual([
-      { provider: "sub", model: "flagship", credential_id: null, sub_session_id: session.id, bridge_instance_id: null, category_key: null, category_description: null, fallback_to_default_model: true, reasoning_effort: "xhigh", verbosity: "low", service_tier: "priority" },
-      { provider: "bridge", model: null, credential_id: null, sub_session_id: null, bridge_instance_id: bridge.id, category_key: "code", category_description: "coding tasks", fallback_to_default_model: true, reasoning_effort: null, verbosity: null, service_tier: null },
-      { provider: "openai", model: "gpt-4o", credential_id: openaiOld.id, sub_session_id: null, bridge_instance_id: null, category_key: null, category_description: null, fallback_to_default_model: false, reasoning_effort: "max", verbosity: null, service_tier: null },
-      { provider: "anthropic", model: "claude-sonnet-4", credential_id: anthropic.id, sub_session_id: null, bridge_instance_id: null, category_key: null, category_description: null, fallback_to_default_model: true, reasoning_effort: null, verbosity: null, service_tier: null },
+      { provider: "sub", model: "flagship", credential_id: null, sub_session_id: session.id, bridge_instance_id: null, category_key: null, category_description: null, fallback_to_default_model: true, reasoning_effort: "xhigh", verbosity: "low", service_tier: "priority", cooldown_until: null },
+      { provider: "bridge", model: null, credential_id: null, sub_session_id: null, bridge_instance_id: bridge.id, category_key: "code", category_description: "coding tasks", fallback_to_default_model: true, reasoning_effort: null, verbosity: null, service_tier: null, cooldown_until: null },
+      { provider: "openai", model: "gpt-4o", credential_id: openaiOld.id, sub_session_id: null, bridge_instance_id: null, category_key: null, category_description: null, fallback_to_default_model: false, reasoning_effort: "max", verbosity: null, service_tier: null, cooldown_until: null },
+      { provider: "anthropic", model: "claude-sonnet-4", credential_id: anthropic.id, sub_session_id: null, bridge_instance_id: null, category_key: null, category_description: null, fallback_to_default_model: true, reasoning_effort: null, verbosity: null, service_tier: null, cooldown_until: null },
     ]);
     // What GET shows is what was stored.
     const list = await gw.call(RK, { token: A.token });

@@ -34,6 +34,9 @@ export const laneInput = z.strictObject({
   reasoning_effort: z.enum(REASONING_EFFORTS).nullable().optional(),
   verbosity: z.enum(VERBOSITIES).nullable().optional(),
   service_tier: z.enum(SERVICE_TIERS).nullable().optional(),
+  // Read-only (CONTRACT §9 lane cooldowns): shown on every lane, accepted back unchanged so a lane
+  // read with GET can be sent in a PATCH as it is, and ignored.
+  cooldown_until: z.string().max(40).nullable().optional().describe("Read-only: when the lane's cooldown ends (GET shows it). Ignored when sent."),
 });
 export type LaneInput = z.output<typeof laneInput>;
 

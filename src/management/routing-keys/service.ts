@@ -72,8 +72,14 @@ async function spendForDisplay(ctx: Base, row: RoutingKeyRow): Promise<{ month: 
   }
 }
 
-/** The SPEC's Routing key object; spend comes from the live budget counter. */
-export async function presentRoutingKey(ctx: Base, row: RoutingKeyRow) {
+/** When a lane's cooldown ends (ms since epoch), or null when it is not cooling (relay/routing/cooldowns.ts untilOf). */
+export type CooldownOf = (lane: LaneRow) => number | null;
+
+/**
+ * The SPEC's Routing key object; spend comes from the live budget counter. Each lane also says
+ * `cooldown_until` (CONTRACT §9 "Lane cooldowns"): the ISO time its cooldown ends, or null.
+ */
+export async function presentRoutingKey(ctx: Base, row: RoutingKeyRow, cooldownOf: CooldownOf = () => null) {
   const spend = await spendForDisplay(ctx, row);
   return {
     id: row.id,
@@ -99,7 +105,10 @@ export async function presentRoutingKey(ctx: Base, row: RoutingKeyRow) {
     revoked_at: iso(row.revokedAt),
     created_at: iso(row.createdAt),
     updated_at: iso(row.updatedAt),
-    providers: row.lanes.map(presentLane),
+    providers: row.lanes.map((l) => {
+      const until = cooldownOf(l);
+      return { ...presentLane(l), cooldown_until: until === null ? null : new Date(until).toISOString() };
+    }),
   };
 }
 

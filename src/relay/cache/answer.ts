@@ -1,15 +1,14 @@
-// A cached answer in a protocol-neutral form, and the two ways back out of it. The form is the
-// pivot's: chat chunk deltas of the one choice (role, reasoning with its blocks' ends, text,
-// refusal, tool-call deltas), the finish reason and the usage. An answer is captured from what the
-// client was sent, whichever protocol that was (decoded by that protocol's own codec), so a
-// stream and a JSON answer to the same request fill the same entry; a hit is written by the
-// client protocol's own encoders, as SSE (one write per chunk) or JSON, with fresh ids.
-import { randomToken } from "../../lib/crypto.ts";
-import { clientCodecs, upstreamCodecs } from "../../protocols/index.ts";
-import { chatChunk, chatUsage, newChatId } from "../../protocols/pivot.ts";
+// A cached answer and the two ways back out of it. An answer is captured from what the client was
+// sent, whichever protocol that was: kept as that protocol's own answer (its JSON body or its
+// stream's events, wire.ts), and read by the protocol's codec into the pivot's chunks (role,
+// reasoning, text, refusal, tool-call deltas, the finish reason) to tell a complete answer. A stream
+// and a JSON answer to the same request fill the same entry; a hit is written from the stored
+// answer with every field it had (wire.ts), in the mode the request asks, with fresh ids.
+import { upstreamCodecs } from "../../protocols/index.ts";
 import { isErrorBody } from "../../protocols/error-body.ts";
 import { createSseDecoder, type SseDecoder } from "../../protocols/sse.ts";
 import type { ChunkDecoder, ClientShape, Json, ReasoningBlock, SseEvent, UpstreamCodec, Usage, WireProtocol } from "../../protocols/types.ts";
+import { pieces, renderJson, renderSse, wireEvent, type Wire, type WireEvent } from "./wire.ts";
 
 /** One chunk of the answer: choice 0's delta and finish reason. */
 export interface CachedChunk {
@@ -26,24 +25,14 @@ export interface CachedAnswer {
   /** What the answer cost upstream: the `saved_usd` of every hit. */
   costUsd: number;
   usage: Usage | null;
-  /** The answer as pivot chunks (chat, Responses, Messages). */
-  chunks?: CachedChunk[];
-  /** The answer's JSON text as it was sent, for shapes without the pivot (embeddings). */
-  json?: string;
+  /** The answer as the client was sent it: its JSON body or its stream's events (wire.ts). */
+  wire: Wire;
 }
 
-/** The captured answer before the relay's facts (cost, provider) are added. */
-export type Captured = Pick<CachedAnswer, "model" | "usage" | "chunks" | "json">;
+/** The captured answer before the relay's facts (cost, provider) are added; `chunks` (the pivot's, absent for embeddings) tell whether it is complete and are not stored. */
+export type Captured = Pick<CachedAnswer, "model" | "usage" | "wire"> & { chunks?: CachedChunk[] };
 
 const codecOf = (shape: ClientShape): UpstreamCodec | undefined => upstreamCodecs[shape as WireProtocol];
-
-/** Splits text into pieces of a few words (their concatenation is the text). */
-function pieces(text: string, words = 4): string[] {
-  const parts = text.match(/\S+\s*|\s+/g) ?? [text];
-  const out: string[] = [];
-  for (let i = 0; i < parts.length; i += words) out.push(parts.slice(i, i + words).join(""));
-  return out;
-}
 
 /** A completion's choice → the chunks a stream of it would have carried. */
 function choiceChunks(choice: Json): CachedChunk[] {
@@ -83,11 +72,11 @@ export function captureJson(shape: ClientShape, request: Json, text: string): Ca
   if (isErrorBody(parsed)) return null;
   const model = String(request.model ?? "");
   const codec = codecOf(shape);
-  if (!codec) return Array.isArray(parsed?.data) && parsed.data.length > 0 ? { model, usage: null, json: text } : null; // embeddings: a list of vectors
+  if (!codec) return Array.isArray(parsed?.data) && parsed.data.length > 0 ? { model, usage: null, wire: { json: parsed } } : null; // embeddings: a list of vectors
   const { completion, usage } = codec.decodeResponse(parsed, { model });
   const choices = completion.choices;
   if (!Array.isArray(choices) || choices.length !== 1) return null;
-  return { model: typeof completion.model === "string" && completion.model ? completion.model : model, usage, chunks: choiceChunks(choices[0]) };
+  return { model: typeof completion.model === "string" && completion.model ? completion.model : model, usage, chunks: choiceChunks(choices[0]), wire: { json: parsed } };
 }
 
 /**
@@ -99,6 +88,7 @@ export class StreamRecorder {
   private codec: UpstreamCodec;
   private decoder: ChunkDecoder;
   private chunks: CachedChunk[] = [];
+  private events: WireEvent[] = [];
   private last: SseEvent | null = null;
   private model: string | null = null;
   private bytes = 0;
@@ -133,12 +123,13 @@ export class StreamRecorder {
     }
     const last = this.last;
     if (!last || (this.codec.isTerminal && !this.codec.isTerminal(last.data, last.event ?? null))) return null;
-    return { model: this.model ?? String(this.request.model ?? ""), usage: this.decoder.usage(), chunks: this.chunks };
+    return { model: this.model ?? String(this.request.model ?? ""), usage: this.decoder.usage(), chunks: this.chunks, wire: { events: this.events } };
   }
 
   private take(events: SseEvent[]): void {
     for (const ev of events) {
       this.last = ev;
+      this.events.push(wireEvent(ev));
       for (const c of this.decoder.push(ev)) this.keep(c);
     }
   }
@@ -171,94 +162,21 @@ export function clientSetLimit(request: Json): boolean {
  * the client set itself, never one the gateway lowered near the end of a budget (`lowered`).
  */
 export function isComplete(c: Captured, request: Json, lowered: boolean): boolean {
-  if (c.json !== undefined) return true;
+  if (!c.chunks) return true; // embeddings: kept whole
   const finish = finishOf(c.chunks ?? []);
   if (finish === "stop" || finish === "tool_calls") return true;
   return finish === "length" && !lowered && clientSetLimit(request);
 }
 
-/** A fresh id in the style of the one given (`call_…`, `toolu_…`). */
-function freshId(old: unknown): string {
-  const prefix = typeof old === "string" ? /^[A-Za-z]+_/.exec(old)?.[0] : undefined;
-  return `${prefix ?? "call_"}${randomToken(24)}`;
-}
+/** A hit costs nothing (CONTRACT §9): its usage says cost 0. */
+const hitUsage = (a: CachedAnswer): Usage | null => (a.usage ? { ...a.usage, cost: 0 } : null);
 
-/** The answer's chunks with fresh tool-call ids (one per call, the same in every delta of that call). */
-function freshChunks(chunks: CachedChunk[]): CachedChunk[] {
-  const ids = new Map<number, string>();
-  return chunks.map((c) => {
-    if (!Array.isArray(c.delta.tool_calls)) return c;
-    const tool_calls = c.delta.tool_calls.map((tc: Json) => {
-      if (tc.id === undefined) return tc;
-      const id = freshId(tc.id);
-      ids.set(tc.index ?? 0, id);
-      return { ...tc, id };
-    });
-    return { ...c, delta: { ...c.delta, tool_calls } };
-  });
-}
-
-/** The answer as one chat completion message. */
-function assemble(chunks: CachedChunk[]): Json {
-  let content: string | null = null;
-  let refusal: string | null = null;
-  const extra: Json = {};
-  const calls: Json[] = [];
-  const blocks: ReasoningBlock[] = [];
-  let thinking = "";
-  for (const { delta } of chunks) {
-    if (typeof delta.reasoning_content === "string") thinking += delta.reasoning_content;
-    if (delta.reasoning_end && typeof delta.reasoning_end === "object") {
-      blocks.push({ text: thinking, ...delta.reasoning_end });
-      thinking = "";
-    }
-    if (typeof delta.content === "string" && delta.content) content = (content ?? "") + delta.content;
-    if (typeof delta.refusal === "string" && delta.refusal) refusal = (refusal ?? "") + delta.refusal;
-    for (const f of ["reasoning_content", "reasoning"]) if (typeof delta[f] === "string") extra[f] = (extra[f] ?? "") + delta[f];
-    if (!Array.isArray(delta.tool_calls)) continue;
-    for (const tc of delta.tool_calls) {
-      const i = typeof tc.index === "number" ? tc.index : 0;
-      const call = (calls[i] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
-      if (tc.id) call.id = tc.id;
-      if (tc.function?.name) call.function.name = tc.function.name;
-      if (typeof tc.function?.arguments === "string") call.function.arguments += tc.function.arguments;
-    }
-  }
-  if (blocks.length && thinking) blocks.push({ text: thinking });
-  const message: Json = { role: "assistant", content, refusal, ...extra };
-  if (blocks.length) message.reasoning_blocks = blocks;
-  const tool_calls = calls.filter(Boolean);
-  if (tool_calls.length) message.tool_calls = tool_calls;
-  return message;
-}
-
-/** A hit as the JSON answer of the client's protocol. */
+/** A hit as the JSON answer of the client's protocol: every field the stored answer had, fresh ids. */
 export function replayJson(shape: ClientShape, request: Json, a: CachedAnswer): string {
-  if (a.json !== undefined) return a.json;
-  const chunks = freshChunks(a.chunks ?? []);
-  const completion: Json = {
-    id: newChatId(),
-    object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
-    model: a.model,
-    choices: [{ index: 0, message: assemble(chunks), logprobs: null, finish_reason: finishOf(chunks) ?? "stop" }],
-  };
-  // A hit costs nothing (CONTRACT §9): its usage says cost 0.
-  const usage = a.usage ? { ...a.usage, cost: 0 } : null;
-  if (usage) completion.usage = chatUsage(usage);
-  const client = clientCodecs[shape]!;
-  return JSON.stringify(client.fromPivot(completion, usage, request));
+  return renderJson(shape, request, a.wire, hitUsage(a));
 }
 
-/** A hit as the client protocol's SSE: one piece per chunk (the stream's writes), then its ending. */
+/** A hit as the client protocol's SSE: one piece per event (the stream's writes), its ending included. */
 export function replaySse(shape: ClientShape, request: Json, a: CachedAnswer): string[] {
-  const encoder = clientCodecs[shape]!.streamEncoder(request);
-  const base = { id: newChatId(), created: Math.floor(Date.now() / 1000), model: a.model };
-  const out: string[] = [];
-  for (const c of freshChunks(a.chunks ?? [])) {
-    const s = encoder.push(chatChunk(base, c.delta, c.finish_reason));
-    if (s) out.push(s);
-  }
-  out.push(encoder.end(a.usage ? { ...a.usage, cost: 0 } : null));
-  return out;
+  return renderSse(shape, request, a.wire, hitUsage(a));
 }

@@ -11,7 +11,7 @@ import type { ResolvedLane } from "../../providers/types.ts";
 import { accountTag } from "./quota-scripts.ts";
 
 /** Bumped whenever the canonical form or the entry format changes: old entries are never read again. */
-export const CACHE_KEY_VERSION = 2;
+export const CACHE_KEY_VERSION = 3;
 
 /**
  * Body fields left out of the key: how the answer is delivered (stream, stream_options), who

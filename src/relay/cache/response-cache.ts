@@ -224,7 +224,7 @@ export class ResponseCache {
 
   private async store(key: KeyContext, k: string, body: Json, c: Captured, facts: { provider: string | null; costUsd: number; lowered: boolean; usage: Usage | null }): Promise<CachedAnswer | null> {
     if (!isComplete(c, body, facts.lowered)) return null;
-    const a: CachedAnswer = { at: Date.now(), provider: facts.provider, model: c.model, costUsd: facts.costUsd, usage: c.usage ?? facts.usage, chunks: c.chunks, json: c.json };
+    const a: CachedAnswer = { at: Date.now(), provider: facts.provider, model: c.model, costUsd: facts.costUsd, usage: c.usage ?? facts.usage, wire: c.wire };
     const text = JSON.stringify(a);
     if (text.length > this.deps.maxEntryBytes) return null;
     // Not kept (over a quota, Redis full): followers still replay it; the next request goes upstream.
@@ -264,20 +264,15 @@ export class ResponseCache {
     const { rc, key } = req;
     // CONTRACT §9: a hit costs nothing; what it saved is what the answer cost when first bought.
     const headers: Record<string, string> = { "x-cache": "HIT", age: String(ageOf(a)), [COST_HEADER]: "0", [CACHE_SAVED_HEADER]: usdText(a.costUsd) };
-    let res: Response;
-    if (a.json !== undefined) {
-      res = new Response(a.json, { status: 200, headers: { "content-type": "application/json", ...headers } });
-    } else {
-      // The bytes depend on the entry, the protocol and mode, and the delivery fields the key
-      // leaves out but an encoder may echo (stream_options, metadata, user…): one template each.
-      const stream = req.stream && !!a.chunks;
-      const tkey = `${k}|${a.at}|${req.shape}|${stream ? "sse" : "json"}|${deliveryFields(req.body)}`;
-      const bytes = this.templates.bytes(tkey, () => (stream ? replaySse(req.shape, req.body, a).join("") : replayJson(req.shape, req.body, a)));
-      // SSE: every event of the live stream, in order and intact, written at once (a cached answer has no pacing to keep).
-      res = stream
-        ? new Response(new ReadableStream<Uint8Array>({ start(c) { c.enqueue(bytes); c.close(); } }), { status: 200, headers: { ...SSE_HEADERS, ...headers } })
-        : new Response(bytes, { status: 200, headers: { "content-type": "application/json", ...headers } });
-    }
+    // The bytes depend on the entry, the protocol and mode, and the delivery fields the key
+    // leaves out but an answer may echo (stream_options, metadata, user…): one template each.
+    const stream = req.stream && req.shape !== "embeddings";
+    const tkey = `${k}|${a.at}|${req.shape}|${stream ? "sse" : "json"}|${deliveryFields(req.body)}`;
+    const bytes = this.templates.bytes(tkey, () => (stream ? replaySse(req.shape, req.body, a).join("") : replayJson(req.shape, req.body, a)));
+    // SSE: every event of the answer, in order and intact, written at once (a cached answer has no pacing to keep).
+    const res = stream
+      ? new Response(new ReadableStream<Uint8Array>({ start(c) { c.enqueue(bytes); c.close(); } }), { status: 200, headers: { ...SSE_HEADERS, ...headers } })
+      : new Response(bytes, { status: 200, headers: { "content-type": "application/json", ...headers } });
     rc.access.outcome = "cache_hit";
     this.recordHit(key, a, rc.requestId, req.endpoint, performance.now() - req.startedAt, req.tags);
     return res;

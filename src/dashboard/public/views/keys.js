@@ -1,5 +1,5 @@
-// Keys: every routing key with its lanes in order, budget, spend, remaining and revoked state,
-// and its rate limits when the key carries them. With an sk_ token: create (the raw key is shown
+// Keys: every routing key with its lanes in order (each saying whether it is cooling down, and
+// until when), budget, spend, remaining and revoked state, and its rate limits when the key carries them. With an sk_ token: create (the raw key is shown
 // once, with a copy button), revoke/restore, change the budget, reorder, add or remove lanes.
 import { api, canWrite } from "../api.js";
 import { append, clear, fmt, h } from "../dom.js";
@@ -8,11 +8,22 @@ const LIMITS = [["rpm_limit", "requests/min"], ["tpm_limit", "tokens/min"], ["ma
 const TARGET = { sub: "sub_session_id", bridge: "bridge_instance_id" };
 const targetField = (provider) => TARGET[provider] ?? "credential_id";
 
-/** A lane as PATCH takes it: only the fields that carry a value (omitted settings are kept). */
+/** A lane as PATCH takes it: only the fields that carry a value (omitted settings are kept), not its read-only cooldown. */
 function laneBody(l) {
   const out = {};
-  for (const [k, v] of Object.entries(l)) if (v !== null && v !== undefined) out[k] = v;
+  for (const [k, v] of Object.entries(l)) if (v !== null && v !== undefined && k !== "cooldown_until") out[k] = v;
   return out;
+}
+
+/**
+ * Whether a lane is cooling down (CONTRACT §9 "Lane cooldowns": it kept failing for a retryable
+ * cause, so every instance skips it) and until when, from the lane's `cooldown_until`.
+ */
+function laneCooldown(l) {
+  const until = l.cooldown_until ? Date.parse(l.cooldown_until) : NaN;
+  if (!(until > Date.now())) return h("span", { className: "badge ok", dataset: { cooldown: "none" } }, "ready");
+  return h("span", { className: "badge warn", dataset: { cooldown: l.cooldown_until }, title: "This lane kept failing for a retryable cause: requests skip it until then." },
+    `cooling until ${fmt.time(l.cooldown_until)}`);
 }
 
 function laneText(l, names) {
@@ -75,7 +86,7 @@ function keyCard(k, ctx) {
       limits.map(([f, unit]) => [h("dt", {}, f), h("dd", { dataset: { field: f } }, k[f] === null ? "none" : `${fmt.int(k[f])} ${unit}`)])),
     h("h4", {}, "Lanes, in order"),
     k.providers.length === 0 ? h("p", { className: "muted" }, "No lanes: inference answers 400 no_providers.") :
-      h("ol", { className: "lanes" }, k.providers.map((l) => h("li", {}, laneText(l, ctx.names)))));
+      h("ol", { className: "lanes" }, k.providers.map((l, i) => h("li", { dataset: { lane: String(i) } }, h("span", {}, laneText(l, ctx.names)), laneCooldown(l)))));
   if (ctx.write) card.append(keyActions(k, ctx));
   return card;
 }
