@@ -152,7 +152,7 @@ describe(`inference auth and validation (${storesLabel})`, () => {
   });
 
   test("additional properties are forwarded to the upstream untouched", async () => {
-    const extra = { temperature: 0.3, seed: 7, metadata: { team: "a", nested: [1, { x: null }] }, vendor_flag: "keep-me", tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }] };
+    const extra = { temperature: 0.3, seed: 7, metadata: { team: "a", run: "7" }, vendor_flag: "keep-me", vendor_options: { nested: [1, { x: null }] }, tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }] };
     const r = await gw.call("/v1/chat/completions", { token: key.raw, body: chatBody(extra) });
     expect(r.status).toBe(200);
     const got = mock.received.at(-1)!.body;
