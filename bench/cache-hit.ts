@@ -66,12 +66,12 @@ await scenario("mixed (≈50 % repeats)", (i) => [{ model: "gpt-4o-mini", messag
 // The replay alone, without HTTP, on the entry the hit scenarios served: the stored answer written
 // out afresh (what the first hit of a protocol and mode does) against a copy of the pre-encoded
 // bytes with fresh ids written in (what every later hit does).
-const { entryKey, routeDigest } = await import("../src/relay/cache/key.ts");
+const { entryKey, routeDigest } = await import("../src/cache/key.ts");
 const { resolveRoutingKey } = await import("../src/relay/auth.ts");
 const keyCtx = await resolveRoutingKey(gw.ctx, new Request("http://gw/", { headers: { authorization: `Bearer ${key.raw}` } }));
-const { replaySse, replayJson } = await import("../src/relay/cache/answer.ts");
-const { ReplayTemplates } = await import("../src/relay/cache/replay-template.ts");
-const { MemoryCacheStore, RedisCacheStore } = await import("../src/relay/cache/store.ts");
+const { replaySse, replayJson } = await import("../src/cache/answer.ts");
+const { ReplayTemplates } = await import("../src/cache/replay-template.ts");
+const { MemoryCacheStore, RedisCacheStore } = await import("../src/cache/store.ts");
 const store = (gw.ctx.services.responseCache as unknown as { deps: { store: InstanceType<typeof MemoryCacheStore> | InstanceType<typeof RedisCacheStore> } }).deps.store;
 const entry = JSON.parse((await store.get(entryKey({ accountId: acct.id, keyId: key.id, shared: false, route: routeDigest(keyCtx!) }, "chat", body(0))))!);
 const templates = new ReplayTemplates(1 << 24);

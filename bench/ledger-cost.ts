@@ -7,7 +7,7 @@ import { startTestGateway } from "../test/helpers/gateway.ts";
 import { createAccount } from "../test/helpers/gateway.ts";
 import { addCredential, addRoutingKey, lane } from "../test/relay/fixtures.ts";
 import { resolveRoutingKey } from "../src/relay/auth.ts";
-import { MoneyCall } from "../src/relay/budget/money.ts";
+import { MoneyCall } from "../src/money/money.ts";
 
 const gw = await startTestGateway({});
 const acct = await createAccount(gw);

@@ -94,7 +94,7 @@ const schema = z.object({
    */
   UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: z.coerce.number().min(0).default(15),
   UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: z.coerce.number().min(0).default(75),
-  /** The operator's prices (CONTRACT §9): a JSON file read at start and on SIGHUP (relay/operator-prices.ts). */
+  /** The operator's prices (CONTRACT §9): a JSON file read at start and on SIGHUP (money/operator-prices.ts). */
   PRICES_FILE: z.string().min(1).optional(),
   /**
    * Budget leases (docs/accounting.md): with Redis, an instance admits a hot budgeted key's

@@ -10,18 +10,18 @@ import type { Lifecycle } from "./http/lifecycle.ts";
 import type { KeyCache } from "./relay/key-cache.ts";
 import type { UsageQueue } from "./relay/usage-queue.ts";
 import type { UsagePipeline } from "./relay/usage-pipeline.ts";
-import type { SettleBatcher } from "./relay/budget/settle-batch.ts";
-import type { Ledger } from "./relay/budget/ledger/index.ts";
-import type { BudgetLeases } from "./relay/budget/leases.ts";
+import type { SettleBatcher } from "./money/settle-batch.ts";
+import type { Ledger } from "./money/ledger/index.ts";
+import type { BudgetLeases } from "./money/leases.ts";
 import type { RateLimits } from "./relay/limits/rate-limits.ts";
 import type { LaneCooldowns } from "./relay/routing/cooldowns.ts";
 import type { SessionAffinity } from "./relay/routing/affinity.ts";
-import type { OperatorPrices } from "./relay/operator-prices.ts";
-import type { ResponseCache } from "./relay/cache/response-cache.ts";
-import type { BlitzJobs } from "./relay/blitz/jobs/service.ts";
+import type { OperatorPrices } from "./money/operator-prices.ts";
+import type { ResponseCache } from "./cache/response-cache.ts";
+import type { BlitzJobs } from "./blitz/jobs/service.ts";
 import type { WebhookSender } from "./webhooks/sender.ts";
 import type { BudgetAlerts } from "./webhooks/budget-alerts.ts";
-import type { Semaphore } from "./relay/blitz/pool.ts";
+import type { Semaphore } from "./blitz/pool.ts";
 import type { SubState } from "./providers/sub/state.ts";
 import type { BridgeModelState } from "./providers/bridge/model-state.ts";
 
@@ -41,19 +41,19 @@ export interface Services {
   usageQueue: UsageQueue;
   /** Settlements out → ledger drain in → Postgres write: flush(), hold(), the timed flush and the shutdown drain (relay/usage-pipeline.ts). */
   usage: UsagePipeline;
-  /** Budget settlements off the hot path (relay/budget/settle-batch.ts). */
+  /** Budget settlements off the hot path (money/settle-batch.ts). */
   settleBatcher: SettleBatcher;
-  /** The opt-in response cache of routing keys with `cache` (relay/cache/). */
+  /** The opt-in response cache of routing keys with `cache` (cache/). */
   responseCache: ResponseCache;
   /** Set draining by the graceful shutdown; /readyz reads it (http/health.ts). */
   lifecycle: Lifecycle;
   /** Every request's open record; the access log, metrics and tracing read it (http/access-log.ts). */
   requestTracker: RequestTracker;
-  /** In-flight ledger and usage stream in Redis mode; null with the in-process KV (relay/budget/ledger/). */
+  /** In-flight ledger and usage stream in Redis mode; null with the in-process KV (money/ledger/). */
   ledger: Ledger | null;
-  /** Budget leases of hot keys (Redis mode, BUDGET_LEASES); null otherwise (relay/budget/leases.ts). */
+  /** Budget leases of hot keys (Redis mode, BUDGET_LEASES); null otherwise (money/leases.ts). */
   leases: BudgetLeases | null;
-  /** The operator's prices: PRICES_FILE and the operator_prices table (relay/operator-prices.ts). */
+  /** The operator's prices: PRICES_FILE and the operator_prices table (money/operator-prices.ts). */
   prices: OperatorPrices;
   /** Rate limits and concurrency caps: refunds, lease renewal, the Redis-down fallback (relay/limits). */
   rateLimits: RateLimits;
@@ -67,9 +67,9 @@ export interface Services {
   subLanes: SubState;
   /** What each bridge lists at GET /v1/models, cached briefly (providers/bridge/models.ts). */
   bridgeModels: BridgeModelState;
-  /** The instance-wide blitz prompt semaphore (relay/blitz.ts). */
+  /** The instance-wide blitz prompt semaphore (blitz/blitz.ts). */
   blitzSlots: Semaphore;
-  /** The queue of /blitz job items and the hooks of a job's end (relay/blitz/jobs/service.ts). */
+  /** The queue of /blitz job items and the hooks of a job's end (blitz/jobs/service.ts). */
   blitzJobs: BlitzJobs;
   /** Sends the outbox of signed webhooks and alert mails (webhooks/sender.ts). */
   webhooks: WebhookSender;

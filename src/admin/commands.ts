@@ -4,7 +4,7 @@
 import { and, asc, desc, eq, isNull } from "drizzle-orm";
 import type { Db } from "../store/db/client.ts";
 import { accounts, operatorPrices } from "../store/db/schema/index.ts";
-import { operatorPriceEntry, type OperatorPriceEntry } from "../relay/operator-prices.ts";
+import { operatorPriceEntry, type OperatorPriceEntry } from "../money/operator-prices.ts";
 import type { Account } from "../management/guard.ts";
 import { activateAccount, countLiveTokens, findAccount, findLiveAccountByEmail } from "../signup/lifecycle.ts";
 import { normalizeEmail } from "../signup/email-policy.ts";

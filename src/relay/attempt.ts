@@ -7,7 +7,7 @@ import type { Json, UpstreamCodec, Usage } from "../protocols/types.ts";
 import { isErrorBody } from "../protocols/error-body.ts";
 import { getAdapter } from "../providers/registry.ts";
 import type { ProviderAdapter, ResolvedLane } from "../providers/types.ts";
-import { choicesOf, clientOutputLimit, fitWireLimit, worstOutputTokens } from "./budget/output-limits.ts";
+import { choicesOf, clientOutputLimit, fitWireLimit, worstOutputTokens } from "../money/output-limits.ts";
 import { BodyTooLarge, MAX_UPSTREAM_ANSWER_BYTES, MAX_UPSTREAM_ERROR_BYTES, readTextCapped } from "../net/read-capped.ts";
 import type { LaneTry } from "../http/access-log.ts";
 import { planBody, type Plan } from "./plan.ts";

@@ -4,7 +4,7 @@
 // admission and `x-gateway-cost-settled-usd` what the settlement counted toward the budget (seat
 // traffic excluded while budget_excludes_seats). A streamed answer's headers leave before its cost
 // is known: its cost is in its last usage event only.
-import type { MoneyCall } from "./budget/money.ts";
+import type { MoneyCall } from "../money/money.ts";
 
 /** USD as a plain decimal (never an exponent), to the pico-dollar, without trailing zeros. */
 export function usdText(usd: number): string {

@@ -16,7 +16,7 @@ import type { RequestContext } from "../http/route.ts";
 import type { Json } from "../protocols/types.ts";
 import type { LaneResult, RelayRequest } from "./attempt.ts";
 import { resolveRoutingKey } from "./auth.ts";
-import { MoneyCall } from "./budget/money.ts";
+import { MoneyCall } from "../money/money.ts";
 import { forwardedHeaders } from "./client-headers.ts";
 import { LaneRunner } from "./lane-runner.ts";
 import { noProviders } from "./relay-errors.ts";

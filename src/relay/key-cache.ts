@@ -64,7 +64,7 @@ export function createKeyCache(ctx: Base): KeyCache {
   let epoch = 0;
 
   const invalidate = (msg: Invalidation) => {
-    if (msg.kind === "prices") return; // no key changed (relay/operator-prices.ts listens for it)
+    if (msg.kind === "prices") return; // no key changed (money/operator-prices.ts listens for it)
     epoch++;
     if (msg.kind === "key") {
       cache.delete(msg.hash);

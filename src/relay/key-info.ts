@@ -2,7 +2,7 @@
 import type { RelayDeps } from "./relay-deps.ts";
 import { getAdapter } from "../providers/registry.ts";
 import { resolveRoutingKey } from "./auth.ts";
-import { monthSpendUsd } from "./budget/counters.ts";
+import { monthSpendUsd } from "../money/counters.ts";
 
 const round6 = (usd: number) => Math.round(usd * 1e6) / 1e6;
 

@@ -9,7 +9,7 @@ import { bearer } from "../http/request.ts";
 import { allAdapters, getAdapter } from "../providers/registry.ts";
 import type { ResolvedLane } from "../providers/types.ts";
 import { resolveRoutingKey, type KeyContext } from "./auth.ts";
-import { catalogProvider } from "./pricing.ts";
+import { catalogProvider } from "../money/pricing.ts";
 import { isRetiredModel } from "./retired-models.ts";
 
 interface ModelEntry {

@@ -13,9 +13,9 @@ import { servesShape, type Endpoint, type LaneResult, type RelayRequest } from "
 import { pivotOf } from "./plan.ts";
 import { resolveRoutingKey, type KeySource } from "./auth.ts";
 import { forwardedHeaders } from "./client-headers.ts";
-import { MoneyCall } from "./budget/money.ts";
-import { withOutputLimit } from "./budget/output-limits.ts";
-import { checkOutputAsk, checkServerState } from "./budget/request-checks.ts";
+import { MoneyCall } from "../money/money.ts";
+import { withOutputLimit } from "../money/output-limits.ts";
+import { checkOutputAsk, checkServerState } from "../money/request-checks.ts";
 import type { KeyContext } from "./key-context.ts";
 import { allLanesFailed, noProviders, type LaneFailure } from "./relay-errors.ts";
 import { readInferenceBody, type FromPath, type InferenceBody } from "./request-body.ts";
@@ -27,7 +27,7 @@ import { rateHeaders } from "./limits/headers.ts";
 import { costHeaders } from "./cost-headers.ts";
 import { requestTags, tagsRequired } from "./tags.ts";
 
-export { estimateCostUsd } from "./budget/estimate.ts";
+export { estimateCostUsd } from "../money/estimate.ts";
 
 /**
  * Admits the request with its money (reserve, or 402) and lowers its output limit when the

@@ -4,7 +4,7 @@
 import type { AccessEntry } from "../http/access-log.ts";
 import type { AdaptLog } from "../protocols/adapt.ts";
 import type { ChatRequest, ClientShape, Json } from "../protocols/types.ts";
-import type { MoneyCall } from "./budget/money.ts";
+import type { MoneyCall } from "../money/money.ts";
 import type { KeyContext } from "./key-context.ts";
 import type { RelayDeps } from "./relay-deps.ts";
 import type { RequestAffinity } from "./routing/affinity.ts";

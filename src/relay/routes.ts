@@ -1,9 +1,9 @@
 import type { Elysia } from "elysia";
 import type { Ctx } from "../context.ts";
 import { ANTHROPIC, BLITZ, GEMINI, INFERENCE, mount } from "../http/route.ts";
-import { blitzBodyDoc, handleBlitz } from "./blitz.ts";
-import { blitzJobRoutes } from "./blitz/jobs/routes.ts";
-import { batchApiRoutes } from "./blitz/batches/routes.ts";
+import { blitzBodyDoc, handleBlitz } from "../blitz/blitz.ts";
+import { blitzJobRoutes } from "../blitz/jobs/routes.ts";
+import { batchApiRoutes } from "../blitz/batches/routes.ts";
 import { keyInfo } from "./key-info.ts";
 import { listModels, retrieveModel } from "./models.ts";
 import { handleCountTokens } from "./count-tokens.ts";

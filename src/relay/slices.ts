@@ -1,5 +1,5 @@
 // Slices: how one instance serves a hot key without a Redis round trip per request, for rate
-// limits (relay/limits/rate-limits.ts) and budgets (relay/budget/leases.ts) alike. A key is hot on
+// limits (relay/limits/rate-limits.ts) and budgets (money/leases.ts) alike. A key is hot on
 // an instance when it sees a second admission within SLICE_MS; with its next admission the
 // instance then reserves a slice of what the key has left, atomically in Redis like any
 // reservation, and admits the following requests from it locally. A slice is at most a tenth of

@@ -17,7 +17,7 @@ import type { PendingSettlements, UsageQueue } from "./usage-queue.ts";
 
 const FLUSH_INTERVAL_MS = 1000;
 
-/** The ledger as the pipeline's drain stage (relay/budget/ledger/index.ts). */
+/** The ledger as the pipeline's drain stage (money/ledger/index.ts). */
 export interface LedgerStage {
   /** Sends this instance's pending ledger writes (records to the stream, settlements). */
   flush(): Promise<void>;

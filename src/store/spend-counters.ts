@@ -3,7 +3,7 @@
 // script touches one Redis Cluster slot), rebuilt from the daily usage rollup in Postgres (a few
 // dozen rows per key and month, however many records) when the KV lost them, leaving out the calls
 // of the month's adding set (their settlements add their cost on top). The relay reserves and
-// settles on them (relay/budget/counters.ts); management and /v1/key read the month's spend here.
+// settles on them (money/counters.ts); management and /v1/key read the month's spend here.
 import { and, eq, gte, lt, or, sql } from "drizzle-orm";
 import { monthKey, secondsToMonthEnd } from "../lib/time.ts";
 import type { Db } from "./db/client.ts";
@@ -30,7 +30,7 @@ export interface BudgetedKey {
 }
 
 export const counterKey = (keyId: string, month: string) => `gw:{k:${keyId}}:budget:${month}`;
-/** The key's in-flight ledger: request id → entry (relay/budget/ledger/), under the same hash tag as its counter. */
+/** The key's in-flight ledger: request id → entry (money/ledger/), under the same hash tag as its counter. */
 export const inflightKey = (keyId: string) => `gw:{k:${keyId}}:inflight`;
 /** Markers of settled request ids, one hash per minute, kept two minutes (resends never charge twice). */
 export const settledKey = (keyId: string, minute: number) => `gw:{k:${keyId}}:settled:${minute}`;
@@ -110,7 +110,7 @@ const SEED_TRIES = 10;
  * that put them there) are left out, and the set is read again when it changed before the counter
  * was set (kv/ledger-scripts.ts, SEED, has the orderings). Nothing when the counter exists.
  * In Redis mode a counter lost with Redis's state is rebuilt only after the ledger's recovery
- * barrier (relay/budget/ledger/epoch.ts), once every live instance has put its own in-flight
+ * barrier (money/ledger/epoch.ts), once every live instance has put its own in-flight
  * calls back in the set: the callers that write the counter wait for it.
  */
 export async function seed(ctx: SpendStores, key: BudgetedKey, month: string): Promise<void> {

@@ -9,10 +9,10 @@ import { storesLabel } from "../helpers/gateway.ts";
 import { useBlitzWorld } from "../helpers/relay-world.ts";
 import { expectValid } from "../translation/openai-schema.ts";
 import { batchFiles, blitzJobs, usageRecords } from "../../src/store/db/schema/index.ts";
-import { batchWorstCase } from "../../src/relay/blitz/batches/admission.ts";
+import { batchWorstCase } from "../../src/blitz/batches/admission.ts";
 import { keyContextOf } from "../helpers/relay-world.ts";
 import { relayDeps } from "../../src/relay/relay-deps.ts";
-import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
+import { monthSpendUsd } from "../../src/money/counters.ts";
 
 const chatLine = (id: string, content: string, mock: object = {}, extra: object = {}) =>
   JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "gpt-4o-mini", max_tokens: 20, messages: [{ role: "user", content }], mock, ...extra } });

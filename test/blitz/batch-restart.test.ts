@@ -17,7 +17,7 @@ import { until } from "../helpers/until.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { spawnSibling, type ChildGateway } from "../relay/child-gateway.ts";
 import { addCredential, addRoutingKey, lane } from "../relay/fixtures.ts";
-import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
+import { monthSpendUsd } from "../../src/money/counters.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 
 describe(`a batch across a restart (${storesLabel})`, () => {

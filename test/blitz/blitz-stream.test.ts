@@ -5,7 +5,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { storesLabel } from "../helpers/gateway.ts";
 import { useBlitzWorld } from "../helpers/relay-world.ts";
-import { Semaphore } from "../../src/relay/blitz/pool.ts";
+import { Semaphore } from "../../src/blitz/pool.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -5,11 +5,11 @@ import { eq } from "drizzle-orm";
 import { storesLabel } from "../helpers/gateway.ts";
 import { useBlitzWorld } from "../helpers/relay-world.ts";
 import { addRoutingKey, lane, revokeKey } from "../relay/fixtures.ts";
-import { Semaphore } from "../../src/relay/blitz/pool.ts";
-import { parseBlitzBody } from "../../src/relay/blitz/validate.ts";
+import { Semaphore } from "../../src/blitz/pool.ts";
+import { parseBlitzBody } from "../../src/blitz/validate.ts";
 import { estimateCostUsd } from "../../src/relay/pipeline.ts";
 import { loadKeyContext } from "../../src/relay/key-context.ts";
-import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
+import { monthSpendUsd } from "../../src/money/counters.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 
 const LATENCY_MS = 300;

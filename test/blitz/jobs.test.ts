@@ -5,12 +5,12 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { eq, like, sql } from "drizzle-orm";
 import { REAL_STORES, storesLabel } from "../helpers/gateway.ts";
 import { useBlitzWorld } from "../helpers/relay-world.ts";
-import { parseBlitzBody } from "../../src/relay/blitz/validate.ts";
+import { parseBlitzBody } from "../../src/blitz/validate.ts";
 import { estimateCostUsd } from "../../src/relay/pipeline.ts";
-import { estimateRequest } from "../../src/relay/budget/estimate.ts";
+import { estimateRequest } from "../../src/money/estimate.ts";
 import { loadKeyContext } from "../../src/relay/key-context.ts";
 import { blitzJobItems, blitzJobs, usageRecords } from "../../src/store/db/schema/index.ts";
-import { deleteExpired } from "../../src/relay/blitz/jobs/store.ts";
+import { deleteExpired } from "../../src/blitz/jobs/store.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const user = (content: string) => ({ messages: [{ role: "user", content }] });

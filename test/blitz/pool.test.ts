@@ -1,7 +1,7 @@
 // The bounded pool behind /blitz: per-request limit, an instance-wide cap shared by every batch,
 // FIFO queueing over the cap (no failures), and cancellation of queued work.
 import { describe, expect, test } from "bun:test";
-import { AbortedError, runBounded, Semaphore } from "../../src/relay/blitz/pool.ts";
+import { AbortedError, runBounded, Semaphore } from "../../src/blitz/pool.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

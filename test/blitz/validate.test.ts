@@ -1,7 +1,7 @@
 // Shape rules of a /blitz body, checked on the parser alone (the HTTP tests check the 400s end to end).
 import { describe, expect, test } from "bun:test";
 import { GatewayError } from "../../src/errors.ts";
-import { parseBlitzBody } from "../../src/relay/blitz/validate.ts";
+import { parseBlitzBody } from "../../src/blitz/validate.ts";
 
 function refusal(body: Record<string, unknown>): GatewayError {
   try {

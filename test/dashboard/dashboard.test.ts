@@ -9,7 +9,7 @@ import type { Browser, Page } from "playwright-core";
 import { addToken, createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { DASHBOARD_CSP } from "../../src/dashboard/routes.ts";
-import { counterKey } from "../../src/relay/budget/counters.ts";
+import { counterKey } from "../../src/money/counters.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import { chromiumAvailable, launchChromium, OUTPUT_DIR, pageUsd } from "./browser.ts";
 

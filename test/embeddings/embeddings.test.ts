@@ -4,7 +4,7 @@
 // usage record per attempt, priced from the catalog.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { costUsd } from "../../src/relay/pricing.ts";
+import { costUsd } from "../../src/money/pricing.ts";
 import { storesLabel } from "../helpers/gateway.ts";
 import { mockVector } from "../mocks/gemini-upstream.ts";
 import { startWorld, usageRowsOf, type World } from "../translation/world.ts";

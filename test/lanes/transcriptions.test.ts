@@ -2,7 +2,7 @@
 // listing the live subscription catalog for a key's sub lanes.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { monthKey } from "../../src/lib/time.ts";
-import { settle } from "../../src/relay/budget/counters.ts";
+import { settle } from "../../src/money/counters.ts";
 import { storesLabel } from "../helpers/gateway.ts";
 import { connectSub, createKey, startSubWorldWithOpenAI, usageOf, type SubOpenAIWorld } from "./helpers.ts";
 

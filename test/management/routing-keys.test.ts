@@ -8,7 +8,7 @@ import { addToken, createAccount, startTestGateway, storesLabel, type TestGatewa
 import { startMockSubBackend, type MockSubBackend } from "../mocks/sub-backend.ts";
 import { routingKeys, usageRecords } from "../../src/store/db/schema/index.ts";
 import { sha256Hex } from "../../src/lib/crypto.ts";
-import { reserve, settle } from "../../src/relay/budget/counters.ts";
+import { reserve, settle } from "../../src/money/counters.ts";
 import { API_KEY_PROVIDER_IDS } from "../../src/providers/endpoints.ts";
 import { allAdapters } from "../../src/providers/registry.ts";
 import { connectSub, invalidationRecorder, registerBridge, saveCredential } from "./helpers.ts";

@@ -8,10 +8,10 @@ import { inArray } from "drizzle-orm";
 import { storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { addKeyWithContext, type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
-import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
-import { estimateRequest } from "../../src/relay/budget/estimate.ts";
-import { MIN_USEFUL_OUTPUT_TOKENS } from "../../src/relay/budget/output-limits.ts";
-import { unitPrices } from "../../src/relay/pricing.ts";
+import { monthSpendUsd } from "../../src/money/counters.ts";
+import { estimateRequest } from "../../src/money/estimate.ts";
+import { MIN_USEFUL_OUTPUT_TOKENS } from "../../src/money/output-limits.ts";
+import { unitPrices } from "../../src/money/pricing.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { addRoutingKey, chatBody, lane, bytesOf } from "./fixtures.ts";
 

@@ -8,7 +8,7 @@ import { REAL_STORES, storesLabel, type TestGateway } from "../helpers/gateway.t
 import { addKeyWithContext, type RelayWorld, startRelayWorld, usageRows } from "../helpers/relay-world.ts";
 import type { MockUpstream } from "../mocks/openai-upstream.ts";
 import { estimateCostUsd } from "../../src/relay/pipeline.ts";
-import { costUsd } from "../../src/relay/pricing.ts";
+import { costUsd } from "../../src/money/pricing.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { connectSub, createKey, startSubWorld, type SubWorld } from "../lanes/helpers.ts";
 import { post, spawnSibling } from "./child-gateway.ts";

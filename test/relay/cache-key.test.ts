@@ -4,9 +4,9 @@
 // of entries treats an unreachable Redis as a miss, never an error.
 import { describe, expect, test } from "bun:test";
 import Redis from "ioredis";
-import { canonicalJson, CACHE_KEY_VERSION, entryKey, IGNORED_FIELDS, requestHash, routeDigest } from "../../src/relay/cache/key.ts";
-import { cacheControlOf } from "../../src/relay/cache/control.ts";
-import { RedisCacheStore } from "../../src/relay/cache/store.ts";
+import { canonicalJson, CACHE_KEY_VERSION, entryKey, IGNORED_FIELDS, requestHash, routeDigest } from "../../src/cache/key.ts";
+import { cacheControlOf } from "../../src/cache/control.ts";
+import { RedisCacheStore } from "../../src/cache/store.ts";
 
 const base = {
   model: "gpt-4o-mini",

@@ -6,7 +6,7 @@
 // through a gateway while a timer probes how long the event loop stalls.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { compileTemplate, idTokens } from "../../src/relay/cache/replay-template.ts";
+import { compileTemplate, idTokens } from "../../src/cache/replay-template.ts";
 import { matchCategory } from "../../src/relay/routing/classifier.ts";
 import { startRelayWorld, type RelayWorld } from "../helpers/relay-world.ts";
 import { addRoutingKey, chatBody, lane } from "./fixtures.ts";

@@ -6,9 +6,9 @@
 // answering 200, and an OOM from Redis keeps nothing but never fails the request.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Redis from "ioredis";
-import { MemoryCacheStore, RedisCacheStore } from "../../src/relay/cache/store.ts";
-import { accountQuotaKeys, entrySize } from "../../src/relay/cache/quota-scripts.ts";
-import { entryKey } from "../../src/relay/cache/key.ts";
+import { MemoryCacheStore, RedisCacheStore } from "../../src/cache/store.ts";
+import { accountQuotaKeys, entrySize } from "../../src/cache/quota-scripts.ts";
+import { entryKey } from "../../src/cache/key.ts";
 import { createAccount, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";

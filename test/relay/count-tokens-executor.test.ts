@@ -4,7 +4,7 @@
 // other call, and free: no usage record, no budget reserved.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { monthSpendUsd } from "../../src/relay/budget/counters.ts";
+import { monthSpendUsd } from "../../src/money/counters.ts";
 import { estimateInputTokens } from "../../src/relay/count-tokens.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";

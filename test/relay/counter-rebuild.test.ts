@@ -3,7 +3,7 @@
 // the rebuild can leave out given money calls (record keys are `<call uid>.<attempt>`).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { monthKey } from "../../src/lib/time.ts";
-import { addingKey, counterKey, inflightKey, monthSpendUsd, recordedSpendUsd, seed, toNano } from "../../src/relay/budget/counters.ts";
+import { addingKey, counterKey, inflightKey, monthSpendUsd, recordedSpendUsd, seed, toNano } from "../../src/money/counters.ts";
 import type { Cmds } from "../../src/store/kv/redis.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, REAL_STORES, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";

@@ -1,4 +1,4 @@
-// The money of an upstream call (relay/budget/money.ts) on its own, without a gateway: MoneyCall
+// The money of an upstream call (money/money.ts) on its own, without a gateway: MoneyCall
 // gets only its MoneyDeps, here the in-process KV, a migrated PGlite database, the real settle
 // batcher and rate limits, and sinks that keep the usage records and refusals it hands over.
 // Checks CONTRACT §7 (accounting): reserve → record → settle arithmetic and admission decisions.
@@ -12,13 +12,13 @@ import type { Usage } from "../../src/protocols/types.ts";
 import { getAdapter } from "../../src/providers/registry.ts";
 import type { ResolvedLane } from "../../src/providers/types.ts";
 import { usageSoFar, type RelayRequest } from "../../src/relay/attempt.ts";
-import { counterKey, monthSpendUsd, toNano } from "../../src/relay/budget/counters.ts";
-import { estimateRequest } from "../../src/relay/budget/estimate.ts";
-import { MoneyCall, type AttemptRecord, type MoneyDeps } from "../../src/relay/budget/money.ts";
-import { createSettleBatcher, type SettleBatcher } from "../../src/relay/budget/settle-batch.ts";
+import { counterKey, monthSpendUsd, toNano } from "../../src/money/counters.ts";
+import { estimateRequest } from "../../src/money/estimate.ts";
+import { MoneyCall, type AttemptRecord, type MoneyDeps } from "../../src/money/money.ts";
+import { createSettleBatcher, type SettleBatcher } from "../../src/money/settle-batch.ts";
 import type { KeyContext } from "../../src/relay/key-context.ts";
 import { RateLimits } from "../../src/relay/limits/rate-limits.ts";
-import { priceUsd } from "../../src/relay/pricing.ts";
+import { priceUsd } from "../../src/money/pricing.ts";
 import type { UsageRow } from "../../src/relay/usage-queue.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import { openDb, type DbHandle } from "../../src/store/db/client.ts";

@@ -13,8 +13,8 @@ import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "
 import { keyContextOf, usageRows } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { addingKey, counterKey, fromNano, reserve, toNano } from "../../src/relay/budget/counters.ts";
-import type { Ledger } from "../../src/relay/budget/ledger/index.ts";
+import { addingKey, counterKey, fromNano, reserve, toNano } from "../../src/money/counters.ts";
+import type { Ledger } from "../../src/money/ledger/index.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import type { Cmds } from "../../src/store/kv/redis.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";

@@ -10,7 +10,7 @@ import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "
 import { keyContextOf } from "../helpers/relay-world.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
-import { estimateCostUsd } from "../../src/relay/budget/estimate.ts";
+import { estimateCostUsd } from "../../src/money/estimate.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { spawnSibling, tryPost, type ChildGateway } from "./child-gateway.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "./fixtures.ts";

@@ -1,9 +1,9 @@
 // A hit's bytes are encoded once per entry, protocol and mode, and copied per hit with fresh ids
-// and the current time written into their slots (src/relay/cache/replay-template.ts). CONTRACT §8
+// and the current time written into their slots (src/cache/replay-template.ts). CONTRACT §8
 // wants ids fresh per hit: these tests hold the copies to it.
 import { describe, expect, test } from "bun:test";
 import { randomToken } from "../../src/lib/crypto.ts";
-import { compileTemplate, fillTemplate, ReplayTemplates } from "../../src/relay/cache/replay-template.ts";
+import { compileTemplate, fillTemplate, ReplayTemplates } from "../../src/cache/replay-template.ts";
 
 const dec = new TextDecoder();
 /** An answer as an encoder writes it: its own ids drawn afresh each time, text that looks like an id kept. */

@@ -7,10 +7,10 @@ import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { clientCodecs, upstreamCodecs } from "../../src/protocols/index.ts";
 import type { ClientShape, Json, WireProtocol } from "../../src/protocols/types.ts";
-import { estimateRequest } from "../../src/relay/budget/estimate.ts";
-import { catalogMaxOutput, choicesOf, clientOutputLimit, DEFAULT_MAX_OUTPUT_TOKENS, fitWireLimit } from "../../src/relay/budget/output-limits.ts";
-import { checkOutputAsk } from "../../src/relay/budget/request-checks.ts";
-import { unitPrices } from "../../src/relay/pricing.ts";
+import { estimateRequest } from "../../src/money/estimate.ts";
+import { catalogMaxOutput, choicesOf, clientOutputLimit, DEFAULT_MAX_OUTPUT_TOKENS, fitWireLimit } from "../../src/money/output-limits.ts";
+import { checkOutputAsk } from "../../src/money/request-checks.ts";
+import { unitPrices } from "../../src/money/pricing.ts";
 
 const ctx = { config: { UNKNOWN_MODEL_PRICE_USD_PER_MTOK_INPUT: 100, UNKNOWN_MODEL_PRICE_USD_PER_MTOK_OUTPUT: 400 } } as any;
 const LANES: Array<{ provider: string; protocol: WireProtocol; model: string }> = [

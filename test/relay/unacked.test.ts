@@ -1,7 +1,7 @@
-// The ledger's copies of streamed usage records (src/relay/budget/ledger/unacked.ts): kept in stream-id
+// The ledger's copies of streamed usage records (src/money/ledger/unacked.ts): kept in stream-id
 // order, dropped once the consumer group's committed watermark passes them, capped in rows.
 import { describe, expect, test } from "bun:test";
-import { callOfRecord, compareStreamIds, settlesOf, UnackedRecords } from "../../src/relay/budget/ledger/unacked.ts";
+import { callOfRecord, compareStreamIds, settlesOf, UnackedRecords } from "../../src/money/ledger/unacked.ts";
 import type { UsageRow } from "../../src/relay/usage-queue.ts";
 
 const rows = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ recordKey: `${tag}.${i}.1` }) as UsageRow);

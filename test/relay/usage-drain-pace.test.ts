@@ -1,4 +1,4 @@
-// The usage stream's drain (src/relay/budget/ledger/index.ts): every 200 ms while the stream has
+// The usage stream's drain (src/money/ledger/index.ts): every 200 ms while the stream has
 // entries or this instance has records of its own in it, about once a second once it has found
 // the stream empty five times in a row, so an idle instance does not send Redis five reads a
 // second for nothing. Counted on the ledger's own connection.

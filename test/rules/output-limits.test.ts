@@ -1,12 +1,12 @@
-// Output-limit arithmetic (src/relay/budget/output-limits.ts, and the lowering in estimate.ts):
+// Output-limit arithmetic (src/money/output-limits.ts, and the lowering in estimate.ts):
 // what a request is reserved for and what the lane is allowed to answer (CONTRACT §7: the worst
 // case is the client's max_tokens / max_completion_tokens / max_output_tokens, else the model's
 // maximum output, times n; what goes upstream after translation never asks for more). No gateway.
 import { describe, expect, test } from "bun:test";
-import { outputLimitFor } from "../../src/relay/budget/estimate.ts";
+import { outputLimitFor } from "../../src/money/estimate.ts";
 import {
   catalogMaxOutput, choicesOf, clientOutputLimit, DEFAULT_MAX_OUTPUT_TOKENS, fitWireLimit, withOutputLimit, worstOutputTokens,
-} from "../../src/relay/budget/output-limits.ts";
+} from "../../src/money/output-limits.ts";
 
 describe("output limits", () => {
   test("CONTRACT §7: the catalog gives a model's maximum output (worst case without max_tokens)", () => {

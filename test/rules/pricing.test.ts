@@ -1,12 +1,12 @@
-// Pricing arithmetic (src/relay/pricing.ts): usage → cost from the @pydantic/genai-prices catalog
+// Pricing arithmetic (src/money/pricing.ts): usage → cost from the @pydantic/genai-prices catalog
 // (CONTRACT §7: cost = tokens × the model's catalog price; prompt-cache tokens priced by kind; a
 // model the catalog does not know is never free on a budgeted key). No gateway: the gateway tests
 // in test/relay/ check that these numbers reach the usage records.
-import { flatPriceOf, PriceBook } from "../../src/relay/operator-prices.ts";
+import { flatPriceOf, PriceBook } from "../../src/money/operator-prices.ts";
 import { describe, expect, test } from "bun:test";
 import { calcPrice } from "@pydantic/genai-prices";
-import { estimateRequest } from "../../src/relay/budget/estimate.ts";
-import { costUsd, priceUsd, unitPrices } from "../../src/relay/pricing.ts";
+import { estimateRequest } from "../../src/money/estimate.ts";
+import { costUsd, priceUsd, unitPrices } from "../../src/money/pricing.ts";
 import type { Usage } from "../../src/protocols/types.ts";
 
 // claude-haiku-4-5 in the catalog: $1/M input, $1.25/M 5-minute write, $2/M 1-hour write, $0.10/M read, $5/M output.

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import Redis from "ioredis";
-import { counterKey } from "../../src/relay/budget/counters.ts";
+import { counterKey } from "../../src/money/counters.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import { RedisKV } from "../../src/store/kv/redis.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
@@ -14,7 +14,7 @@ import { createAccount, startTestGateway, storesLabel, type TestGateway } from "
 import { startPrivateCluster, type PrivateCluster } from "../helpers/private-redis.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
-import { BullJobQueue } from "../../src/relay/blitz/jobs/bullmq-queue.ts";
+import { BullJobQueue } from "../../src/blitz/jobs/bullmq-queue.ts";
 
 const HAVE = Boolean(Bun.which("redis-server") && Bun.which("redis-cli"));
 const label = HAVE ? storesLabel : "SKIPPED: redis-server or redis-cli is missing (apt-get install redis-server)";

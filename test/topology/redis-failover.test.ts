@@ -5,12 +5,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import Redis from "ioredis";
-import { counterKey, inflightKey } from "../../src/relay/budget/counters.ts";
+import { counterKey, inflightKey } from "../../src/money/counters.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { createAccount, startTestGateway, storesLabel, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
-import { BullJobQueue } from "../../src/relay/blitz/jobs/bullmq-queue.ts";
+import { BullJobQueue } from "../../src/blitz/jobs/bullmq-queue.ts";
 import { SENTINEL_MASTER, startPrivateSentinelRedis, type PrivateSentinelRedis } from "../helpers/private-sentinel.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";

@@ -5,7 +5,7 @@
 // received, what the client got, and the usage record (tokens and cost) of the attempt.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Json, Usage } from "../../src/protocols/types.ts";
-import { costUsd } from "../../src/relay/pricing.ts";
+import { costUsd } from "../../src/money/pricing.ts";
 import type { Received, VendorReply } from "../fixtures/replay.ts";
 import { fold, parseSse } from "../protocols/helpers.ts";
 import { startWorld, usageRowsOf, type World } from "./world.ts";

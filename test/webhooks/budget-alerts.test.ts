@@ -10,7 +10,7 @@ import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts"
 import { addCredential, addRoutingKey, chatBody, lane } from "../relay/fixtures.ts";
 import { budgetAlertFirings } from "../../src/store/db/schema/index.ts";
 import { counterKey, toNano } from "../../src/store/spend-counters.ts";
-import { estimateRequest } from "../../src/relay/budget/estimate.ts";
+import { estimateRequest } from "../../src/money/estimate.ts";
 import { loadKeyContext } from "../../src/relay/key-context.ts";
 import { monthKey } from "../../src/lib/time.ts";
 import { independentlyVerified, startReceiver, type Receiver } from "./receiver.ts";

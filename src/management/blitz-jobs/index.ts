@@ -11,8 +11,8 @@ import type { Ctx } from "../../context.ts";
 import { mount, MANAGEMENT, type Handler, type Method } from "../../http/route.ts";
 import type { RouteDocs } from "../../http/openapi.ts";
 import { blitzJobs, routingKeys } from "../../store/db/schema/index.ts";
-import { presentJob } from "../../relay/blitz/jobs/routes.ts";
-import { withProgress } from "../../relay/blitz/jobs/store.ts";
+import { presentJob } from "../../blitz/jobs/routes.ts";
+import { withProgress } from "../../blitz/jobs/store.ts";
 import { authenticate } from "../guard.ts";
 import { readQuery } from "../zod-input.ts";
 

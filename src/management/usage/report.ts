@@ -12,8 +12,8 @@ import { FAILED, metrics, rollupWindow, totals, usd, type MetricRow } from "./se
 import type { GroupsQuery } from "./model.ts";
 import { reportRead } from "./report-read.ts";
 import { getAdapter } from "../../providers/registry.ts";
-import { priceSourceOf } from "../../relay/pricing.ts";
-import type { OperatorPriceLookup } from "../../relay/operator-prices.ts";
+import { priceSourceOf } from "../../money/pricing.ts";
+import type { OperatorPriceLookup } from "../../money/operator-prices.ts";
 
 const d = usageDaily;
 

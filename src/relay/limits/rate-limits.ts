@@ -1,5 +1,5 @@
 // Per-key rate limits and concurrency caps (CONTRACT §8), admitted in the budget's own script
-// call (relay/budget/counters.ts → store ADMIT): requests and tokens over a sliding 60 s window,
+// call (money/counters.ts → store ADMIT): requests and tokens over a sliding 60 s window,
 // concurrency as leases. This module builds what one admission asks for, gives it back at
 // settlement (token refunds and leases, one RELEASE call per key per event-loop turn), renews the
 // leases of running requests, and admits on its own while Redis is unreachable:
@@ -23,7 +23,7 @@ import { LimitWindow, type KeyLimits, type LimitAsk, type LimitVerdict } from ".
 import type { LimitCall, LimitDelta, LimitKeys } from "../../store/kv/types.ts";
 import type { KeyContext } from "../key-context.ts";
 import { candidateModels } from "../routing/model.ts";
-import { choicesOf, clientOutputLimit, worstOutputTokens } from "../budget/output-limits.ts";
+import { choicesOf, clientOutputLimit, worstOutputTokens } from "../../money/output-limits.ts";
 import { rateLimited } from "./headers.ts";
 import { HotKeys, sliceSize, SLICE_MS } from "../slices.ts";
 

@@ -34,9 +34,9 @@ import type { ChatRequest, Json } from "../../protocols/types.ts";
 import { getAdapter } from "../../providers/registry.ts";
 import type { ResolvedLane } from "../../providers/types.ts";
 import { tryLane, type RelayRequest } from "../attempt.ts";
-import { estimateRequest } from "../budget/estimate.ts";
-import { MoneyCall } from "../budget/money.ts";
-import { withOutputLimit } from "../budget/output-limits.ts";
+import { estimateRequest } from "../../money/estimate.ts";
+import { MoneyCall } from "../../money/money.ts";
+import { withOutputLimit } from "../../money/output-limits.ts";
 import type { KeyContext } from "../key-context.ts";
 
 const TIMEOUT_MS = 15_000;

@@ -1,4 +1,4 @@
-// The money ledger's scripts (relay/budget/ledger/) and the month counter's rebuild, kept apart
+// The money ledger's scripts (money/ledger/) and the month counter's rebuild, kept apart
 // from redis.ts's admission scripts. Every script touches the keys of ONE routing key (the hash tag
 // `gw:{k:<id>}:`), so each runs unchanged on Redis Cluster; EPOCH touches the deployment's epoch key.
 //

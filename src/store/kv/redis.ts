@@ -280,7 +280,7 @@ export class RedisKV implements KV {
     }
     set.add(handler);
   }
-  /** The ioredis client, for the money ledger's own scripts and streams (relay/budget/ledger/). */
+  /** The ioredis client, for the money ledger's own scripts and streams (money/ledger/). */
   get client(): Cmds {
     return this.r;
   }

@@ -1,0 +1,41 @@
+// Money first (CONTRACT §7, §9 "Batch work"): a batch's summed worst case must fit what is left
+// of the key's budget when it is submitted (its spend plus what requests in flight hold, across
+// every instance sharing the Redis), or it is refused with 402 before anything is stored or sent.
+// Nothing stays reserved between submit and run: a reservation held for hours would be an
+// in-flight entry of the submitting instance, which the ledger turns into an `interrupted` record
+// at its reserved cost when that instance dies. Each line reserves and settles its own worst case
+// when it runs, as every request does, so the ceiling holds however long the batch takes and
+// across restarts; spend that the key's other traffic adds meanwhile can leave later lines
+// `not_run` (budget_exceeded, in the error file), never over the budget and never charged.
+import { GatewayError } from "../../errors.ts";
+import type { Json } from "../../protocols/types.ts";
+import { monthKey } from "../../lib/time.ts";
+import { monthSpendUsd } from "../../money/counters.ts";
+import { estimateRequest } from "../../money/estimate.ts";
+import { budgetUnavailable } from "../../money/money.ts";
+import type { KeyContext } from "../../relay/key-context.ts";
+import type { RelayDeps } from "../../relay/relay-deps.ts";
+
+const overBudget = (key: KeyContext, n: number, usd: number, leftUsd: number) =>
+  new GatewayError(402, `This routing key's monthly budget of $${key.monthlyBudgetUsd} for ${monthKey()} cannot cover this batch: ${n} requests estimated up to $${usd.toPrecision(3)} at their max_tokens, and $${Math.max(0, leftUsd).toPrecision(3)} is left; nothing was stored or sent upstream. Send fewer requests or a lower max_tokens, or raise monthly_budget_usd with PATCH /v1/organizations/routing-keys.`, { code: "budget_exceeded" });
+
+/** The summed worst case of `bodies` on this key (as each line will reserve it), or null when the key has no budget. */
+export function batchWorstCase(ctx: RelayDeps, key: KeyContext, bodies: Json[]): number | null {
+  if (key.monthlyBudgetUsd === null) return null;
+  let usd = 0;
+  for (const b of bodies) usd += estimateRequest(ctx, key, b, JSON.stringify(b).length)?.usd ?? 0;
+  return usd;
+}
+
+/** 402 unless what is left of the key's budget covers `usd` now. */
+export async function checkBatchBudget(ctx: RelayDeps, key: KeyContext, n: number, usd: number | null): Promise<void> {
+  if (usd === null || usd <= 0 || key.monthlyBudgetUsd === null) return;
+  const spent = await monthSpendUsd(ctx, key).catch(() => {
+    throw budgetUnavailable();
+  });
+  const left = key.monthlyBudgetUsd - spent.usd;
+  if (usd > left) {
+    ctx.services.usageQueue.refusal(key.accountId, key.id, "budget");
+    throw overBudget(key, n, usd, left);
+  }
+}
