@@ -9,7 +9,7 @@ const ROOT = join(import.meta.dir, "..");
 
 function testFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? testFiles(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : []);
+    e.isDirectory() ? (e.name === "node_modules" ? [] : testFiles(join(dir, e.name))) : e.name.endsWith(".ts") ? [join(dir, e.name)] : []);
 }
 
 /**
