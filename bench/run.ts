@@ -36,6 +36,8 @@ import type { JsonShot } from "./lib/loop-client.ts";
 const ROOT = resolve(import.meta.dir, "..");
 const RESULTS = join(ROOT, "bench", "results");
 const opts = parseArgs(process.argv.slice(2));
+/** Bun's fetch ceiling for every process of the run that calls fetch: the gateway, the bare proxy, the runner (as the Dockerfile and `npm start` set it). */
+const MAX_HTTP_REQUESTS = "65535";
 /** Set once the timed rounds are about to start (settleJit). */
 let jitWarmup: JitWarmup | null = null;
 // Allocator studies (PROFILE.md, lever 2): MIMALLOC_PURGE_DELAY=-1 npm run bench runs the gateway and
@@ -44,10 +46,11 @@ let jitWarmup: JitWarmup | null = null;
 const ALLOCATOR_ENV: Record<string, string> = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith("MIMALLOC_") && v !== undefined)) as Record<string, string>;
 
 // The load generator runs in this process. Re-run it pinned to core 1, and with Bun's fetch allowed
-// enough simultaneous connections for the soak's 500 streams (its default is 256).
+// as many simultaneous requests as it takes (its default is 256, which would cap the 512 paced
+// streams and the many-streams run in the client, not in the proxy measured).
 if (!process.env.GW_BENCH_CHILD) {
   const child = Bun.spawn([...pinned(1), process.execPath, import.meta.path, ...process.argv.slice(2)], {
-    env: { ...process.env, GW_BENCH_CHILD: "1", BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" },
+    env: { ...process.env, GW_BENCH_CHILD: "1", BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS },
     stdio: ["inherit", "inherit", "inherit"],
   });
   for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => child.kill(sig));
@@ -118,6 +121,8 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
     // Every run signs up once from 127.0.0.1; with a shared Redis the per-IP hourly limit would
     // refuse the 21st run of the hour. Nothing measured depends on it.
     SIGNUP_IP_LIMIT_PER_HOUR: "100000",
+    // Bun's fetch runs 256 upstream requests at once unless told otherwise (the Dockerfile and `npm start` set this).
+    BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS,
     // What the access line costs: ACCESS_LOG=false npm run bench.
     ...(process.env.ACCESS_LOG ? { ACCESS_LOG: process.env.ACCESS_LOG } : {}),
     // JavaScriptCore switches for tail studies, e.g. BUN_JSC_logGC=1 (every collection and its pause, in the gateway's log).
@@ -194,7 +199,7 @@ async function startBare(mockBase: string): Promise<{ proc: Subprocess; base: st
   const fd = logFile(logPath);
   const origin = new URL(mockBase).origin;
   const proc = Bun.spawn([...pinned(0), process.execPath, join(ROOT, "bench", "bare-proxy.ts"), "--upstream", origin, "--port", "0"], {
-    cwd: ROOT, stdout: "pipe", stderr: fd, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NODE_ENV: "production", ...ALLOCATOR_ENV },
+    cwd: ROOT, stdout: "pipe", stderr: fd, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NODE_ENV: "production", BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS, ...ALLOCATOR_ENV },
   });
   const base = await firstLine(proc, 20_000);
   log(`bare Bun proxy at ${base} (pid ${proc.pid})`);
