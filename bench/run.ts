@@ -29,6 +29,7 @@ import { BLITZ_UPSTREAM_MS, SCENARIOS, SOAK_STREAMS, soakShot, type Endpoints, t
 import { prepareStores } from "./lib/stores.ts";
 import { measureAdmissionTrips } from "./admission-trips.ts";
 import { measureBlitzJobs } from "./blitz-jobs.ts";
+import { manyStreamsMarkdown, measureManyStreams } from "./many-streams.ts";
 import { runWrk, WRK } from "./lib/wrk.ts";
 import { pingRttMs } from "./lib/redis-rtt.ts";
 import type { JsonShot } from "./lib/loop-client.ts";
@@ -136,7 +137,7 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
   await waitHealthy(`${gatewayUrl}/healthz`, gateway, 60_000, tail);
   log(`gateway at ${gatewayUrl} (pid ${gateway.pid})`);
   const refs: Children["refs"] = {};
-  const wanted = new Set(SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id)).flatMap((s) => s.references ?? []));
+  const wanted = new Set(opts.manyStreams ? ["bare" as const] : SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id)).flatMap((s) => s.references ?? []));
   if (opts.baseRoot && opts.mode !== "soak") refs.base = await startSecondGateway(env, {}, resolve(opts.baseRoot), "base");
   let redisDelay: Children["redisDelay"];
   if (opts.mode !== "soak" && wanted.has("far")) {
@@ -306,6 +307,17 @@ async function main(): Promise<number> {
     const idleRssMb = memory(gw.pid).rssKb / 1024;
     log(`idle RSS ${idleBootRssMb.toFixed(1)} MB after boot, ${idleRssMb.toFixed(1)} MB after provisioning`);
 
+    if (opts.manyStreams) {
+      const report = await measureManyStreams({ ep, requested: opts.manyStreams, rounds: opts.rounds, windowS: opts.mode === "smoke" ? 3 : 10, procOf, mock, log });
+      const md = manyStreamsMarkdown(report);
+      console.log(`\n${md}\n`);
+      const stamp = opts.mode === "smoke" ? "tmp-smoke" : startedAt.slice(0, 19).replace(/:/g, "-");
+      writeFileSync(join(RESULTS, `${stamp}-many-streams.md`), `# Many slow streams, ${startedAt}\n\n${md}\n`);
+      writeFileSync(join(RESULTS, `${stamp}-many-streams.json`), JSON.stringify({ startedAt, machine: machineFacts(stores.label), ...report }, null, 2));
+      log(`wrote bench/results/${stamp}-many-streams.{md,json}`);
+      await stopChild(gw, 75_000);
+      return report.rows.some((r) => r.errors) ? 1 : 0;
+    }
     const scenarios = opts.mode === "soak" ? [] : SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id));
     const sidesBy = new Map(scenarios.map((s) => [s.id, sidesOf(s, children!)]));
     const shots = new Map(scenarios.map((s) => [s.id, shotsFor(s, ep, sidesBy.get(s.id)!)]));
