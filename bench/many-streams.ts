@@ -118,7 +118,8 @@ export async function measureManyStreams(opts: {
   procOf: (side: Side) => Subprocess | null; mock: Subprocess; log: (msg: string) => void;
 }): Promise<ManyStreamsReport> {
   const { ep, rounds, windowS, procOf, mock, log } = opts;
-  const sides: Side[] = (["direct", "bare", "gateway"] as Side[]).filter((s) => s === "direct" || procOf(s));
+  // With --base-root, the other tree's gateway too (an A/B of two trees in the same rounds).
+  const sides: Side[] = (["direct", "bare", "gateway", "base"] as Side[]).filter((s) => s === "direct" || procOf(s));
   // Two sockets a stream in a proxy (client and upstream), one in the mock and the runner; room for the rest.
   const limits = [process.pid, mock.pid, ...sides.map((s) => procOf(s)?.pid).filter((p): p is number => p !== undefined)].map((pid, i) => (openFileLimit(pid) - 400) / (i >= 2 ? 2 : 1));
   const streams = Math.max(1, Math.min(opts.requested, Math.floor(Math.min(...limits))));
@@ -194,7 +195,7 @@ export function manyStreamsMarkdown(r: ManyStreamsReport): string {
     "",
     "| side | chunks/s at the client | gap p50 ms | gap p99 ms | CPU µs/chunk | RSS before → during, MB | RSS kB/stream | mock CPU µs/chunk | errors |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ...r.rows.map((x) => `| ${x.side === "bare" ? "bare Bun proxy" : x.side} | ${n(x.chunksPerS, 0)} | ${n(x.gapP50Ms)} | ${n(x.gapP99Ms)} | ${n(x.cpuUsPerChunk)} | ` +
+    ...r.rows.map((x) => `| ${x.side === "bare" ? "bare Bun proxy" : x.side === "base" ? "gateway of the base tree" : x.side} | ${n(x.chunksPerS, 0)} | ${n(x.gapP50Ms)} | ${n(x.gapP99Ms)} | ${n(x.cpuUsPerChunk)} | ` +
       `${x.side === "direct" ? "–" : `${n(x.rssBeforeMb, 0)} → ${n(x.rssDuringMb, 0)}`} | ${n(x.rssPerStreamKb)} | ${n(x.mockCpuUsPerChunk)} | ${x.errors} |`),
   ];
   if (gw && bare) out.push("", `Gateway ÷ bare proxy: CPU per chunk ${n(gw.cpuUsPerChunk / bare.cpuUsPerChunk, 2)}×, RSS per stream ${n(gw.rssPerStreamKb / bare.rssPerStreamKb, 2)}×.`);
