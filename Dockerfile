@@ -11,10 +11,13 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
 # 2. Runtime.
 FROM oven/bun:1.4 AS runtime
+# BUN_CONFIG_MAX_HTTP_REQUESTS: Bun's fetch runs at most 256 upstream requests at once by default and
+# queues the rest; every stream holds one for its whole length (docs/operations.md).
 ENV NODE_ENV=production \
     PORT=8080 \
     HOST=0.0.0.0 \
-    DATA_DIR=/app/data
+    DATA_DIR=/app/data \
+    BUN_CONFIG_MAX_HTTP_REQUESTS=65535
 WORKDIR /app
 COPY --from=deps --chown=bun:bun /app/node_modules ./node_modules
 COPY --chown=bun:bun package.json package-lock.json tsconfig.json ./

@@ -14,6 +14,8 @@
 //     (BUN_JSC_useGC=0) and a preload (lib/heap-mark.ts) that reports the heap's size and cell
 //     count on SIGUSR2; with nothing freed, their growth over the window is what it allocated,
 //     the same figure in every run (a collection running or not no longer moves it).
+// Per chunk of a paced stream (budgets.json perChunk): the same budgeted stream with 100 and with
+// 20 chunks the mock sends 2 ms apart, the difference over the 80 extra chunks (syscalls, heap).
 // Fails (exit 1) when a figure exceeds bench/budgets.json. A change that adds work to the hot path
 // raises the budget in the same commit, visibly.
 //   bun bench/count-guards.ts [--requests 1000] [--root <gateway tree>] [--json] [--no-check]
@@ -44,6 +46,15 @@ const WARMUP = Number(arg("--warmup") ?? 60);
 const CLIENTS = Number(arg("--clients") ?? 1);
 const ROOT = resolve(arg("--root") ?? join(HERE, ".."));
 const BUDGETS = join(HERE, "budgets.json");
+/** The paced pair (perChunk in budgets.json): chunks per stream, the mock's pause between chunks, streams per scenario, concurrent clients. */
+const PACED_SHORT = 20;
+const PACED_LONG = 100;
+const PACED_DELAY_MS = 2;
+const PACED_REQUESTS = Number(arg("--paced-requests") ?? 160);
+const PACED_CLIENTS = 8;
+/** What one chunk of a paced stream costs: counted, never timed. */
+export type ChunkMetric = "syscalls" | "heapKb" | "heapObjects";
+const CHUNK_METRICS: ChunkMetric[] = ["syscalls", "heapKb", "heapObjects"];
 
 export type Metric = "redisCommands" | "redisScriptCommands" | "redisRoundTrips" | "redisDrainReadsPerSecond" | "pgStatements" | "pgDrainWritesPerSecond" | "syscalls" | "heapKb" | "heapObjects";
 export const METRICS: Metric[] = ["redisCommands", "redisScriptCommands", "redisRoundTrips", "redisDrainReadsPerSecond", "pgStatements", "pgDrainWritesPerSecond", "syscalls", "heapKb", "heapObjects"];
@@ -185,10 +196,16 @@ async function main(): Promise<number> {
       return new Map(rows.map((r) => [r.query.replace(/\s+/g, " ").slice(0, 60), Number(r.calls)]));
     };
 
-    const scenarios: Array<{ id: string; key: string; stream: boolean }> = [
-      { id: "chat-budget", key: acct.routingKey, stream: false },
-      { id: "stream-budget", key: acct.routingKey, stream: true },
-      { id: "chat-unbudgeted", key: unbudgeted.raw_key, stream: false },
+    // The paced pair: the same budgeted stream with PACED_SHORT and PACED_LONG chunks the mock sends
+    // PACED_DELAY_MS apart (each chunk its own upstream read and client write); their difference
+    // over the extra chunks is what one chunk costs, the request's fixed cost cancelled.
+    const scenarios: Array<{ id: string; key: string; stream: boolean; mock: Record<string, unknown>; requests: number; clients: number }> = [
+      { id: "chat-budget", key: acct.routingKey, stream: false, mock: { chunks: 20 }, requests: REQUESTS, clients: CLIENTS },
+      { id: "stream-budget", key: acct.routingKey, stream: true, mock: { chunks: 20 }, requests: REQUESTS, clients: CLIENTS },
+      { id: "chat-unbudgeted", key: unbudgeted.raw_key, stream: false, mock: { chunks: 20 }, requests: REQUESTS, clients: CLIENTS },
+      ...[PACED_SHORT, PACED_LONG].map((chunks) => ({
+        id: `paced-${chunks}`, key: acct.routingKey, stream: true, mock: { chunks, chunk_delay_ms: PACED_DELAY_MS }, requests: PACED_REQUESTS, clients: PACED_CLIENTS,
+      })),
     ];
     /** Every count over one window: `work` runs, then the window stays open `settleMs` more. */
     const window = async (id: string, work: () => Promise<unknown>, settleMs: number) => {
@@ -251,7 +268,9 @@ async function main(): Promise<number> {
     };
     const rows: Row[] = [];
     for (const s of scenarios) {
-      const body = agentChatBody(s.stream ? { chunks: 20 } : { chunks: 20 }, s.stream);
+      const body = agentChatBody(s.mock, s.stream);
+      const REQUESTS = s.requests;
+      const CLIENTS = s.clients;
       const send = async () => {
         const r = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${s.key}` }, body });
         const text = await r.text();
@@ -391,7 +410,17 @@ function report(rows: Row[], idle: Idle): number {
       else if (limit !== undefined && r[m] > limit) failures.push(`${r.scenario}: ${m} ${r[m].toFixed(3)}${PER_SECOND.includes(m) ? " per second" : " per request"} exceeds the budget ${limit}`);
     }
   }
-  if (json) console.log(JSON.stringify({ rows, idle }, null, 2));
+  // Per chunk of a paced stream: the long paced stream less the short one, over the extra chunks.
+  const short = rows.find((r) => r.scenario === `paced-${PACED_SHORT}`);
+  const long = rows.find((r) => r.scenario === `paced-${PACED_LONG}`);
+  const chunkBudget: Partial<Record<ChunkMetric, number>> = file.perChunk?.["paced-stream"] ?? {};
+  const perChunk = Object.fromEntries(CHUNK_METRICS.map((m) => [m, short && long ? (long[m] - short[m]) / (PACED_LONG - PACED_SHORT) : NaN])) as Record<ChunkMetric, number>;
+  for (const m of CHUNK_METRICS) {
+    const limit = chunkBudget[m];
+    if (!Number.isFinite(perChunk[m])) failures.push(`paced stream: ${m} per chunk could not be measured`);
+    else if (limit !== undefined && perChunk[m] > limit) failures.push(`paced stream: ${m} ${perChunk[m].toFixed(3)} per chunk exceeds the budget ${limit}`);
+  }
+  if (json) console.log(JSON.stringify({ rows, idle, perChunk }, null, 2));
   else {
     console.log(`per request, ${REQUESTS} requests per scenario from ${CLIENTS} keep-alive client(s), an idle window of the same length subtracted, ~${(agentChatBody({}, false).length / 1024).toFixed(1)} kB agent body (budget in bench/budgets.json)`);
     console.log("| scenario | Redis commands sent | run by scripts | Redis round trips | usage drain reads per second | Postgres statements | usage drain writes per second | syscalls | JS heap allocated (kB) | JS objects allocated |");
@@ -404,7 +433,17 @@ function report(rows: Row[], idle: Idle): number {
       `idle instance, no request for ${(idle.ms / 1000).toFixed(1)} s: ${idle.redisCommandsPerSecond.toFixed(1)} Redis commands a second (≤ ${idleBudget.redisCommandsPerSecond ?? "–"}), ` +
         `${idle.pgStatementsPerSecond.toFixed(2)} Postgres statements a second (≤ ${idleBudget.pgStatementsPerSecond ?? "–"})`,
     );
+    console.log(
+      `per chunk of a paced stream (${PACED_LONG} against ${PACED_SHORT} chunks ${PACED_DELAY_MS} ms apart, ${PACED_REQUESTS} streams each from ${PACED_CLIENTS} clients): ` +
+        CHUNK_METRICS.map((m) => `${m} ${perChunk[m].toFixed(m === "heapObjects" ? 1 : 2)} (≤ ${chunkBudget[m] ?? "–"})`).join(", "),
+    );
     if (process.argv.includes("--detail")) {
+      if (short && long) {
+        const diff = (a: Record<string, number>, b: Record<string, number>) => Object.fromEntries([...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [k, ((a[k] ?? 0) - (b[k] ?? 0)) / (PACED_LONG - PACED_SHORT)]).filter(([, v]) => Math.abs(v as number) >= 0.005));
+        const fmt = (o: Record<string, number>) => Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
+        console.log(`per chunk: syscalls ${fmt(diff(long.syscallsByName, short.syscallsByName))}`);
+        console.log(`per chunk: timers armed ${fmt(diff(long.timers, short.timers)) || "none"}`);
+      }
       const fmt = (o: Record<string, number>) => Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
       console.log(`idle: per second ${fmt(Object.fromEntries(Object.entries(idle.detail).map(([k, v]) => [k, v / (idle.ms / 1000)])))}`);
       for (const r of rows) {

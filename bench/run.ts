@@ -29,6 +29,7 @@ import { BLITZ_UPSTREAM_MS, SCENARIOS, SOAK_STREAMS, soakShot, type Endpoints, t
 import { prepareStores } from "./lib/stores.ts";
 import { measureAdmissionTrips } from "./admission-trips.ts";
 import { measureBlitzJobs } from "./blitz-jobs.ts";
+import { manyStreamsMarkdown, measureManyStreams } from "./many-streams.ts";
 import { runWrk, WRK } from "./lib/wrk.ts";
 import { pingRttMs } from "./lib/redis-rtt.ts";
 import type { JsonShot } from "./lib/loop-client.ts";
@@ -36,6 +37,8 @@ import type { JsonShot } from "./lib/loop-client.ts";
 const ROOT = resolve(import.meta.dir, "..");
 const RESULTS = join(ROOT, "bench", "results");
 const opts = parseArgs(process.argv.slice(2));
+/** Bun's fetch ceiling for every process of the run that calls fetch: the gateway, the bare proxy, the runner (as the Dockerfile and `npm start` set it). */
+const MAX_HTTP_REQUESTS = "65535";
 /** Set once the timed rounds are about to start (settleJit). */
 let jitWarmup: JitWarmup | null = null;
 // Allocator studies (PROFILE.md, lever 2): MIMALLOC_PURGE_DELAY=-1 npm run bench runs the gateway and
@@ -44,10 +47,11 @@ let jitWarmup: JitWarmup | null = null;
 const ALLOCATOR_ENV: Record<string, string> = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith("MIMALLOC_") && v !== undefined)) as Record<string, string>;
 
 // The load generator runs in this process. Re-run it pinned to core 1, and with Bun's fetch allowed
-// enough simultaneous connections for the soak's 500 streams (its default is 256).
+// as many simultaneous requests as it takes (its default is 256, which would cap the 512 paced
+// streams and the many-streams run in the client, not in the proxy measured).
 if (!process.env.GW_BENCH_CHILD) {
   const child = Bun.spawn([...pinned(1), process.execPath, import.meta.path, ...process.argv.slice(2)], {
-    env: { ...process.env, GW_BENCH_CHILD: "1", BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" },
+    env: { ...process.env, GW_BENCH_CHILD: "1", BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS },
     stdio: ["inherit", "inherit", "inherit"],
   });
   for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => child.kill(sig));
@@ -118,6 +122,8 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
     // Every run signs up once from 127.0.0.1; with a shared Redis the per-IP hourly limit would
     // refuse the 21st run of the hour. Nothing measured depends on it.
     SIGNUP_IP_LIMIT_PER_HOUR: "100000",
+    // Bun's fetch runs 256 upstream requests at once unless told otherwise (the Dockerfile and `npm start` set this).
+    BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS,
     // What the access line costs: ACCESS_LOG=false npm run bench.
     ...(process.env.ACCESS_LOG ? { ACCESS_LOG: process.env.ACCESS_LOG } : {}),
     // JavaScriptCore switches for tail studies, e.g. BUN_JSC_logGC=1 (every collection and its pause, in the gateway's log).
@@ -131,7 +137,7 @@ async function startChildren(storeEnv: Record<string, string>, dataDir: string, 
   await waitHealthy(`${gatewayUrl}/healthz`, gateway, 60_000, tail);
   log(`gateway at ${gatewayUrl} (pid ${gateway.pid})`);
   const refs: Children["refs"] = {};
-  const wanted = new Set(SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id)).flatMap((s) => s.references ?? []));
+  const wanted = new Set(opts.manyStreams ? ["bare" as const] : SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id)).flatMap((s) => s.references ?? []));
   if (opts.baseRoot && opts.mode !== "soak") refs.base = await startSecondGateway(env, {}, resolve(opts.baseRoot), "base");
   let redisDelay: Children["redisDelay"];
   if (opts.mode !== "soak" && wanted.has("far")) {
@@ -194,7 +200,7 @@ async function startBare(mockBase: string): Promise<{ proc: Subprocess; base: st
   const fd = logFile(logPath);
   const origin = new URL(mockBase).origin;
   const proc = Bun.spawn([...pinned(0), process.execPath, join(ROOT, "bench", "bare-proxy.ts"), "--upstream", origin, "--port", "0"], {
-    cwd: ROOT, stdout: "pipe", stderr: fd, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NODE_ENV: "production", ...ALLOCATOR_ENV },
+    cwd: ROOT, stdout: "pipe", stderr: fd, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NODE_ENV: "production", BUN_CONFIG_MAX_HTTP_REQUESTS: MAX_HTTP_REQUESTS, ...ALLOCATOR_ENV },
   });
   const base = await firstLine(proc, 20_000);
   log(`bare Bun proxy at ${base} (pid ${proc.pid})`);
@@ -301,6 +307,17 @@ async function main(): Promise<number> {
     const idleRssMb = memory(gw.pid).rssKb / 1024;
     log(`idle RSS ${idleBootRssMb.toFixed(1)} MB after boot, ${idleRssMb.toFixed(1)} MB after provisioning`);
 
+    if (opts.manyStreams) {
+      const report = await measureManyStreams({ ep, requested: opts.manyStreams, rounds: opts.rounds, windowS: opts.mode === "smoke" ? 3 : 10, procOf, mock, log });
+      const md = manyStreamsMarkdown(report);
+      console.log(`\n${md}\n`);
+      const stamp = opts.mode === "smoke" ? "tmp-smoke" : startedAt.slice(0, 19).replace(/:/g, "-");
+      writeFileSync(join(RESULTS, `${stamp}-many-streams.md`), `# Many slow streams, ${startedAt}\n\n${md}\n`);
+      writeFileSync(join(RESULTS, `${stamp}-many-streams.json`), JSON.stringify({ startedAt, machine: machineFacts(stores.label), ...report }, null, 2));
+      log(`wrote bench/results/${stamp}-many-streams.{md,json}`);
+      await stopChild(gw, 75_000);
+      return report.rows.some((r) => r.errors) ? 1 : 0;
+    }
     const scenarios = opts.mode === "soak" ? [] : SCENARIOS.filter((s) => !opts.only || opts.only.includes(s.id));
     const sidesBy = new Map(scenarios.map((s) => [s.id, sidesOf(s, children!)]));
     const shots = new Map(scenarios.map((s) => [s.id, shotsFor(s, ep, sidesBy.get(s.id)!)]));

@@ -58,6 +58,28 @@ export function bannerText(f: StartupFacts): string {
   ].join("\n");
 }
 
+/** Bun's own ceiling on simultaneous outgoing fetch requests when BUN_CONFIG_MAX_HTTP_REQUESTS is unset. */
+export const BUN_DEFAULT_MAX_HTTP_REQUESTS = 256;
+/** Below this, the warning at boot: every stream holds one upstream request for its whole length. */
+export const MIN_MAX_HTTP_REQUESTS = 4096;
+
+/**
+ * Bun's fetch runs at most BUN_CONFIG_MAX_HTTP_REQUESTS requests at once (256 unless set, at most
+ * 65535) and queues the rest: past that many streams in flight, a new stream waits for one to end
+ * and chunks of the others arrive late. The ceiling is read when the process starts, so only the
+ * environment can raise it; the gateway says so once at boot when it is unset or low.
+ */
+export function fetchConcurrencyWarning(env: Record<string, string | undefined>): { value: number; message: string } | null {
+  const raw = env.BUN_CONFIG_MAX_HTTP_REQUESTS?.trim();
+  const n = raw ? Number(raw) : NaN;
+  const value = Number.isInteger(n) && n > 0 ? Math.min(n, 65535) : BUN_DEFAULT_MAX_HTTP_REQUESTS;
+  if (value >= MIN_MAX_HTTP_REQUESTS) return null;
+  return {
+    value,
+    message: `Bun's fetch allows ${value} upstream requests at once${raw ? "" : " (BUN_CONFIG_MAX_HTTP_REQUESTS unset)"}: more concurrent streams than that queue and stall; set BUN_CONFIG_MAX_HTTP_REQUESTS=65535 in the gateway's environment`,
+  };
+}
+
 /** Banner on a terminal, one structured line otherwise. */
 export function announce(log: Logger, facts: StartupFacts, tty: boolean): void {
   if (tty) process.stdout.write(`${bannerText(facts)}\n`);

@@ -13,7 +13,7 @@ import { buildApp } from "./app.ts";
 import { randomToken } from "./lib/crypto.ts";
 import type { Job } from "./jobs/job.ts";
 import { buildServices, startServices } from "./services.ts";
-import { announce, startupFacts } from "./banner.ts";
+import { announce, fetchConcurrencyWarning, startupFacts } from "./banner.ts";
 import { removeAdminAccess, writeAdminAccess } from "./admin/access-file.ts";
 import { within } from "./lib/time.ts";
 
@@ -74,6 +74,9 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   log.info({ port, database: dbh.kind, kv: kv.kind, secretKey: secrets.available ? "set" : "missing" }, "gateway listening");
   // A terminal gets the banner; tests and containers (a log destination, no TTY) one log line.
   announce(log, startupFacts(config, `http://${config.HOST === "0.0.0.0" ? "localhost" : host}:${port}`, { database: dbh.kind, kv: kv.kind }), !opts.logDestination && process.stdout.isTTY === true);
+  // Bun reads its fetch ceiling from the process's own environment when it starts.
+  const lowFetchCeiling = fetchConcurrencyWarning(process.env);
+  if (lowFetchCeiling) log.warn({ maxHttpRequests: lowFetchCeiling.value }, lowFetchCeiling.message);
   let stopped: Promise<void> | null = null;
   return {
     ctx, app, jobs, port,

@@ -23,6 +23,8 @@ export interface RunOptions {
   baseRoot: string | null;
   /** Run the wrk / autocannon comparison (default; --no-generator-check leaves it out). */
   generatorCheck: boolean;
+  /** --many-streams [N]: only the many-slow-streams measurement, N concurrent streams (default 10,000; 300 with --smoke). */
+  manyStreams: number | null;
 }
 
 const HELP = `npm run bench [-- options]
@@ -45,10 +47,14 @@ const HELP = `npm run bench [-- options]
                     request/response scenarios; the other one still runs in the generator check
   --base-root DIR   also run the gateway of the tree at DIR (its own src/, this tree's node_modules
                     if it has none) in the same rounds, same stores and key: an A/B of two trees
-  --no-generator-check  leave out the wrk / autocannon comparison`;
+  --no-generator-check  leave out the wrk / autocannon comparison
+  --many-streams [N]  only this: N concurrent slow streams (5 chunks/s; default 10,000, 300 with
+                    --smoke) direct, through the bare proxy and the gateway: RSS per stream, CPU per
+                    chunk, gap p50/p99 (--rounds rounds, default 3; a 10 s window, 3 s with --smoke)`;
 
 export function parseArgs(argv: string[]): RunOptions {
-  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false, threads: false, portkey: true, generator: "wrk", baseRoot: null, generatorCheck: true };
+  const o: RunOptions = { mode: "full", rounds: 3, segmentS: 4, warmupS: 2, pattern: "ABBA", soakS: 60, only: null, strict: false, logLevel: "info", profile: false, threads: false, portkey: true, generator: "wrk", baseRoot: null, generatorCheck: true, manyStreams: null };
+  let manyAsked = false;
   const num = (i: number, name: string) => {
     const v = Number(argv[i + 1]);
     if (!Number.isFinite(v) || v < 0) throw new Error(`${name} needs a number`);
@@ -70,6 +76,11 @@ export function parseArgs(argv: string[]): RunOptions {
     else if (a === "--no-portkey") o.portkey = false;
     else if (a === "--base-root") o.baseRoot = argv[++i] ?? null;
     else if (a === "--no-generator-check") o.generatorCheck = false;
+    else if (a === "--many-streams") {
+      manyAsked = true;
+      const v = Number(argv[i + 1]);
+      if (argv[i + 1] !== undefined && Number.isFinite(v) && v > 0) o.manyStreams = Math.round(v), i++;
+    }
     else if (a === "--generator") {
       const g = argv[++i];
       if (g !== "wrk" && g !== "autocannon") throw new Error("--generator takes wrk or autocannon");
@@ -81,6 +92,7 @@ export function parseArgs(argv: string[]): RunOptions {
     } else throw new Error(`unknown option ${a}\n${HELP}`);
   }
   if (soakS !== null) o.soakS = soakS;
+  if (manyAsked) o.manyStreams ??= o.mode === "smoke" ? 300 : 10_000;
   const unknown = o.only?.filter((id) => !SCENARIOS.some((s) => s.id === id)) ?? [];
   if (unknown.length) throw new Error(`unknown scenario(s): ${unknown.join(", ")}`);
   return o;

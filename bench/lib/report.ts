@@ -398,6 +398,21 @@ export function markdown(r: RunReport): string {
       out.push(`| ${s.title} | ${n(s.direct.gapP50)} → ${n(s.gateway.gapP50)} | ${n(s.direct.gapP99)} → ${n(s.gateway.gapP99)} | ${n(s.direct.coalescedPct)}% → ${n(s.gateway.coalescedPct)}% |`);
     }
   }
+  const rhythm = r.scenarios.filter((s) => s.id.startsWith("paced-"));
+  if (rhythm.length) {
+    out.push("");
+    out.push("Rhythm under load (medians over rounds): time to last byte and the gap between chunks at the client; the bare Bun proxy is the floor.");
+    out.push("");
+    out.push("| scenario | side | streams/s | TTLB p50 ms | TTLB p99 ms | gap p50 ms | gap p99 ms | CPU µs/stream | errors |");
+    out.push("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (const s of rhythm) {
+      const b = s.references?.bare;
+      const row = (side: string, f: SideFigures, cpu?: number) => out.push(`| ${s.title} | ${side} | ${n(f.rps, 0)} | ${n(f.p50)} | ${n(f.p99)} | ${n(f.gapP50)} | ${n(f.gapP99)} | ${n(cpu, 0)} | ${f.errors} |`);
+      row("direct", s.direct);
+      if (b) row("bare Bun proxy", b.side, b.cpuUsPerReq);
+      row("gateway", s.gateway, s.gatewayCpuUsPerReq);
+    }
+  }
   out.push("");
   out.push(`Idle RSS: ${n(r.idleBootRssMb, 1)} MB after boot; ${n(r.idleRssMb, 1)} MB after provisioning (signup, activation, key); ${n(r.idleRssAfterMb, 1)} MB idle after the run (the allocator keeps what load made it take).`);
   if (r.soak) {

@@ -220,6 +220,9 @@ function mixed(side: Side, ep: Endpoints): () => Shot {
 const fixed = (s: Shot) => () => s;
 
 export const PACED_DELAY_MS = 20;
+/** The rhythm scenarios (paced-64, paced-512): chunks per stream and the mock's pause between them. */
+export const RHYTHM_CHUNKS = 100;
+export const RHYTHM_DELAY_MS = 2;
 export const BLITZ_UPSTREAM_MS = 300;
 
 export const SCENARIOS: Scenario[] = [
@@ -276,6 +279,15 @@ export const SCENARIOS: Scenario[] = [
     note: `The upstream pauses ${PACED_DELAY_MS} ms between chunks: each chunk must reach the client as it arrives (gap p50 ≈ ${PACED_DELAY_MS} ms, none glued to the previous one).`,
     shots: (side, ep) => fixed(chatStream(side, ep, { chunks: 20, chunk_delay_ms: PACED_DELAY_MS }, 20)),
   },
+  ...[64, 512].map((n): Scenario => ({
+    id: `paced-${n}`,
+    references: ["bare"],
+    title: `chat, streaming ${RHYTHM_CHUNKS} chunks ${RHYTHM_DELAY_MS} ms apart, ${n} streams`,
+    driver: "loop",
+    concurrency: n,
+    note: `Streams keep their rhythm under load: ${n} concurrent streams, each ${RHYTHM_CHUNKS} chunks the mock sends ${RHYTHM_DELAY_MS} ms apart; time to last byte (p50/p99) and the p99 gap between chunks at the client, direct, through the bare Bun proxy and through the gateway.`,
+    shots: (side, ep) => fixed(chatStream(side, ep, { chunks: RHYTHM_CHUNKS, chunk_delay_ms: RHYTHM_DELAY_MS }, RHYTHM_CHUNKS)),
+  })),
   {
     id: "responses",
     title: "responses, non-streaming, 32 connections",

@@ -1,7 +1,7 @@
 // The startup announcement: URL, SDK base URL, stores, where mail goes and the next command;
 // store passwords never printed.
 import { describe, expect, test } from "bun:test";
-import { bannerText, startupFacts } from "../../src/banner.ts";
+import { bannerText, fetchConcurrencyWarning, startupFacts } from "../../src/banner.ts";
 import { loadConfig } from "../../src/config.ts";
 import { startTestGateway, storesLabel } from "../helpers/gateway.ts";
 
@@ -33,4 +33,14 @@ describe("startup banner", () => {
       await gw.stop();
     }
   }, 60_000);
+
+  test("warns at boot when Bun's fetch ceiling (BUN_CONFIG_MAX_HTTP_REQUESTS) is unset or low, not when raised", () => {
+    const unset = fetchConcurrencyWarning({});
+    expect(unset?.value).toBe(256);
+    expect(unset?.message).toContain("BUN_CONFIG_MAX_HTTP_REQUESTS=65535");
+    expect(fetchConcurrencyWarning({ BUN_CONFIG_MAX_HTTP_REQUESTS: "512" })?.value).toBe(512);
+    expect(fetchConcurrencyWarning({ BUN_CONFIG_MAX_HTTP_REQUESTS: "not a number" })?.value).toBe(256);
+    expect(fetchConcurrencyWarning({ BUN_CONFIG_MAX_HTTP_REQUESTS: "65535" })).toBeNull();
+    expect(fetchConcurrencyWarning({ BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" })).toBeNull();
+  });
 });
