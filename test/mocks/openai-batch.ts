@@ -15,6 +15,8 @@ export interface BatchMockOptions {
   expire?: boolean;
   /** Lines answered before an expiry (default 0). */
   answerBeforeExpiry?: number;
+  /** Batches stay in_progress while this is set (a long-running vendor batch). */
+  hold?: boolean;
 }
 
 interface MockFile { id: string; purpose: string; filename: string; bytes: number; text: string; created_at: number }
@@ -137,6 +139,7 @@ export function openaiBatchMock(answer: (body: any) => { status: number; body: u
     b.polls++;
     if (b.status === "validating") b.status = "in_progress";
     else if (b.status === "in_progress") {
+      if (opts.hold) return;
       if (opts.expire) { finish(b, opts.answerBeforeExpiry ?? 0, "batch_expired"); b.status = "expired"; }
       else b.status = "finalizing";
     } else if (b.status === "finalizing") { finish(b, null, null); b.status = "completed"; }
