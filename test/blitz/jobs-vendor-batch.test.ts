@@ -118,6 +118,35 @@ describe(`/blitz/jobs on a vendor batch API (${storesLabel})`, () => {
     expect(rows.every((x) => x.costUsd === 0)).toBe(true);
   }, 90_000);
 
+  test("CONTRACT §9 batch work: cancelling a job on a vendor batch cancels the vendor batch; its unanswered items end cancelled at $0, nothing runs live", async () => {
+    w.A.batch.setOptions({ hold: true });
+    const key = await w.oneLane({ monthlyBudgetUsd: 100 });
+    const prompts = Array.from({ length: 30 }, (_, i) => user(`VB6 p${i}`));
+    const r = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 20, completion_window: "24h", prompts } });
+    expect(r.status).toBe(202);
+    let vendorId: string | null = null;
+    for (const until = Date.now() + 30_000; !vendorId && Date.now() < until; await Bun.sleep(50)) {
+      const [row] = await w.gw.ctx.db.select().from(blitzVendorBatches).where(eq(blitzVendorBatches.jobId, r.body.id));
+      vendorId = row?.vendorBatchId ?? null;
+    }
+    expect(vendorId).not.toBeNull();
+    const c = await w.gw.call(`/blitz/jobs/${r.body.id}`, { method: "DELETE", token: key.raw });
+    expect(c.body.status).toBe("cancelled");
+    w.A.batch.setOptions({});
+    let results: any[] = [];
+    for (const until = Date.now() + 30_000; Date.now() < until; await Bun.sleep(100)) {
+      const j = await w.gw.call(`/blitz/jobs/${r.body.id}?limit=1000`, { token: key.raw });
+      results = j.body.results;
+      if (j.body.progress.remaining === 0) break;
+    }
+    expect(w.A.batch.batches.get(vendorId!)!.status).toBe("cancelled");
+    expect(results.every((x) => x.state === "cancelled")).toBe(true);
+    expect(liveChats("VB6 p")).toBe(0);
+    const rows = await recordsOf(r.body.id);
+    expect(rows).toHaveLength(30);
+    expect(rows.every((x) => x.costUsd === 0 && x.errorCode === "batch_cancelled")).toBe(true);
+  }, 60_000);
+
   test("CONTRACT §9 batch work: without completion_window or mode the job runs live as before", async () => {
     const key = await w.oneLane();
     const uploads = w.A.batch.uploads;
