@@ -67,7 +67,7 @@ export function blitzJobRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/blitz/jobs/:id", { GET: (rc) => show(ctx, rc), DELETE: (rc) => cancel(ctx, rc) }, BLITZ, {
     GET: {
       summary: "A job's progress, cost so far and results (paged)", tag: "Inference", auth: "routing-key", query: pageDoc,
-      responses: { "200": { description: "The job with `results`: `[{index, state, status, completion | error, usage, cost_usd}]` after `after`, and `next_after` (null on the last page)." } },
+      responses: { "200": { description: "The job with `results`: `[{index, state, status, mode, completion | error, usage, cost_usd}]` (`mode`: `batch` when a vendor batch API answered the item, `live` otherwise) after `after`, and `next_after` (null on the last page)." } },
     },
     DELETE: {
       summary: "Cancel a job", tag: "Inference", auth: "routing-key",
