@@ -259,12 +259,15 @@ describe(`/v1/files + /v1/batches (${storesLabel})`, () => {
     const kc = await keyContextOf(w.gw, probe.raw);
     const prompt = (i: number) => ({ messages: [{ role: "user", content: `B7 p${i}.` }] });
     const per = batchWorstCase(relayDeps(w.gw.ctx), { ...kc, monthlyBudgetUsd: 1 }, [{ model: "gpt-4o-mini", max_tokens: 400, ...prompt(0) }])!;
-    const key = await w.oneLane({ monthlyBudgetUsd: per * 6.5 });
+    // An openai lane batches at half the live price (CONTRACT §9): 6 items fit, 10 do not.
+    const key = await w.oneLane({ monthlyBudgetUsd: per * 6.5 * 0.5 });
     const before = w.A.received.length;
+    const uploads = w.A.batch.uploads;
     const refused = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 400, completion_window: "24h", prompts: Array.from({ length: 10 }, (_, i) => prompt(i)) } });
     expect(refused.status).toBe(402);
     expect(refused.body).toMatchObject({ code: "budget_exceeded", error: expect.stringContaining("nothing was stored") });
     expect(w.A.received.length).toBe(before);
+    expect(w.A.batch.uploads).toBe(uploads);
     expect(await w.gw.ctx.db.select().from(blitzJobs).where(eq(blitzJobs.routingKeyId, key.id))).toHaveLength(0);
     const bad = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", completion_window: "1h", prompts: [prompt(0)] } });
     expect(bad.status).toBe(400);
@@ -276,10 +279,11 @@ describe(`/v1/files + /v1/batches (${storesLabel})`, () => {
       if (job.progress.remaining === 0) break;
     }
     expect(job.progress.succeeded).toBe(6);
-    expect(job.results.every((r: any) => r.mode === "live")).toBe(true);
-    // Neither field went upstream: they are the job's, not chat parameters.
-    const sent = w.A.received.filter((r) => JSON.stringify(r.body?.messages ?? "").includes("B7 p"));
+    expect(job.results.every((r: any) => r.mode === "batch")).toBe(true);
+    // Neither field went upstream: they are the job's, not chat parameters (the vendor batch's lines show the bodies sent).
+    const sent = [...w.A.batch.files.values()].filter((f) => f.purpose === "batch" && f.text.includes("B7 p"))
+      .flatMap((f) => f.text.split("\n").filter(Boolean).map((l) => JSON.parse(l).body));
     expect(sent).toHaveLength(6);
-    expect(sent.every((r) => r.body.mode === undefined && r.body.completion_window === undefined)).toBe(true);
+    expect(sent.every((b) => b.mode === undefined && b.completion_window === undefined)).toBe(true);
   }, 60_000);
 });

@@ -16,6 +16,7 @@
 import { frameEvents } from "../fixtures/index.ts";
 import { headersOf, isObject, lastUserText, resolveEvents, resolveJson, sseBody, type Received, type VendorReply } from "../fixtures/replay.ts";
 import { serveLoopback } from "./scaffold.ts";
+import { anthropicBatchMock, type AnthropicBatchMock } from "./anthropic-batch.ts";
 
 /** What Anthropic bills one accepted request for: input, and every output token generated before any disconnect. */
 export interface AnthropicBill {
@@ -29,6 +30,8 @@ export interface MockAnthropic {
   /** Base URL (what PROVIDER_ANTHROPIC_BASE_URL takes), e.g. http://127.0.0.1:40123 */
   url: string;
   apiKey: string;
+  /** Message Batches (POST /v1/messages/batches and its GET, cancel, results). */
+  batch: AnthropicBatchMock;
   received: Received[];
   /** Valid requests only, in order (the ones that were served). */
   readonly served: Received[];
@@ -225,10 +228,15 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
     return { json, events, input, output };
   }
 
+  // Message Batches: each request answered as the messages route answers it.
+  const batch = anthropicBatchMock(() => server.origin, (params) => generated(params).json, (req) => req.headers.get("x-api-key") === apiKey);
+
   const server = serveLoopback({
     idleTimeout: 60,
     async fetch(req) {
       const url = new URL(req.url);
+      const batched = await batch.handle(req, url.pathname);
+      if (batched) return batched;
       const rec: Received = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers: headersOf(req), body: null, rejected: null };
       received.push(rec);
       const counting = url.pathname === "/v1/messages/count_tokens";
@@ -278,6 +286,7 @@ export async function startMockAnthropic(opts: { apiKey?: string } = {}): Promis
   return {
     url: server.origin,
     apiKey,
+    batch,
     received,
     bills,
     get served() { return received.filter((r) => r.rejected === null); },

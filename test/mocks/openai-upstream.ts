@@ -8,6 +8,7 @@
 // send the same object as JSON in the `x-mock` header instead. Standalone: `npx bun test/mocks/openai-upstream.ts --port 9100`.
 import { unsupportedChatParameter } from "./openai-model-rules.ts";
 import { json, serveLoopback, sleep } from "./scaffold.ts";
+import { openaiBatchMock, type OpenAIBatchMock } from "./openai-batch.ts";
 
 export interface MockBehavior {
   /** Answer with this HTTP status (non-2xx → an OpenAI-style error body). */
@@ -85,6 +86,8 @@ export interface MockUpstream {
   url: string;
   port: number;
   received: ReceivedRequest[];
+  /** The Batch API's files and batches (uploads counts purpose=batch files received). */
+  batch: OpenAIBatchMock;
   /** Requests whose client went away before the answer was complete. */
   readonly aborted: number;
   setDefault(behavior: MockBehavior): void;
@@ -418,12 +421,23 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
     return out;
   }
 
+  // The Batch API: each line answered as the chat route answers it (its `mock` behaviour applies to that line).
+  const batch = openaiBatchMock((body: any) => {
+    const b: MockBehavior = { ...defaults, ...(body && typeof body === "object" ? body.mock : undefined) };
+    const model = typeof body?.model === "string" ? body.model : "unknown";
+    const status = b.status ?? 200;
+    if (status < 200 || status > 299) return { status, body: errorBody(status, b, model) };
+    return { status: 200, body: completeChat(body, b, model) };
+  });
+
   const server = serveLoopback({
     port: opts.port ?? 0,
     idleTimeout: 255,
     async fetch(req) {
       const url = new URL(req.url);
       const path = url.pathname;
+      const batched = await batch.handle(req, path);
+      if (batched) return batched;
       const headers: Record<string, string> = {};
       if (record) req.headers.forEach((v, k) => { headers[k] = v; });
       if (req.method === "GET" && path === "/v1/models") {
@@ -478,6 +492,7 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
     port: server.port,
     received,
     bills,
+    batch,
     get aborted() { return aborted; },
     setDefault(behavior) { defaults = { ...behavior }; },
     waitForAborts(n, timeoutMs = 5000) {

@@ -9,6 +9,7 @@ import { MemoryJobQueue, type JobQueue } from "./queue.ts";
 import { relayDeps } from "../../relay/relay-deps.ts";
 import { itemRunner } from "./runner.ts";
 import { activeJobs, deleteExpired, endIfLast, itemsInState } from "./store.ts";
+import { vendorBatchPoller } from "../vendor/poller.ts";
 
 const SWEEP_MS = 10 * 60_000;
 /**
@@ -54,14 +55,17 @@ export function blitzJobsJobs(ctx: Ctx): Job[] {
     const n = await deleteExpired(ctx);
     if (n) ctx.log.info({ jobs: n }, "blitz job results expired");
   });
-  if (!(queue instanceof BullJobQueue)) return [run, sweep];
+  // Vendor batches (OpenAI Batch API): whichever instance claims one polls it.
+  const vendor = vendorBatchPoller(ctx);
+  ctx.services.blitzJobs.nudgeVendor = () => vendor.runOnce();
+  if (!(queue instanceof BullJobQueue)) return [run, sweep, vendor];
   // Postgres holds every item; BullMQ's copy lives only in Redis. A Redis that restarted empty (or
   // failed over before replicating) forgot the items still queued: without this they would wait
   // for good. Within RESYNC_LOOK_MS of such a loss one instance puts them back.
   const resync = intervalJob(ctx, "blitz-jobs-resync", RESYNC_LOOK_MS, async () => {
     if (await queue.claimResync(RESYNC_EVERY_MS)) await resume(ctx, queue);
   });
-  return [run, sweep, resync];
+  return [run, sweep, vendor, resync];
 }
 
 /**

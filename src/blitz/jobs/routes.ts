@@ -20,6 +20,7 @@ import { parseBlitzBody } from "../validate.ts";
 import { batchWorstCase, checkBatchBudget } from "../batches/admission.ts";
 import { relayDeps } from "../../relay/relay-deps.ts";
 import { presentJob } from "./present.ts";
+import { batchDiscount, vendorBatchLane } from "../vendor/poller.ts";
 import { cancelJob, createJob, getJob, pageItems, type ItemRow, type JobRow } from "./store.ts";
 
 export { presentJob };
@@ -66,7 +67,7 @@ export function blitzJobRoutes(ctx: Ctx, app: Elysia): void {
   mount(ctx, app, "/blitz/jobs/:id", { GET: (rc) => show(ctx, rc), DELETE: (rc) => cancel(ctx, rc) }, BLITZ, {
     GET: {
       summary: "A job's progress, cost so far and results (paged)", tag: "Inference", auth: "routing-key", query: pageDoc,
-      responses: { "200": { description: "The job with `results`: `[{index, state, status, completion | error, usage, cost_usd}]` after `after`, and `next_after` (null on the last page)." } },
+      responses: { "200": { description: "The job with `results`: `[{index, state, status, mode, completion | error, usage, cost_usd}]` (`mode`: `batch` when a vendor batch API answered the item, `live` otherwise) after `after`, and `next_after` (null on the last page)." } },
     },
     DELETE: {
       summary: "Cancel a job", tag: "Inference", auth: "routing-key",
@@ -93,17 +94,24 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   if (tags === null && key.requireTags) throw tagsRequired();
   if (key.lanes.length === 0) throw noProviders();
   const id = newId("bjob");
-  // Batch work (CONTRACT §9): the job's summed worst case must fit the budget now, or 402 before
-  // anything is stored. Each prompt still admits itself when it runs (blitz/batches/admission.ts).
+  // Batch work (CONTRACT §9): on a key whose first lane has a vendor batch API the items go there
+  // (blitz/vendor/poller.ts), priced at the vendor's batch discount; elsewhere they run live.
+  const vendorLane = batchMode ? vendorBatchLane(key) : null;
+  // The job's summed worst case (at batch prices on a vendor lane) must fit the budget now, or 402
+  // before anything is stored or uploaded. Each live prompt still admits itself when it runs.
   if (batchMode) {
     const deps = relayDeps(ctx);
-    await checkBatchBudget(deps, key, batch.requests.length, batchWorstCase(deps, key, batch.requests)).catch((e: unknown) => {
+    const worst = batchWorstCase(deps, key, batch.requests);
+    const usd = worst === null ? null : vendorLane ? worst * batchDiscount(vendorLane.provider) : worst;
+    await checkBatchBudget(deps, key, batch.requests.length, usd).catch((e: unknown) => {
       rc.access.noteRefusal("blitz", e);
       throw e;
     });
   }
-  await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl, tags }, batch.requests);
-  await ctx.services.blitzJobs.queue.add(id, batch.requests.map((_, i) => i));
+  const vendor = vendorLane ? { id: newId("vbat"), provider: vendorLane.provider, laneIndex: vendorLane.index } : undefined;
+  await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl, tags }, batch.requests, vendor);
+  if (vendor) void ctx.services.blitzJobs.nudgeVendor?.();
+  else await ctx.services.blitzJobs.queue.add(id, batch.requests.map((_, i) => i));
   const job = (await getJob(ctx, id))!;
   return json(presentJob(job), 202, { location: `/blitz/jobs/${id}` });
 }

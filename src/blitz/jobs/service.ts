@@ -10,6 +10,8 @@ export interface BlitzJobs {
   queue: JobQueue;
   /** Called when a job ends: its last item, or a cancel (webhooks hook in here). */
   onEnded: Array<(job: JobRow) => void>;
+  /** Polls the vendor batches now (set by the background job once it exists). */
+  nudgeVendor?: () => Promise<void>;
 }
 
 export function createBlitzJobs(base: Base): BlitzJobs {

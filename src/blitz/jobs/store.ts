@@ -8,7 +8,7 @@ import { and, asc, eq, gt, inArray, lt, sql } from "drizzle-orm";
 import type { Config } from "../../config.ts";
 import type { Db } from "../../store/db/client.ts";
 import type { Json } from "../../protocols/types.ts";
-import { batchFiles, blitzJobItems, blitzJobs } from "../../store/db/schema/index.ts";
+import { batchFiles, blitzJobItems, blitzJobs, blitzVendorBatches } from "../../store/db/schema/index.ts";
 import { enqueueEvent } from "../../webhooks/outbox.ts";
 import { presentJob } from "./present.ts";
 
@@ -26,12 +26,16 @@ export const ACTIVE_JOB = ["queued", "running"];
 /** Rows per INSERT when a job is created (10,000 prompts stay well under Postgres' parameter cap). */
 const INSERT_CHUNK = 500;
 
-export async function createJob(ctx: JobStores, job: { id: string; accountId: string; routingKeyId: string; keyHash: string; webhookUrl: string | null; tags?: string[] | null }, requests: Json[]): Promise<void> {
+export async function createJob(ctx: JobStores, job: { id: string; accountId: string; routingKeyId: string; keyHash: string; webhookUrl: string | null; tags?: string[] | null }, requests: Json[], vendor?: { id: string; provider: string; laneIndex: number }): Promise<void> {
   await ctx.db.transaction(async (tx) => {
     await tx.insert(blitzJobs).values({ ...job, total: requests.length, remaining: requests.length });
+    // Items bound for a vendor batch API are `vendor` (the live queue never takes them) with their
+    // batch's row in the same transaction: the poller owns them from here (blitz/vendor/poller.ts).
+    const status = vendor ? "vendor" : "queued";
     for (let i = 0; i < requests.length; i += INSERT_CHUNK) {
-      await tx.insert(blitzJobItems).values(requests.slice(i, i + INSERT_CHUNK).map((request, j) => ({ jobId: job.id, idx: i + j, request })));
+      await tx.insert(blitzJobItems).values(requests.slice(i, i + INSERT_CHUNK).map((request, j) => ({ jobId: job.id, idx: i + j, request, status })));
     }
+    if (vendor) await tx.insert(blitzVendorBatches).values({ id: vendor.id, jobId: job.id, provider: vendor.provider, laneIndex: vendor.laneIndex, claimedBy: null });
   });
 }
 
@@ -49,7 +53,7 @@ export async function getJob(ctx: JobStores, id: string): Promise<JobRow | null>
 
 /** Counts of a job's items by state and their cost: the job's progress (a SQL fragment over one job id). */
 const countsOf = (jobId: unknown) => sql`select
-    count(*) filter (where status in ('queued', 'running'))::int as remaining,
+    count(*) filter (where status in ('queued', 'running', 'vendor', 'vendor_failed'))::int as remaining,
     count(*) filter (where status = 'succeeded')::int as succeeded,
     count(*) filter (where status = 'failed')::int as failed,
     count(*) filter (where status in ('not_run', 'cancelled'))::int as not_run,
@@ -162,7 +166,7 @@ export async function endIfLast(ctx: JobStores, jobId: string): Promise<JobRow |
         finished_at = now(), expires_at = now() + make_interval(hours => ${ctx.config.BLITZ_JOB_RESULT_TTL_HOURS})
       from c
       where j.id = ${jobId} and j.status in ('queued', 'running')
-        and not exists (select 1 from blitz_job_items where job_id = ${jobId} and status in ('queued', 'running'))
+        and not exists (select 1 from blitz_job_items where job_id = ${jobId} and status in ('queued', 'running', 'vendor', 'vendor_failed'))
       returning j.id`));
     if (!ended) return null;
     const [job] = await tx.select().from(blitzJobs).where(eq(blitzJobs.id, jobId)).limit(1);
@@ -223,6 +227,7 @@ export async function deleteExpired(ctx: JobStores): Promise<number> {
     await ctx.db.delete(blitzJobItems).where(inArray(blitzJobItems.jobId, ids));
     // A batch's output and error files show its items: they go with them.
     await ctx.db.delete(batchFiles).where(inArray(batchFiles.batchId, ids));
+    await ctx.db.delete(blitzVendorBatches).where(inArray(blitzVendorBatches.jobId, ids));
   }
   return gone.length;
 }

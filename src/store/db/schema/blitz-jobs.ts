@@ -62,3 +62,25 @@ export const blitzJobItems = pgTable("blitz_job_items", {
   /** Instance running it (crash recovery reads it). */
   owner: text("owner"),
 }, (t) => [primaryKey({ columns: [t.jobId, t.idx] }), index("blitz_job_items_state").on(t.jobId, t.status)]);
+
+/**
+ * A job's items sent to a lane's vendor batch API (OpenAI Batch API): the vendor's batch id is kept
+ * here before anything else happens to it, so any instance polls it after a restart; one instance
+ * at a time holds the claim (`claimedBy` until `claimedUntil`).
+ */
+export const blitzVendorBatches = pgTable("blitz_vendor_batches", {
+  id: text("id").primaryKey(),
+  jobId: text("job_id").notNull(),
+  /** The lane's provider (`openai`) and index on the key. */
+  provider: text("provider").notNull(),
+  laneIndex: integer("lane_index").notNull(),
+  /** The vendor's batch id, null until the upload and create succeeded. */
+  vendorBatchId: text("vendor_batch_id"),
+  /** submitting | polling | ended */
+  status: text("status").notNull().default("submitting"),
+  vendorStatus: text("vendor_status"),
+  claimedBy: text("claimed_by"),
+  claimedUntil: ts("claimed_until"),
+  createdAt: ts("created_at").notNull().defaultNow(),
+  endedAt: ts("ended_at"),
+}, (t) => [index("blitz_vendor_batches_status").on(t.status), index("blitz_vendor_batches_job").on(t.jobId)]);

@@ -1,0 +1,223 @@
+// Batch work on a vendor batch API (CONTRACT §9 "Batch work"): a /blitz job submitted with
+// `completion_window: "24h"` on a key whose first lane is an OpenAI API-key lane goes to OpenAI's
+// Batch API instead of the live queue. Its items are `vendor` and its batch row
+// (blitz_vendor_batches) is written with them; from there, any instance's poller:
+//   - claims the row (one instance at a time, a claim that lapses when its holder dies),
+//   - submits it (upload + create) when it has no vendor batch id yet, and stores the id at once,
+//   - polls the vendor batch; a cancelled job cancels it at the vendor,
+//   - once it ended, turns each result line into its item's outcome and one usage record, in one
+//     transaction that only an item still `vendor` passes (a line read twice after a crash is
+//     written once), then adds its cost to the key's month counter;
+//   - a line the vendor failed, expired or cancelled before it ran (on a job not cancelled) goes
+//     back to the live queue once: it runs live through the key's lanes at the live price.
+// Lines are priced at the catalog's price times the vendor's documented batch discount.
+import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
+import type { Ctx } from "../../context.ts";
+import { intervalJob, type Job } from "../../jobs/job.ts";
+import type { Json, Usage } from "../../protocols/types.ts";
+import { OPENAI_BATCH } from "../../providers/openai/batch.ts";
+import { apiKeyOf } from "../../providers/openai/http.ts";
+import { priceUsd } from "../../money/pricing.ts";
+import { counterKey, seed, toNano, ttl } from "../../money/counters.ts";
+import { monthKey } from "../../lib/time.ts";
+import type { KeyContext } from "../../relay/key-context.ts";
+import type { ResolvedLane } from "../../providers/types.ts";
+import { blitzJobItems, blitzJobs, blitzVendorBatches, usageRecords } from "../../store/db/schema/index.ts";
+import { endIfLast, getJobRow, type JobRow } from "../jobs/store.ts";
+import { cancelOpenAIBatch, pollOpenAIBatch, readOpenAIResults, submitOpenAIBatch, VendorBatchError, type VendorLine } from "./openai-batch.ts";
+
+/** How often an instance looks for vendor batches to poll. */
+export const VENDOR_POLL_MS = 1000;
+/** How long a claim on a vendor batch lasts (its holder renews it each tick; a dead one's lapses). */
+const CLAIM_MS = 30_000;
+
+/** The lane a batch job's items go to, or null when it has no vendor batch API (items then run live). */
+export function vendorBatchLane(key: KeyContext): ResolvedLane | null {
+  const lane = key.lanes[0];
+  if (!lane || lane.provider !== "openai" || !lane.credential) return null;
+  return lane;
+}
+
+/** The vendor's batch price as a share of its live price (OpenAI: half). */
+export const batchDiscount = (_provider: string): number => OPENAI_BATCH.discount;
+
+/** What a vendor batch line costs: the catalog's price times the vendor's batch discount. */
+export function batchLinePrice(provider: string, model: string, u: Usage): { usd: number; source: string | null; estimated: boolean } {
+  const p = priceUsd(provider, model, u, null, null);
+  return { usd: p.usd * batchDiscount(provider), source: p.source, estimated: p.estimated };
+}
+
+function usageOf(body: Json | null): Usage | null {
+  const u = (body as { usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } } } | null)?.usage;
+  if (!u) return null;
+  return { prompt_tokens: u.prompt_tokens ?? 0, completion_tokens: u.completion_tokens ?? 0, cached_tokens: u.prompt_tokens_details?.cached_tokens ?? 0, cache_write_tokens: 0 };
+}
+
+type Row = typeof blitzVendorBatches.$inferSelect;
+
+export function vendorBatchPoller(ctx: Ctx): Job {
+  return intervalJob(ctx, "blitz-vendor-batches", VENDOR_POLL_MS, async () => {
+    for (const row of await claim(ctx)) {
+      try {
+        await step(ctx, row);
+      } catch (e) {
+        ctx.log.warn({ vendorBatch: row.id, err: e instanceof Error ? e.message : String(e) }, "vendor batch poll failed; it is polled again");
+      } finally {
+        await ctx.db.update(blitzVendorBatches).set({ claimedBy: null, claimedUntil: null })
+          .where(and(eq(blitzVendorBatches.id, row.id), eq(blitzVendorBatches.claimedBy, ctx.instanceId))).catch(() => {});
+      }
+    }
+  });
+}
+
+/** Takes the unclaimed (or lapsed) open vendor batches for this instance. */
+async function claim(ctx: Ctx): Promise<Row[]> {
+  return ctx.db.update(blitzVendorBatches)
+    .set({ claimedBy: ctx.instanceId, claimedUntil: sql`now() + make_interval(secs => ${CLAIM_MS / 1000})` })
+    .where(and(
+      inArray(blitzVendorBatches.status, ["submitting", "polling"]),
+      or(isNull(blitzVendorBatches.claimedUntil), lt(blitzVendorBatches.claimedUntil, sql`now()`)),
+    ))
+    .returning();
+}
+
+async function step(ctx: Ctx, row: Row): Promise<void> {
+  const job = await getJobRow(ctx, row.jobId);
+  if (!job) {
+    await ctx.db.update(blitzVendorBatches).set({ status: "ended", endedAt: new Date() }).where(eq(blitzVendorBatches.id, row.id));
+    return;
+  }
+  const key = await ctx.services.keyCache.load(job.keyHash);
+  const lane = key?.lanes[row.laneIndex];
+  if (!key || !lane || lane.provider !== row.provider || !lane.credential) {
+    // The key was revoked or rewired: its lane's credential is gone, so the batch cannot be read.
+    await toLive(ctx, job, await vendorItems(ctx, job.id));
+    await ctx.db.update(blitzVendorBatches).set({ status: "ended", endedAt: new Date() }).where(eq(blitzVendorBatches.id, row.id));
+    return;
+  }
+  const base = ctx.config.providerBaseUrls.openai;
+  const apiKey = apiKeyOf(ctx, lane);
+  if (!row.vendorBatchId) {
+    if (job.status === "cancelled") return void (await endRow(ctx, row, job, []));
+    const items = await ctx.db.select({ idx: blitzJobItems.idx, request: blitzJobItems.request }).from(blitzJobItems)
+      .where(and(eq(blitzJobItems.jobId, job.id), eq(blitzJobItems.status, "vendor")));
+    const lines = items.map((i) => {
+      const body = { ...(i.request as Record<string, unknown>) };
+      if (lane.model) body.model = lane.model;
+      return { customId: String(i.idx), body: body as Json };
+    });
+    let id: string;
+    try {
+      id = await submitOpenAIBatch(base, apiKey, "/v1/chat/completions", lines);
+    } catch (e) {
+      // Refused for good (a bad key, a body the vendor rejects): the items run live instead.
+      // A 429, a 5xx or a network failure is tried again at the next tick.
+      if (e instanceof VendorBatchError && e.status >= 400 && e.status < 500 && e.status !== 429) {
+        ctx.log.warn({ vendorBatch: row.id, status: e.status }, "vendor batch refused at submit; its items run live");
+        return void (await endRow(ctx, row, job, []));
+      }
+      throw e;
+    }
+    await ctx.db.update(blitzVendorBatches).set({ vendorBatchId: id, status: "polling", vendorStatus: "validating" }).where(eq(blitzVendorBatches.id, row.id));
+    await ctx.db.update(blitzJobs).set({ status: "running" }).where(and(eq(blitzJobs.id, job.id), eq(blitzJobs.status, "queued")));
+    return;
+  }
+  if (job.status === "cancelled" && row.vendorStatus !== "cancelling" && row.vendorStatus !== "cancelled") {
+    await cancelOpenAIBatch(base, apiKey, row.vendorBatchId);
+    await ctx.db.update(blitzVendorBatches).set({ vendorStatus: "cancelling" }).where(eq(blitzVendorBatches.id, row.id));
+  }
+  const state = await pollOpenAIBatch(base, apiKey, row.vendorBatchId);
+  if (!state.ended) {
+    if (state.status !== row.vendorStatus && row.vendorStatus !== "cancelling") {
+      await ctx.db.update(blitzVendorBatches).set({ vendorStatus: state.status }).where(eq(blitzVendorBatches.id, row.id));
+    }
+    return;
+  }
+  const lines = await readOpenAIResults(base, apiKey, state);
+  await ctx.db.update(blitzVendorBatches).set({ vendorStatus: state.status }).where(eq(blitzVendorBatches.id, row.id));
+  await endRow(ctx, row, job, lines, key, lane);
+}
+
+/** Items still with the vendor, or failed there and not yet back in the live queue (a crash in between). */
+const vendorItems = async (ctx: Ctx, jobId: string) =>
+  (await ctx.db.select({ idx: blitzJobItems.idx }).from(blitzJobItems)
+    .where(and(eq(blitzJobItems.jobId, jobId), inArray(blitzJobItems.status, ["vendor", "vendor_failed"])))).map((r) => r.idx);
+
+/** Every line of an ended vendor batch to its item; items no line named go live (or end cancelled). */
+async function endRow(ctx: Ctx, row: Row, job: JobRow, lines: VendorLine[], key?: KeyContext, lane?: ResolvedLane): Promise<void> {
+  for (const line of lines) {
+    const idx = Number(line.customId);
+    if (!Number.isInteger(idx) || !key || !lane) continue;
+    if (line.outcome === "succeeded") await succeeded(ctx, job, key, lane, idx, line);
+    else await failedLine(ctx, job, key, lane, idx, line);
+  }
+  // Items the vendor never reported (a line missing from both files): never lost, run live.
+  await toLive(ctx, job, await vendorItems(ctx, job.id));
+  await ctx.db.update(blitzVendorBatches).set({ status: "ended", endedAt: new Date() }).where(eq(blitzVendorBatches.id, row.id));
+  const ended = await endIfLast(ctx, job.id);
+  if (ended) for (const f of ctx.services.blitzJobs.onEnded) f(ended);
+}
+
+function recordOf(job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: VendorLine, usage: Usage | null, cost: { usd: number; source: string | null; estimated: boolean }) {
+  const model = (line.body as { model?: string } | null)?.model ?? lane.model ?? null;
+  return {
+    requestId: `${job.id}.${idx}`, accountId: key.accountId, routingKeyId: key.id, attempt: 1,
+    recordKey: `${job.id}.${idx}.vendor`, endpoint: "blitz", laneIndex: lane.index, provider: lane.provider, model,
+    status: line.status, outcome: line.outcome === "succeeded" ? "ok" : "error", errorCode: line.error?.code ?? null,
+    promptTokens: usage?.prompt_tokens ?? 0, completionTokens: usage?.completion_tokens ?? 0, cachedTokens: usage?.cached_tokens ?? 0,
+    costUsd: cost.usd, priceEstimated: cost.estimated, priceSource: cost.source, tags: job.tags ?? null,
+  };
+}
+
+async function succeeded(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: VendorLine): Promise<void> {
+  const usage = usageOf(line.body);
+  const model = (line.body as { model?: string } | null)?.model ?? lane.model ?? "";
+  const cost = usage ? batchLinePrice(lane.provider, model, usage) : { usd: 0, source: null, estimated: false };
+  const written = await ctx.db.transaction(async (tx) => {
+    const [item] = await tx.update(blitzJobItems)
+      .set({
+        status: "succeeded", httpStatus: line.status, result: { completion: line.body, mode: "batch" }, costUsd: cost.usd,
+        usage: usage ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, total_tokens: usage.prompt_tokens + usage.completion_tokens } : null,
+      })
+      .where(and(eq(blitzJobItems.jobId, job.id), eq(blitzJobItems.idx, idx), eq(blitzJobItems.status, "vendor")))
+      .returning({ idx: blitzJobItems.idx });
+    if (!item) return false;
+    await tx.insert(usageRecords).values(recordOf(job, key, lane, idx, line, usage, cost));
+    return true;
+  });
+  // The record is written: the month counter follows it. A counter that is missing (Redis restarted
+  // empty) is rebuilt from Postgres, which has this record already: nothing is added on top.
+  if (written && cost.usd > 0) await addSpend(ctx, key, cost.usd).catch(() => {});
+}
+
+/**
+ * A line the vendor did not answer: its $0 record, and the item `vendor_failed` until endRow puts it
+ * in the live queue (once: the live runner's outcome is final), or, on a cancelled job, `cancelled`.
+ */
+async function failedLine(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: VendorLine): Promise<void> {
+  const cancelled = job.status === "cancelled" || line.outcome === "canceled";
+  await ctx.db.transaction(async (tx) => {
+    const fate = cancelled
+      ? { status: "cancelled", httpStatus: 499, result: { error: { message: "The job was cancelled before the vendor ran this prompt; it was not charged.", code: "cancelled" }, mode: "batch" } }
+      : { status: "vendor_failed" };
+    const [item] = await tx.update(blitzJobItems).set(fate)
+      .where(and(eq(blitzJobItems.jobId, job.id), eq(blitzJobItems.idx, idx), eq(blitzJobItems.status, "vendor")))
+      .returning({ idx: blitzJobItems.idx });
+    if (!item) return;
+    await tx.insert(usageRecords).values(recordOf(job, key, lane, idx, line, null, { usd: 0, source: null, estimated: false }));
+  });
+}
+
+/** Items back to the live queue (the runner runs them through the key's lanes at the live price). */
+async function toLive(ctx: Ctx, job: JobRow, idx: number[]): Promise<void> {
+  if (!idx.length) return;
+  const moved = await ctx.db.update(blitzJobItems).set({ status: "queued" })
+    .where(and(eq(blitzJobItems.jobId, job.id), inArray(blitzJobItems.idx, idx), inArray(blitzJobItems.status, ["vendor", "vendor_failed"])))
+    .returning({ idx: blitzJobItems.idx });
+  if (moved.length) await ctx.services.blitzJobs.queue.add(job.id, moved.map((m) => m.idx));
+}
+
+async function addSpend(ctx: Ctx, key: KeyContext, usd: number): Promise<void> {
+  const month = monthKey();
+  if ((await ctx.kv.adjust(counterKey(key.id, month), toNano(usd), ttl())) === null) await seed(ctx, key, month);
+}
