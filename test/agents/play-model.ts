@@ -127,7 +127,7 @@ function chatAnswer(body: any, turn: Turn): Response {
 function responsesAnswer(body: any, turn: Turn): Response {
   const rid = id("resp"), created_at = Math.floor(Date.now() / 1000);
   const usage = { input_tokens: USAGE.input, input_tokens_details: { cached_tokens: 0 }, output_tokens: USAGE.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: USAGE.input + USAGE.output };
-  const item = turn.kind === "tool"
+  const item: any = turn.kind === "tool"
     ? { type: "function_call", id: id("fc"), call_id: id("call"), name: turn.name, arguments: JSON.stringify(turn.args), status: "completed", ...(turn.namespace ? { namespace: turn.namespace } : {}) }
     : { type: "message", id: id("msg"), role: "assistant", status: "completed", content: [{ type: "output_text", text: turn.text, annotations: [] }] };
   const base = { id: rid, object: "response", created_at, model: body.model, error: null, incomplete_details: null, instructions: body.instructions ?? null, tools: body.tools ?? [], parallel_tool_calls: true, tool_choice: body.tool_choice ?? "auto", store: body.store ?? true, metadata: {} };
