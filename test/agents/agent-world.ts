@@ -21,7 +21,7 @@ export const bin = (name: string) => (existsSync(join(TOOLS, ".bin", name)) ? jo
 export const TOOLS_DIR = TOOLS;
 /** Where the agent tests fail when the pinned agents are missing (never a silent pass). */
 export function requireTools() {
-  if (!existsSync(TOOLS)) throw new Error("The pinned coding agents are not installed: run `npm ci --prefix test/agents/tools` (.ci/run does).");
+  if (!existsSync(TOOLS)) throw new Error("The pinned coding agents are not installed: run `npm install --prefix test/agents/tools` (.ci/run does).");
 }
 
 export interface AgentWorld {

@@ -55,9 +55,24 @@ function usageOf(body: Json | null): Usage | null {
 
 type Row = typeof blitzVendorBatches.$inferSelect;
 
+/**
+ * How often an instance with no vendor batch of its own looks for one. Every tick would be an
+ * UPDATE a second on every idle instance of the fleet; an instance that holds or just submitted a
+ * batch ticks every VENDOR_POLL_MS, the others look this often (a dead holder's claim lapses
+ * after CLAIM_MS anyway).
+ */
+const IDLE_LOOK_MS = 10_000;
+
 export function vendorBatchPoller(ctx: Ctx): Job {
-  return intervalJob(ctx, "blitz-vendor-batches", VENDOR_POLL_MS, async () => {
-    for (const row of await claim(ctx)) {
+  let busyUntil = 0;
+  let lastLook = 0;
+  const job = intervalJob(ctx, "blitz-vendor-batches", VENDOR_POLL_MS, async () => {
+    const now = Date.now();
+    if (now >= busyUntil && now - lastLook < IDLE_LOOK_MS) return;
+    lastLook = now;
+    const rows = await claim(ctx);
+    if (rows.length) busyUntil = now + IDLE_LOOK_MS;
+    for (const row of rows) {
       try {
         await step(ctx, row);
       } catch (e) {
@@ -68,6 +83,8 @@ export function vendorBatchPoller(ctx: Ctx): Job {
       }
     }
   });
+  // A submit on this instance: look now, and keep ticking at VENDOR_POLL_MS while it is open.
+  return { ...job, runOnce: () => { busyUntil = Date.now() + IDLE_LOOK_MS; return job.runOnce(); } };
 }
 
 /** Takes the unclaimed (or lapsed) open vendor batches for this instance. */
