@@ -82,6 +82,25 @@ async function admitOr503(deps: MoneyDeps, key: KeyContext, usd: number | null, 
   }
 }
 
+/**
+ * A hold on the key's budget that outlives any request and any instance (a vendor batch's worst
+ * case while the vendor works: blitz/vendor/hold.ts). Reserved on the month counter as an
+ * admission is, atomically across instances, but without an in-flight entry: the hold is not this
+ * instance's to lose when it dies. Its owner keeps it in Postgres, where a rebuilt counter finds it
+ * (store/spend-counters.ts), and releases it. null: it does not fit what is left; 503 when the
+ * budget store is unreachable.
+ */
+export async function holdBudget(deps: MoneyDeps, key: KeyContext, usd: number): Promise<Reservation | null> {
+  const ledger = deps.services.ledger;
+  try {
+    if (ledger?.gate) await within(ledger.gate, GATE_WAIT_MS);
+    return await reserve(deps, key, usd, usd, undefined, ledger ? () => ledger.checkEpoch() : undefined);
+  } catch (e) {
+    deps.log.warn({ keyId: key.id, err: e instanceof Error ? e.message : String(e) }, "budget store unavailable");
+    throw budgetUnavailable();
+  }
+}
+
 /** Longest a budgeted admission waits for the ledger's recovery: a few barriers (RECOVERY_BARRIER_MS). */
 const GATE_WAIT_MS = 3 * RECOVERY_BARRIER_MS;
 

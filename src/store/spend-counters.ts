@@ -7,7 +7,7 @@
 import { and, eq, gte, lt, or, sql } from "drizzle-orm";
 import { monthKey, secondsToMonthEnd } from "../lib/time.ts";
 import type { Db } from "./db/client.ts";
-import { usageDaily, usageRecords } from "./db/schema/index.ts";
+import { blitzVendorBatches, usageDaily, usageRecords } from "./db/schema/index.ts";
 import type { KV } from "./kv/types.ts";
 
 /** What the counters need: the database and the KV. */
@@ -58,12 +58,18 @@ const monthDays = (month: string) => {
  * keys are `<uid>.<attempt>`, one index range per call in the raw records): a settlement about to
  * add their cost to a rebuilt counter must not find it there already.
  */
-export async function recordedSpendUsd(ctx: SpendStores, key: BudgetedKey, month: string, exceptCalls: string[] = []): Promise<number> {
+export async function recordedSpendUsd(ctx: SpendStores, key: BudgetedKey, month: string, exceptCalls: string[] = [], withHolds = false): Promise<number> {
   const [fromDay, toDay] = monthDays(month);
   const d = usageDaily;
   const spend = key.budgetExcludesSeats ? sql`${d.costUsd} - ${d.seatCostUsd}` : sql`${d.costUsd}`;
+  // The open vendor batches' holds on this month (blitz/vendor/hold.ts), read in the same
+  // statement as the spend: one snapshot of both, whatever the poller commits meanwhile.
+  const v = blitzVendorBatches;
+  const holds = withHolds
+    ? sql` + (select coalesce(sum(${v.heldUsd}), 0) from ${v} where ${v.routingKeyId} = ${key.id} and ${v.heldMonth} = ${month} and ${v.heldUsd} > 0)`
+    : sql``;
   const rows = await ctx.db
-    .select({ total: sql<string>`coalesce(sum(${spend}), 0)` })
+    .select({ total: sql<string>`coalesce(sum(${spend}), 0)${holds}` })
     .from(d)
     .where(and(eq(d.routingKeyId, key.id), gte(d.day, fromDay), lt(d.day, toDay)));
   let total = Number(rows[0]?.total ?? 0);
@@ -83,7 +89,8 @@ export async function recordedSpendUsd(ctx: SpendStores, key: BudgetedKey, month
 }
 
 /**
- * Month sums in flight, by key, month and the calls left out: concurrent rebuilds of one counter
+ * What the counter holds when rebuilt: the month's recorded spend and the open vendor batches'
+ * holds. Sums in flight, by key, month and the calls left out: concurrent rebuilds of one counter
  * (every request of a key after Redis came back empty) share one query instead of each running its own.
  */
 const sums = new Map<string, Promise<number>>();
@@ -92,7 +99,7 @@ function sharedSpendUsd(ctx: SpendStores, key: BudgetedKey, month: string, excep
   const k = `${key.id}|${month}|${key.budgetExcludesSeats ? 1 : 0}|${[...exceptCalls].sort().join(" ")}`;
   let p = sums.get(k);
   if (!p) {
-    p = recordedSpendUsd(ctx, key, month, [...exceptCalls]).finally(() => sums.delete(k));
+    p = recordedSpendUsd(ctx, key, month, [...exceptCalls], true).finally(() => sums.delete(k));
     sums.set(k, p);
   }
   return p;

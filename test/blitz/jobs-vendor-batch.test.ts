@@ -9,7 +9,8 @@ import { eq, like } from "drizzle-orm";
 import { storesLabel } from "../helpers/gateway.ts";
 import { keyContextOf, useBlitzWorld } from "../helpers/relay-world.ts";
 import { blitzJobs, blitzVendorBatches, usageRecords } from "../../src/store/db/schema/index.ts";
-import { monthSpendUsd } from "../../src/money/counters.ts";
+import { counterKey, monthSpendUsd } from "../../src/money/counters.ts";
+import { monthKey } from "../../src/lib/time.ts";
 import { relayDeps } from "../../src/relay/relay-deps.ts";
 import { priceUsd } from "../../src/money/pricing.ts";
 
@@ -75,6 +76,49 @@ describe(`/blitz/jobs on a vendor batch API (${storesLabel})`, () => {
     expect(w.A.batch.uploads).toBe(uploads);
     expect(await w.gw.ctx.db.select().from(blitzJobs).where(eq(blitzJobs.routingKeyId, key.id))).toHaveLength(0);
   }, 30_000);
+
+  test("CONTRACT §9 batch work: a vendor batch job holds its worst case at batch prices on the budget until its batch ends; two jobs submitted at once cannot both take what fits one", async () => {
+    // Each job's worst case at batch prices: 200 prompts × max_tokens 1000 on gpt-4o-mini, halved.
+    const prompts = (tag: string) => Array.from({ length: 200 }, (_, i) => user(`${tag} p${i}`, { prompt_tokens: 10, completion_tokens: 5 }));
+    const body = (tag: string) => ({ model: "gpt-4o-mini", max_tokens: 1000, completion_window: "24h", prompts: prompts(tag) });
+    const probe = await w.oneLane({ monthlyBudgetUsd: 1000 });
+    w.A.batch.setOptions({ hold: true });
+    const first = await w.gw.call("/blitz/jobs", { token: probe.raw, body: body("VH0") });
+    expect(first.status).toBe(202);
+    const [row] = await w.gw.ctx.db.select().from(blitzVendorBatches).where(eq(blitzVendorBatches.jobId, first.body.id));
+    const held = row!.heldUsd;
+    expect(held).toBeGreaterThan(0);
+    const probeKey = (await keyContextOf(w.gw, probe.raw))!;
+    expect((await monthSpendUsd(relayDeps(w.gw.ctx), probeKey)).usd).toBeCloseTo(held, 9);
+    // The hold survives the counter's loss (Redis restarted empty): the rebuild reads it from Postgres.
+    await w.gw.ctx.kv.del(counterKey(probe.id, monthKey()));
+    const rebuilt = await w.gw.call("/blitz/jobs", { token: probe.raw, body: { ...body("VH1"), prompts: prompts("VH1").slice(0, 1) } });
+    expect(rebuilt.status).toBe(202);
+    const [row1] = await w.gw.ctx.db.select().from(blitzVendorBatches).where(eq(blitzVendorBatches.jobId, rebuilt.body.id));
+    expect((await monthSpendUsd(relayDeps(w.gw.ctx), probeKey)).usd).toBeCloseTo(held + row1!.heldUsd, 9);
+
+    // A budget that fits one such job and not two: submitted at once, exactly one is accepted.
+    const key = await w.oneLane({ monthlyBudgetUsd: held * 1.5 });
+    const both = await Promise.all([w.gw.call("/blitz/jobs", { token: key.raw, body: body("VH2") }), w.gw.call("/blitz/jobs", { token: key.raw, body: body("VH3") })]);
+    expect(both.map((x) => x.status).sort()).toEqual([202, 402]);
+    expect(JSON.stringify(both.find((x) => x.status === 402)!.body)).toContain("budget_exceeded");
+    const accepted = both.find((x) => x.status === 202)!.body.id as string;
+
+    // Once the vendor batch ends the hold is released: the spend is the records' sum, nothing more.
+    w.A.batch.setOptions({});
+    for (const [token, id] of [[probe.raw, first.body.id], [probe.raw, rebuilt.body.id], [key.raw, accepted]] as const) {
+      const done = await waitEnded(token, id);
+      expect(done.status).toBe("completed");
+    }
+    for (const [k, jobs] of [[probe, [first.body.id, rebuilt.body.id]], [key, [accepted]]] as const) {
+      let sum = 0;
+      for (const id of jobs) sum += (await recordsOf(id)).reduce((a, x) => a + x.costUsd, 0);
+      expect(sum).toBeGreaterThan(0);
+      expect((await monthSpendUsd(relayDeps(w.gw.ctx), (await keyContextOf(w.gw, k.raw))!)).usd).toBeCloseTo(sum, 9);
+    }
+    const rows = await w.gw.ctx.db.select().from(blitzVendorBatches).where(eq(blitzVendorBatches.routingKeyId, key.id));
+    expect(rows.map((x) => [x.status, x.heldUsd])).toEqual([["ended", 0]]);
+  }, 90_000);
 
   test("CONTRACT §9 batch work: lines the vendor expired are retried live once, charged at the live price; each item has one ok record", async () => {
     w.A.batch.setOptions({ expire: true, answerBeforeExpiry: 60 });

@@ -3,7 +3,8 @@
 //   GET  /v1/messages/batches/{id} → in_progress (one poll), then ended with request_counts and results_url
 //   GET  /v1/messages/batches/{id}/results → JSONL of {custom_id, result: {type: succeeded|errored|canceled|expired, message | error}}
 //   POST /v1/messages/batches/{id}/cancel → canceling, then ended (unprocessed requests canceled)
-// A request whose params carry `mock: {status: 500}` is errored alone (a partial failure).
+// A request whose params carry `mock: {status: 500}`, or whose messages contain `[batch-error]`
+// (what a gateway that writes its own params can carry), is errored alone (a partial failure).
 export interface AnthropicBatchMock {
   handle(req: Request, path: string): Promise<Response | null>;
   batches: Map<string, any>;
@@ -22,7 +23,7 @@ export function anthropicBatchMock(origin: () => string, answer: (params: any) =
   function end(b: any, rest: "canceled" | "expired" | null) {
     b.results = b.requests.map((r: any) => {
       if (rest) return { custom_id: r.custom_id, result: { type: rest } };
-      if (r.params?.mock?.status >= 400) return { custom_id: r.custom_id, result: { type: "errored", error: { type: "error", error: { type: "api_error", message: "Internal server error" } } } };
+      if (r.params?.mock?.status >= 400 || JSON.stringify(r.params?.messages ?? []).includes("[batch-error]")) return { custom_id: r.custom_id, result: { type: "errored", error: { type: "error", error: { type: "api_error", message: "Internal server error" } } } };
       return { custom_id: r.custom_id, result: { type: "succeeded", message: answer(r.params) } };
     });
     const c = { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 } as Record<string, number>;

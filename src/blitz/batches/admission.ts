@@ -1,18 +1,20 @@
 // Money first (CONTRACT §7, §9 "Batch work"): a batch's summed worst case must fit what is left
 // of the key's budget when it is submitted (its spend plus what requests in flight hold, across
 // every instance sharing the Redis), or it is refused with 402 before anything is stored or sent.
-// Nothing stays reserved between submit and run: a reservation held for hours would be an
-// in-flight entry of the submitting instance, which the ledger turns into an `interrupted` record
-// at its reserved cost when that instance dies. Each line reserves and settles its own worst case
-// when it runs, as every request does, so the ceiling holds however long the batch takes and
-// across restarts; spend that the key's other traffic adds meanwhile can leave later lines
+// A batch whose lines run live holds nothing between submit and run: a reservation held for hours
+// would be an in-flight entry of the submitting instance, which the ledger turns into an
+// `interrupted` record at its reserved cost when that instance dies. Each line reserves and
+// settles its own worst case when it runs, as every request does, so the ceiling holds however
+// long the batch takes and across restarts; spend that the key's other traffic adds meanwhile can leave later lines
 // `not_run` (budget_exceeded, in the error file), never over the budget and never charged.
+// A job bound for a vendor batch API is the exception: no live request runs its lines, so it holds
+// its worst case on the budget, durably, until the vendor batch ends (holdBatchBudget).
 import { GatewayError } from "../../errors.ts";
 import type { Json } from "../../protocols/types.ts";
 import { monthKey } from "../../lib/time.ts";
-import { monthSpendUsd } from "../../money/counters.ts";
+import { fromNano, monthSpendUsd, settle, toNano } from "../../money/counters.ts";
 import { estimateRequest } from "../../money/estimate.ts";
-import { budgetUnavailable } from "../../money/money.ts";
+import { budgetUnavailable, holdBudget } from "../../money/money.ts";
 import type { KeyContext } from "../../relay/key-context.ts";
 import type { RelayDeps } from "../../relay/relay-deps.ts";
 
@@ -38,4 +40,33 @@ export async function checkBatchBudget(ctx: RelayDeps, key: KeyContext, n: numbe
     ctx.services.usageQueue.refusal(key.accountId, key.id, "budget");
     throw overBudget(key, n, usd, left);
   }
+}
+
+/** A vendor batch job's hold on its key's budget: `usd` reserved on the counter of `month`. */
+export interface BatchHold {
+  usd: number;
+  month: string;
+}
+
+/**
+ * A job bound for a vendor batch API holds its summed worst case (at batch prices) on the key's
+ * budget from submit until its vendor batch ends (blitz/vendor/poller.ts releases it): no live
+ * request runs its lines, so nothing else would reserve them, and two jobs submitted at once must
+ * not both fit what only one does. 402 when it does not fit; null when nothing is held (a key
+ * without a budget).
+ */
+export async function holdBatchBudget(ctx: RelayDeps, key: KeyContext, n: number, usd: number | null): Promise<BatchHold | null> {
+  if (usd === null || usd <= 0 || key.monthlyBudgetUsd === null) return null;
+  const r = await holdBudget(ctx, key, usd);
+  if (!r) {
+    const spent = await monthSpendUsd(ctx, key).then((s) => s.usd, () => key.monthlyBudgetUsd!);
+    ctx.services.usageQueue.refusal(key.accountId, key.id, "budget");
+    throw overBudget(key, n, usd, key.monthlyBudgetUsd - spent);
+  }
+  return { usd: fromNano(r.nano), month: r.month };
+}
+
+/** Gives a hold back (its job was never stored). */
+export async function releaseBatchHold(ctx: RelayDeps, key: KeyContext, hold: BatchHold): Promise<void> {
+  await settle(ctx, key, { keyId: key.id, month: hold.month, nano: toNano(hold.usd) }, 0);
 }

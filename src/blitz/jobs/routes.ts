@@ -17,10 +17,10 @@ import { noProviders } from "../../relay/relay-errors.ts";
 import { refusePromptTags, requestTags, tagsRequired } from "../../relay/tags.ts";
 import type { Json } from "../../protocols/types.ts";
 import { parseBlitzBody } from "../validate.ts";
-import { batchWorstCase, checkBatchBudget } from "../batches/admission.ts";
+import { batchWorstCase, checkBatchBudget, holdBatchBudget, releaseBatchHold, type BatchHold } from "../batches/admission.ts";
 import { relayDeps } from "../../relay/relay-deps.ts";
 import { presentJob } from "./present.ts";
-import { batchDiscount, vendorBatchLane } from "../vendor/poller.ts";
+import { batchDiscount, vendorBatchLane } from "../vendor/apis.ts";
 import { cancelJob, createJob, getJob, pageItems, type ItemRow, type JobRow } from "./store.ts";
 
 export { presentJob };
@@ -98,18 +98,26 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   // (blitz/vendor/poller.ts), priced at the vendor's batch discount; elsewhere they run live.
   const vendorLane = batchMode ? vendorBatchLane(key) : null;
   // The job's summed worst case (at batch prices on a vendor lane) must fit the budget now, or 402
-  // before anything is stored or uploaded. Each live prompt still admits itself when it runs.
+  // before anything is stored or uploaded. A vendor batch job holds it until its batch ends; each
+  // live prompt admits itself when it runs.
+  let hold: BatchHold | null = null;
   if (batchMode) {
     const deps = relayDeps(ctx);
     const worst = batchWorstCase(deps, key, batch.requests);
     const usd = worst === null ? null : vendorLane ? worst * batchDiscount(vendorLane.provider) : worst;
-    await checkBatchBudget(deps, key, batch.requests.length, usd).catch((e: unknown) => {
+    const admitted = vendorLane ? holdBatchBudget(deps, key, batch.requests.length, usd) : checkBatchBudget(deps, key, batch.requests.length, usd).then(() => null);
+    hold = await admitted.catch((e: unknown) => {
       rc.access.noteRefusal("blitz", e);
       throw e;
     });
   }
-  const vendor = vendorLane ? { id: newId("vbat"), provider: vendorLane.provider, laneIndex: vendorLane.index } : undefined;
-  await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl, tags }, batch.requests, vendor);
+  const vendor = vendorLane ? { id: newId("vbat"), provider: vendorLane.provider, laneIndex: vendorLane.index, hold } : undefined;
+  try {
+    await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl, tags }, batch.requests, vendor);
+  } catch (e) {
+    if (hold) await releaseBatchHold(relayDeps(ctx), key, hold).catch(() => {});
+    throw e;
+  }
   if (vendor) void ctx.services.blitzJobs.nudgeVendor?.();
   else await ctx.services.blitzJobs.queue.add(id, batch.requests.map((_, i) => i));
   const job = (await getJob(ctx, id))!;

@@ -1,7 +1,7 @@
 // Items on an Anthropic lane's Message Batches: one create with every request, polled until
 // `processing_status` is `ended`, its results_url read as JSONL. Stateless like openai-batch.ts:
-// the batch id is what a caller keeps to poll again from any instance. Not yet used by the job
-// poller (blitz/vendor/poller.ts batches openai lanes only).
+// the batch id is what a caller keeps to poll again from any instance (apis.ts puts it behind
+// the same interface as OpenAI's).
 import { ANTHROPIC_BATCH, anthropicBatchHeaders } from "../../providers/anthropic/batch.ts";
 import type { Json } from "../../protocols/types.ts";
 import { VendorBatchError, type VendorBatchState, type VendorLine } from "./openai-batch.ts";

@@ -1,9 +1,11 @@
 // Batch work on a vendor batch API (CONTRACT §9 "Batch work"): a /blitz job submitted with
-// `completion_window: "24h"` on a key whose first lane is an OpenAI API-key lane goes to OpenAI's
-// Batch API instead of the live queue. Its items are `vendor` and its batch row
-// (blitz_vendor_batches) is written with them; from there, any instance's poller:
+// `completion_window: "24h"` on a key whose first lane is an API-key lane of a vendor with a batch
+// API (apis.ts: OpenAI's Batch API, Anthropic's Message Batches) goes there instead of the live
+// queue. Its items are `vendor` and its batch row (blitz_vendor_batches) is written with them;
+// from there, any instance's poller:
 //   - claims the row (one instance at a time, a claim that lapses when its holder dies),
-//   - submits it (upload + create) when it has no vendor batch id yet, and stores the id at once,
+//   - submits it (upload + create) when it has no vendor batch id yet, and stores the id at once
+//     (an item the vendor's protocol cannot express runs live instead),
 //   - polls the vendor batch; a cancelled job cancels it at the vendor,
 //   - once it ended, turns each result line into its item's outcome and one usage record, in one
 //     transaction that only an item still `vendor` passes (a line read twice after a crash is
@@ -11,11 +13,10 @@
 //   - a line the vendor failed, expired or cancelled before it ran (on a job not cancelled) goes
 //     back to the live queue once: it runs live through the key's lanes at the live price.
 // Lines are priced at the catalog's price times the vendor's documented batch discount.
-import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, lt, ne, or, sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { intervalJob, type Job } from "../../jobs/job.ts";
-import type { Json, Usage } from "../../protocols/types.ts";
-import { OPENAI_BATCH } from "../../providers/openai/batch.ts";
+import type { ChatRequest, Json, Usage } from "../../protocols/types.ts";
 import { apiKeyOf } from "../../providers/openai/http.ts";
 import { priceUsd } from "../../money/pricing.ts";
 import { counterKey, seed, toNano, ttl } from "../../money/counters.ts";
@@ -24,33 +25,18 @@ import type { KeyContext } from "../../relay/key-context.ts";
 import type { ResolvedLane } from "../../providers/types.ts";
 import { blitzJobItems, blitzJobs, blitzVendorBatches, usageRecords } from "../../store/db/schema/index.ts";
 import { endIfLast, getJobRow, type JobRow } from "../jobs/store.ts";
-import { cancelOpenAIBatch, pollOpenAIBatch, readOpenAIResults, submitOpenAIBatch, VendorBatchError, type VendorLine } from "./openai-batch.ts";
+import { VendorBatchError } from "./openai-batch.ts";
+import { batchDiscount, vendorBatchApis, type ChatLine } from "./apis.ts";
 
 /** How often an instance looks for vendor batches to poll. */
 export const VENDOR_POLL_MS = 1000;
 /** How long a claim on a vendor batch lasts (its holder renews it each tick; a dead one's lapses). */
 const CLAIM_MS = 30_000;
 
-/** The lane a batch job's items go to, or null when it has no vendor batch API (items then run live). */
-export function vendorBatchLane(key: KeyContext): ResolvedLane | null {
-  const lane = key.lanes[0];
-  if (!lane || lane.provider !== "openai" || !lane.credential) return null;
-  return lane;
-}
-
-/** The vendor's batch price as a share of its live price (OpenAI: half). */
-export const batchDiscount = (_provider: string): number => OPENAI_BATCH.discount;
-
 /** What a vendor batch line costs: the catalog's price times the vendor's batch discount. */
 export function batchLinePrice(provider: string, model: string, u: Usage): { usd: number; source: string | null; estimated: boolean } {
   const p = priceUsd(provider, model, u, null, null);
   return { usd: p.usd * batchDiscount(provider), source: p.source, estimated: p.estimated };
-}
-
-function usageOf(body: Json | null): Usage | null {
-  const u = (body as { usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } } } | null)?.usage;
-  if (!u) return null;
-  return { prompt_tokens: u.prompt_tokens ?? 0, completion_tokens: u.completion_tokens ?? 0, cached_tokens: u.prompt_tokens_details?.cached_tokens ?? 0, cache_write_tokens: 0 };
 }
 
 type Row = typeof blitzVendorBatches.$inferSelect;
@@ -101,31 +87,40 @@ async function claim(ctx: Ctx): Promise<Row[]> {
 async function step(ctx: Ctx, row: Row): Promise<void> {
   const job = await getJobRow(ctx, row.jobId);
   if (!job) {
-    await ctx.db.update(blitzVendorBatches).set({ status: "ended", endedAt: new Date() }).where(eq(blitzVendorBatches.id, row.id));
+    await endBatch(ctx, row);
     return;
   }
   const key = await ctx.services.keyCache.load(job.keyHash);
   const lane = key?.lanes[row.laneIndex];
-  if (!key || !lane || lane.provider !== row.provider || !lane.credential) {
+  if (!key || !lane || lane.provider !== row.provider || !lane.credential || !vendorBatchApis[row.provider]) {
     // The key was revoked or rewired: its lane's credential is gone, so the batch cannot be read.
     await toLive(ctx, job, await vendorItems(ctx, job.id));
-    await ctx.db.update(blitzVendorBatches).set({ status: "ended", endedAt: new Date() }).where(eq(blitzVendorBatches.id, row.id));
+    await endBatch(ctx, row);
     return;
   }
-  const base = ctx.config.providerBaseUrls.openai;
+  const api = vendorBatchApis[row.provider]!;
+  const base = api.base(ctx);
   const apiKey = apiKeyOf(ctx, lane);
   if (!row.vendorBatchId) {
     if (job.status === "cancelled") return void (await endRow(ctx, row, job, []));
     const items = await ctx.db.select({ idx: blitzJobItems.idx, request: blitzJobItems.request }).from(blitzJobItems)
       .where(and(eq(blitzJobItems.jobId, job.id), eq(blitzJobItems.status, "vendor")));
-    const lines = items.map((i) => {
-      const body = { ...(i.request as Record<string, unknown>) };
-      if (lane.model) body.model = lane.model;
-      return { customId: String(i.idx), body: body as Json };
-    });
+    const lines: { customId: string; body: Json }[] = [];
+    const unbatchable: number[] = [];
+    for (const i of items) {
+      const body = i.request as ChatRequest;
+      try {
+        lines.push({ customId: String(i.idx), body: api.encode(body, lane.model ?? body.model, key) });
+      } catch {
+        // The vendor's protocol cannot express this item: it runs live, where it gets its answer or error.
+        unbatchable.push(i.idx);
+      }
+    }
+    if (unbatchable.length) await toLive(ctx, job, unbatchable);
+    if (!lines.length) return void (await endRow(ctx, row, job, []));
     let id: string;
     try {
-      id = await submitOpenAIBatch(base, apiKey, "/v1/chat/completions", lines);
+      id = await api.submit(base, apiKey, lines);
     } catch (e) {
       // Refused for good (a bad key, a body the vendor rejects): the items run live instead.
       // A 429, a 5xx or a network failure is tried again at the next tick.
@@ -140,19 +135,34 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
     return;
   }
   if (job.status === "cancelled" && row.vendorStatus !== "cancelling" && row.vendorStatus !== "cancelled") {
-    await cancelOpenAIBatch(base, apiKey, row.vendorBatchId);
+    await api.cancel(base, apiKey, row.vendorBatchId);
     await ctx.db.update(blitzVendorBatches).set({ vendorStatus: "cancelling" }).where(eq(blitzVendorBatches.id, row.id));
   }
-  const state = await pollOpenAIBatch(base, apiKey, row.vendorBatchId);
+  const state = await api.poll(base, apiKey, row.vendorBatchId);
   if (!state.ended) {
     if (state.status !== row.vendorStatus && row.vendorStatus !== "cancelling") {
       await ctx.db.update(blitzVendorBatches).set({ vendorStatus: state.status }).where(eq(blitzVendorBatches.id, row.id));
     }
     return;
   }
-  const lines = await readOpenAIResults(base, apiKey, state);
+  const lines = await api.results(base, apiKey, state);
   await ctx.db.update(blitzVendorBatches).set({ vendorStatus: state.status }).where(eq(blitzVendorBatches.id, row.id));
   await endRow(ctx, row, job, lines, key, lane);
+}
+
+/**
+ * Ends the batch row and releases its hold on the key's budget (CONTRACT §9 "Batch work"): the
+ * lines' real costs were added as they were written, so what the hold reserved goes back. Only
+ * the update that ends the row releases (a poll repeated after a crash releases nothing twice); a
+ * counter that is missing needs nothing: its rebuild reads the hold as ended.
+ */
+async function endBatch(ctx: Ctx, row: Row): Promise<void> {
+  const [ended] = await ctx.db.update(blitzVendorBatches).set({ status: "ended", endedAt: new Date(), heldUsd: 0 })
+    .where(and(eq(blitzVendorBatches.id, row.id), ne(blitzVendorBatches.status, "ended")))
+    .returning({ id: blitzVendorBatches.id });
+  if (!ended || row.heldUsd <= 0 || !row.routingKeyId || !row.heldMonth) return;
+  await ctx.kv.adjust(counterKey(row.routingKeyId, row.heldMonth), -toNano(row.heldUsd), ttl())
+    .catch((e: unknown) => ctx.log.warn({ vendorBatch: row.id, err: e instanceof Error ? e.message : String(e) }, "vendor batch hold not released: the key's counter stays that much higher (never lower) until it is rebuilt"));
 }
 
 /** Items still with the vendor, or failed there and not yet back in the live queue (a crash in between). */
@@ -161,7 +171,7 @@ const vendorItems = async (ctx: Ctx, jobId: string) =>
     .where(and(eq(blitzJobItems.jobId, jobId), inArray(blitzJobItems.status, ["vendor", "vendor_failed"])))).map((r) => r.idx);
 
 /** Every line of an ended vendor batch to its item; items no line named go live (or end cancelled). */
-async function endRow(ctx: Ctx, row: Row, job: JobRow, lines: VendorLine[], key?: KeyContext, lane?: ResolvedLane): Promise<void> {
+async function endRow(ctx: Ctx, row: Row, job: JobRow, lines: ChatLine[], key?: KeyContext, lane?: ResolvedLane): Promise<void> {
   for (const line of lines) {
     const idx = Number(line.customId);
     if (!Number.isInteger(idx) || !key || !lane) continue;
@@ -170,12 +180,12 @@ async function endRow(ctx: Ctx, row: Row, job: JobRow, lines: VendorLine[], key?
   }
   // Items the vendor never reported (a line missing from both files): never lost, run live.
   await toLive(ctx, job, await vendorItems(ctx, job.id));
-  await ctx.db.update(blitzVendorBatches).set({ status: "ended", endedAt: new Date() }).where(eq(blitzVendorBatches.id, row.id));
+  await endBatch(ctx, row);
   const ended = await endIfLast(ctx, job.id);
   if (ended) for (const f of ctx.services.blitzJobs.onEnded) f(ended);
 }
 
-function recordOf(job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: VendorLine, usage: Usage | null, cost: { usd: number; source: string | null; estimated: boolean }) {
+function recordOf(job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: ChatLine, usage: Usage | null, cost: { usd: number; source: string | null; estimated: boolean }) {
   const model = (line.body as { model?: string } | null)?.model ?? lane.model ?? null;
   return {
     requestId: `${job.id}.${idx}`, accountId: key.accountId, routingKeyId: key.id, attempt: 1,
@@ -186,8 +196,8 @@ function recordOf(job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number,
   };
 }
 
-async function succeeded(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: VendorLine): Promise<void> {
-  const usage = usageOf(line.body);
+async function succeeded(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: ChatLine): Promise<void> {
+  const usage = line.usage;
   const model = (line.body as { model?: string } | null)?.model ?? lane.model ?? "";
   const cost = usage ? batchLinePrice(lane.provider, model, usage) : { usd: 0, source: null, estimated: false };
   const written = await ctx.db.transaction(async (tx) => {
@@ -211,7 +221,7 @@ async function succeeded(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedL
  * A line the vendor did not answer: its $0 record, and the item `vendor_failed` until endRow puts it
  * in the live queue (once: the live runner's outcome is final), or, on a cancelled job, `cancelled`.
  */
-async function failedLine(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: VendorLine): Promise<void> {
+async function failedLine(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: ChatLine): Promise<void> {
   const cancelled = job.status === "cancelled" || line.outcome === "canceled";
   await ctx.db.transaction(async (tx) => {
     const fate = cancelled

@@ -1,4 +1,5 @@
 import { doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
@@ -83,4 +84,16 @@ export const blitzVendorBatches = pgTable("blitz_vendor_batches", {
   claimedUntil: ts("claimed_until"),
   createdAt: ts("created_at").notNull().defaultNow(),
   endedAt: ts("ended_at"),
-}, (t) => [index("blitz_vendor_batches_status").on(t.status), index("blitz_vendor_batches_job").on(t.jobId)]);
+  /**
+   * The hold on the key's budget while the vendor works (CONTRACT §9 "Batch work"): the job's
+   * worst case at batch prices, reserved on the month counter of `held_month` at submit and
+   * released when the batch ends (then 0). A counter rebuilt from Postgres counts open holds.
+   */
+  routingKeyId: text("routing_key_id"),
+  heldUsd: doublePrecision("held_usd").notNull().default(0),
+  heldMonth: text("held_month"),
+}, (t) => [
+  index("blitz_vendor_batches_status").on(t.status),
+  index("blitz_vendor_batches_job").on(t.jobId),
+  index("blitz_vendor_batches_held").on(t.routingKeyId, t.heldMonth).where(sql`${t.heldUsd} > 0`),
+]);
