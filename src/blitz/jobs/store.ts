@@ -67,7 +67,8 @@ const countsOf = (jobId: unknown) => sql`select
   from blitz_job_items where job_id = ${jobId}`;
 
 /** Rows of a raw statement: an array from postgres.js, `{rows}` from PGlite. */
-const rowsOf = <T>(r: unknown): T[] => (Array.isArray(r) ? r : (r as { rows: T[] }).rows) as T[];
+/** The rows of a raw statement, whichever driver ran it (postgres.js: an array; PGlite: `{rows}`). */
+export const rowsOf = <T>(r: unknown): T[] => (Array.isArray(r) ? r : (r as { rows: T[] }).rows) as T[];
 
 interface Counts { remaining: number; succeeded: number; failed: number; not_run: number; interrupted: number; cost_usd: number }
 

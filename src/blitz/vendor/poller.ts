@@ -24,7 +24,7 @@ import { monthKey } from "../../lib/time.ts";
 import type { KeyContext } from "../../relay/key-context.ts";
 import type { ResolvedLane } from "../../providers/types.ts";
 import { blitzJobItems, blitzJobs, blitzVendorBatches, usageRecords } from "../../store/db/schema/index.ts";
-import { endIfLast, getJobRow, type JobRow } from "../jobs/store.ts";
+import { endIfLast, getJobRow, rowsOf, type JobRow } from "../jobs/store.ts";
 import { VendorBatchError } from "./openai-batch.ts";
 import { batchDiscount, vendorBatchApis, type ChatLine } from "./apis.ts";
 
@@ -170,13 +170,17 @@ const vendorItems = async (ctx: Ctx, jobId: string) =>
   (await ctx.db.select({ idx: blitzJobItems.idx }).from(blitzJobItems)
     .where(and(eq(blitzJobItems.jobId, jobId), inArray(blitzJobItems.status, ["vendor", "vendor_failed"])))).map((r) => r.idx);
 
+/** Lines written per transaction: a 10,000-line batch is 20 of them, not 10,000. */
+const LINES_PER_WRITE = 500;
+
 /** Every line of an ended vendor batch to its item; items no line named go live (or end cancelled). */
 async function endRow(ctx: Ctx, row: Row, job: JobRow, lines: ChatLine[], key?: KeyContext, lane?: ResolvedLane): Promise<void> {
-  for (const line of lines) {
-    const idx = Number(line.customId);
-    if (!Number.isInteger(idx) || !key || !lane) continue;
-    if (line.outcome === "succeeded") await succeeded(ctx, job, key, lane, idx, line);
-    else await failedLine(ctx, job, key, lane, idx, line);
+  if (key && lane) {
+    const named = lines.flatMap((line) => {
+      const idx = Number(line.customId);
+      return Number.isInteger(idx) ? [{ idx, line }] : [];
+    });
+    for (let i = 0; i < named.length; i += LINES_PER_WRITE) await writeLines(ctx, job, key, lane, named.slice(i, i + LINES_PER_WRITE));
   }
   // Items the vendor never reported (a line missing from both files): never lost, run live.
   await toLive(ctx, job, await vendorItems(ctx, job.id));
@@ -185,8 +189,9 @@ async function endRow(ctx: Ctx, row: Row, job: JobRow, lines: ChatLine[], key?: 
   if (ended) for (const f of ctx.services.blitzJobs.onEnded) f(ended);
 }
 
-function recordOf(job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: ChatLine, usage: Usage | null, cost: { usd: number; source: string | null; estimated: boolean }) {
+function recordOf(job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: ChatLine, cost: { usd: number; source: string | null; estimated: boolean }) {
   const model = (line.body as { model?: string } | null)?.model ?? lane.model ?? null;
+  const usage = line.outcome === "succeeded" ? line.usage : null;
   return {
     requestId: `${job.id}.${idx}`, accountId: key.accountId, routingKeyId: key.id, attempt: 1,
     recordKey: `${job.id}.${idx}.vendor`, endpoint: "blitz", laneIndex: lane.index, provider: lane.provider, model,
@@ -196,43 +201,55 @@ function recordOf(job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number,
   };
 }
 
-async function succeeded(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: ChatLine): Promise<void> {
-  const usage = line.usage;
-  const model = (line.body as { model?: string } | null)?.model ?? lane.model ?? "";
-  const cost = usage ? batchLinePrice(lane.provider, model, usage) : { usd: 0, source: null, estimated: false };
-  const written = await ctx.db.transaction(async (tx) => {
-    const [item] = await tx.update(blitzJobItems)
-      .set({
-        status: "succeeded", httpStatus: line.status, result: { completion: line.body, mode: "batch" }, costUsd: cost.usd,
-        usage: usage ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, total_tokens: usage.prompt_tokens + usage.completion_tokens } : null,
-      })
-      .where(and(eq(blitzJobItems.jobId, job.id), eq(blitzJobItems.idx, idx), eq(blitzJobItems.status, "vendor")))
-      .returning({ idx: blitzJobItems.idx });
-    if (!item) return false;
-    await tx.insert(usageRecords).values(recordOf(job, key, lane, idx, line, usage, cost));
-    return true;
-  });
-  // The record is written: the month counter follows it. A counter that is missing (Redis restarted
-  // empty) is rebuilt from Postgres, which has this record already: nothing is added on top.
-  if (written && cost.usd > 0) await addSpend(ctx, key, cost.usd).catch(() => {});
-}
+const FREE = { usd: 0, source: null, estimated: false };
+const CANCELLED_RESULT = { error: { message: "The job was cancelled before the vendor ran this prompt; it was not charged.", code: "cancelled" }, mode: "batch" };
 
 /**
- * A line the vendor did not answer: its $0 record, and the item `vendor_failed` until endRow puts it
- * in the live queue (once: the live runner's outcome is final), or, on a cancelled job, `cancelled`.
+ * Up to LINES_PER_WRITE lines, in one transaction: each answered line's item gets its result and
+ * cost, each unanswered one becomes `vendor_failed` (endRow then puts it in the live queue, once:
+ * the live runner's outcome is final) or, on a cancelled job, `cancelled`; every line written gets
+ * its record. Only an item still `vendor` is written, so lines read twice (a crash before the batch
+ * row ended) are written once. Then the key's month counter gains what the answered lines cost.
  */
-async function failedLine(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number, line: ChatLine): Promise<void> {
-  const cancelled = job.status === "cancelled" || line.outcome === "canceled";
-  await ctx.db.transaction(async (tx) => {
-    const fate = cancelled
-      ? { status: "cancelled", httpStatus: 499, result: { error: { message: "The job was cancelled before the vendor ran this prompt; it was not charged.", code: "cancelled" }, mode: "batch" } }
-      : { status: "vendor_failed" };
-    const [item] = await tx.update(blitzJobItems).set(fate)
-      .where(and(eq(blitzJobItems.jobId, job.id), eq(blitzJobItems.idx, idx), eq(blitzJobItems.status, "vendor")))
-      .returning({ idx: blitzJobItems.idx });
-    if (!item) return;
-    await tx.insert(usageRecords).values(recordOf(job, key, lane, idx, line, null, { usd: 0, source: null, estimated: false }));
+async function writeLines(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, lines: { idx: number; line: ChatLine }[]): Promise<void> {
+  const priced = lines.map((x) => {
+    if (x.line.outcome !== "succeeded") return { ...x, cost: FREE };
+    const model = (x.line.body as { model?: string } | null)?.model ?? lane.model ?? "";
+    return { ...x, cost: x.line.usage ? batchLinePrice(lane.provider, model, x.line.usage) : FREE };
   });
+  const answered = priced.filter((x) => x.line.outcome === "succeeded");
+  const cancelled = job.status === "cancelled";
+  const unanswered = (toCancel: boolean) => priced.filter((x) => x.line.outcome !== "succeeded" && (cancelled || x.line.outcome === "canceled") === toCancel).map((x) => x.idx);
+  const stillVendor = (idx: number[]) => and(eq(blitzJobItems.jobId, job.id), inArray(blitzJobItems.idx, idx), eq(blitzJobItems.status, "vendor"));
+  const addedUsd = await ctx.db.transaction(async (tx) => {
+    const written = new Set<number>();
+    if (answered.length) {
+      const values = sql.join(answered.map((x) => {
+        const u = x.line.usage;
+        const usage = u ? JSON.stringify({ prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.prompt_tokens + u.completion_tokens }) : null;
+        return sql`(${x.idx}::int, ${x.line.status}::int, ${JSON.stringify({ completion: x.line.body, mode: "batch" })}::jsonb, ${x.cost.usd}::float8, ${usage}::jsonb)`;
+      }), sql`, `);
+      const rows = rowsOf<{ idx: number }>(await tx.execute(sql`update ${blitzJobItems} as i
+        set status = 'succeeded', http_status = v.s, result = v.r, cost_usd = v.c, usage = v.u
+        from (values ${values}) as v(idx, s, r, c, u)
+        where i.job_id = ${job.id} and i.idx = v.idx and i.status = 'vendor'
+        returning i.idx`));
+      for (const r of rows) written.add(Number(r.idx));
+    }
+    const toCancel = unanswered(true), toRetry = unanswered(false);
+    if (toCancel.length) {
+      for (const r of await tx.update(blitzJobItems).set({ status: "cancelled", httpStatus: 499, result: CANCELLED_RESULT }).where(stillVendor(toCancel)).returning({ idx: blitzJobItems.idx })) written.add(r.idx);
+    }
+    if (toRetry.length) {
+      for (const r of await tx.update(blitzJobItems).set({ status: "vendor_failed" }).where(stillVendor(toRetry)).returning({ idx: blitzJobItems.idx })) written.add(r.idx);
+    }
+    const records = priced.filter((x) => written.has(x.idx)).map((x) => recordOf(job, key, lane, x.idx, x.line, x.cost));
+    if (records.length) await tx.insert(usageRecords).values(records);
+    return records.reduce((a, r) => a + r.costUsd, 0);
+  });
+  // The records are written: the month counter follows them. A counter that is missing (Redis
+  // restarted empty) is rebuilt from Postgres, which has these records already: nothing is added on top.
+  if (addedUsd > 0) await addSpend(ctx, key, addedUsd).catch(() => {});
 }
 
 /** Items back to the live queue (the runner runs them through the key's lanes at the live price). */

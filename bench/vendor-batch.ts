@@ -1,0 +1,81 @@
+// A 10,000-item /blitz job on each vendor batch API (docs/benchmarks.md "Vendor batches"): one job
+// with `completion_window: "24h"` on an openai lane (OpenAI Batch API) and one on an anthropic lane
+// (Message Batches), through the mock upstreams' batch APIs, timed from the POST to the job's end.
+// It checks what the batch path promises at that size and fails when it does not hold: one usage
+// record per item, each at half its live price, the key's month counter equal to their sum, and
+// the hold released. Stores: DATABASE_URL / REDIS_URL when set, else the embedded defaults.
+//   bun bench/vendor-batch.ts [--items 10000] [--json]
+import { like } from "drizzle-orm";
+import { addRoutingKey, keyContextOf, lane, startRelayWorld, usageRows } from "../test/helpers/relay-world.ts";
+import { storesLabel } from "../test/helpers/gateway.ts";
+import { usageRecords } from "../src/store/db/schema/index.ts";
+import { monthSpendUsd } from "../src/money/counters.ts";
+import { priceUsd } from "../src/money/pricing.ts";
+import { relayDeps } from "../src/relay/relay-deps.ts";
+
+const arg = (name: string): string | undefined => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? process.argv[i + 1] : undefined;
+};
+const ITEMS = Number(arg("--items") ?? 10_000);
+const MODELS = { openai: "gpt-4o-mini", anthropic: "claude-haiku-4-5" } as const;
+
+interface Row {
+  provider: string;
+  items: number;
+  submitMs: number;
+  wallMs: number;
+  records: number;
+  costUsd: number;
+  liveUsd: number;
+  spentUsd: number;
+  problems: string[];
+}
+
+const world = await startRelayWorld({ providers: ["openai", "anthropic"] });
+const rows: Row[] = [];
+try {
+  for (const provider of ["openai", "anthropic"] as const) {
+    const model = MODELS[provider];
+    const key = await addRoutingKey(world.gw, world.acct.id, { lanes: [lane(provider, world.cred[provider].id, { model })], monthlyBudgetUsd: 1000 });
+    const prompts = Array.from({ length: ITEMS }, (_, i) => ({ messages: [{ role: "user", content: `Classify ticket #${i} by urgency.` }], mock: { prompt_tokens: 40, completion_tokens: 8 } }));
+    const t0 = performance.now();
+    const r = await world.gw.call("/blitz/jobs", { token: key.raw, body: { model, max_tokens: 16, completion_window: "24h", prompts } });
+    const submitMs = performance.now() - t0;
+    if (r.status !== 202) throw new Error(`POST /blitz/jobs answered ${r.status}: ${JSON.stringify(r.body).slice(0, 300)}`);
+    let status = "";
+    for (const until = Date.now() + 600_000; ; await Bun.sleep(100)) {
+      const j = await world.gw.call(`/blitz/jobs/${r.body.id}?limit=1`, { token: key.raw });
+      status = j.body.status;
+      if (!["queued", "running"].includes(status) && j.body.progress.remaining === 0) break;
+      if (Date.now() > until) throw new Error(`job did not end: ${JSON.stringify(j.body).slice(0, 300)}`);
+    }
+    const wallMs = performance.now() - t0;
+    const recs = await usageRows(world.gw, like(usageRecords.requestId, `${r.body.id}.%`));
+    const costUsd = recs.reduce((a, x) => a + x.costUsd, 0);
+    const liveUsd = recs.reduce((a, x) => a + priceUsd(provider, model, { prompt_tokens: x.promptTokens, completion_tokens: x.completionTokens, cached_tokens: 0, cache_write_tokens: 0 }, null).usd, 0);
+    const spentUsd = (await monthSpendUsd(relayDeps(world.gw.ctx), (await keyContextOf(world.gw, key.raw))!)).usd;
+    const problems: string[] = [];
+    if (status !== "completed") problems.push(`job ended ${status}`);
+    if (recs.length !== ITEMS || new Set(recs.map((x) => x.requestId)).size !== ITEMS) problems.push(`${recs.length} records for ${ITEMS} items`);
+    if (recs.some((x) => x.outcome !== "ok")) problems.push("records not ok");
+    if (Math.abs(costUsd - liveUsd / 2) > 1e-9 * ITEMS) problems.push(`cost ${costUsd} is not half the live ${liveUsd}`);
+    if (Math.abs(spentUsd - costUsd) > 1e-6) problems.push(`the key's counter says ${spentUsd}, the records ${costUsd}`);
+    rows.push({ provider, items: ITEMS, submitMs, wallMs, records: recs.length, costUsd, liveUsd, spentUsd, problems });
+  }
+} finally {
+  await world.stop();
+}
+
+if (process.argv.includes("--json")) console.log(JSON.stringify({ stores: storesLabel, rows }, null, 2));
+else {
+  console.log(`Vendor batch jobs of ${ITEMS} items (${storesLabel}):`);
+  console.log("| lane | submit | POST to end | records | cost | live price | counter |");
+  console.log("|---|---|---|---|---|---|---|");
+  for (const x of rows) {
+    console.log(`| ${x.provider} | ${x.submitMs.toFixed(0)} ms | ${(x.wallMs / 1000).toFixed(1)} s | ${x.records} | $${x.costUsd.toFixed(6)} | $${x.liveUsd.toFixed(6)} | $${x.spentUsd.toFixed(6)} |`);
+  }
+}
+const bad = rows.filter((x) => x.problems.length);
+for (const x of bad) console.error(`${x.provider}: ${x.problems.join("; ")}`);
+process.exit(bad.length ? 1 : 0);
