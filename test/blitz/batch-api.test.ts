@@ -10,7 +10,8 @@ import { useBlitzWorld } from "../helpers/relay-world.ts";
 import { expectValid } from "../translation/openai-schema.ts";
 import { batchFiles, blitzJobs, usageRecords } from "../../src/store/db/schema/index.ts";
 import { batchWorstCase } from "../../src/blitz/batches/admission.ts";
-import { keyContextOf } from "../helpers/relay-world.ts";
+import { addRoutingKey, keyContextOf, lane } from "../helpers/relay-world.ts";
+import { priceUsd } from "../../src/money/pricing.ts";
 import { relayDeps } from "../../src/relay/relay-deps.ts";
 import { monthSpendUsd } from "../../src/money/counters.ts";
 
@@ -79,7 +80,8 @@ describe(`/v1/files + /v1/batches (${storesLabel})`, () => {
     for (const [i, l] of out.entries()) {
       expect(l.id).toMatch(/^batch_req_/);
       expect(l.error).toBeNull();
-      expect(l.mode).toBe("live");
+      // The key's first lane is an openai lane: the lines went to OpenAI's Batch API (the mock's).
+      expect(l.mode).toBe("batch");
       expect(l.response.status_code).toBe(200);
       expect(l.response.request_id).toBe(`${batch.id}.${i}`);
       expectValid("CreateChatCompletionResponse", l.response.body, `output line ${i}`);
@@ -93,8 +95,15 @@ describe(`/v1/files + /v1/batches (${storesLabel})`, () => {
     const sum = rows.reduce((a, r) => a + r.costUsd, 0);
     expect(await spendSettledTo(key.id, sum)).toBeCloseTo(sum, 9);
     expect(done.usage).toMatchObject({ input_tokens: rows.reduce((a, r) => a + r.promptTokens, 0), output_tokens: 3 * n });
-    // Every line reached the upstream exactly once.
-    for (let i = 0; i < n; i++) expect(w.A.received.filter((r) => JSON.stringify(r.body?.messages ?? "").includes(`B1 p${i}.`)).length).toBe(1);
+    // Every line reached the upstream exactly once: in one vendor batch, none live; each at half its live price.
+    const vendorInputs = [...w.A.batch.files.values()].filter((f) => f.text.includes("B1 p0."));
+    expect(vendorInputs).toHaveLength(1);
+    for (let i = 0; i < n; i++) expect(vendorInputs[0]!.text.split(`B1 p${i}.`).length - 1).toBe(1);
+    expect(w.A.received.filter((r) => JSON.stringify(r.body?.messages ?? "").includes("B1 p")).length).toBe(0);
+    for (const r of rows) {
+      const live = priceUsd("openai", "gpt-4o-mini", { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, cached_tokens: 0, cache_write_tokens: 0 }, null).usd;
+      expect(r.costUsd).toBeCloseTo(live / 2, 12);
+    }
 
     // Listing: newest first, paged by `after`.
     const second = await c.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
@@ -205,7 +214,8 @@ describe(`/v1/files + /v1/batches (${storesLabel})`, () => {
     const lines = Array.from({ length: 10 }, (_, i) => chatLine(`b-${i}`, `B5 p${i}.`, {}, { max_tokens: 400 }));
     const kc = await keyContextOf(w.gw, probe.raw);
     const per = batchWorstCase(relayDeps(w.gw.ctx), { ...kc, monthlyBudgetUsd: 1 }, lines.slice(0, 1).map((l) => JSON.parse(l).body))!;
-    const key = await w.oneLane({ monthlyBudgetUsd: per * 6.5 });
+    // An openai first lane batches at half the live price: its worst case is halved too.
+    const key = await w.oneLane({ monthlyBudgetUsd: per * 6.5 * 0.5 });
     const c = client(key.raw);
     const file = await c.files.create({ file: await toFile(Buffer.from(lines.join("\n")), "b.jsonl"), purpose: "batch" });
     const before = w.A.received.length;
@@ -221,13 +231,14 @@ describe(`/v1/files + /v1/batches (${storesLabel})`, () => {
     const ok = await c.batches.create({ input_file_id: six.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     const done = await ended(c, ok.id);
     expect(done.request_counts).toEqual({ total: 6, completed: 6, failed: 0 });
-    expect(await spendOf(key.id)).toBeLessThanOrEqual(per * 6.5);
+    expect(await spendOf(key.id)).toBeLessThanOrEqual(per * 6.5 * 0.5);
     const okSum = (await recordsOf(ok.id)).reduce((a, r) => a + r.costUsd, 0);
     expect(await spendSettledTo(key.id, okSum)).toBeCloseTo(okSum, 9);
   }, 60_000);
 
   test("CONTRACT §9 Batch work: cancel stops what has not started; what ran is charged and in the output file, the rest in the error file", async () => {
-    const key = await w.oneLane({ maxConcurrentRequests: 1 });
+    // A groq first lane has no vendor batch API: the lines run live, one at a time.
+    const key = await addRoutingKey(w.gw, w.acct.id, { lanes: [lane("groq", w.credB.id)], maxConcurrentRequests: 1 });
     const c = client(key.raw);
     const n = 12;
     const lines = Array.from({ length: n }, (_, i) => chatLine(`c-${i}`, `B6 p${i}.`, { latency_ms: 150 }));
@@ -254,6 +265,38 @@ describe(`/v1/files + /v1/batches (${storesLabel})`, () => {
     // The output files go with the batch's results.
     expect((await w.gw.ctx.db.select().from(batchFiles).where(eq(batchFiles.batchId, batch.id))).length).toBe(2);
   }, 60_000);
+  test("CONTRACT §9 Batch work: a batch on OpenAI's Batch API passes /v1/responses and /v1/embeddings lines through; cancel cancels the vendor batch, its unanswered lines in the error file at $0", async () => {
+    const key = await w.oneLane({ monthlyBudgetUsd: 10 });
+    const c = client(key.raw);
+    const emb = [0, 1, 2].map((i) => JSON.stringify({ custom_id: `e-${i}`, method: "POST", url: "/v1/embeddings", body: { model: "text-embedding-3-small", input: `B8 text ${i}` } }));
+    const ef = await c.files.create({ file: await toFile(Buffer.from(emb.join("\n")), "e.jsonl"), purpose: "batch" });
+    const eb = await ended(c, (await c.batches.create({ input_file_id: ef.id, endpoint: "/v1/embeddings", completion_window: "24h" })).id);
+    expect(eb.request_counts).toEqual({ total: 3, completed: 3, failed: 0 });
+    const eout = jsonl(await (await c.files.content(eb.output_file_id!)).text());
+    expect(eout.every((l) => l.mode === "batch" && l.response.body.object === "list" && l.response.body.data[0].embedding.length === 4)).toBe(true);
+    const vendorEmb = [...w.A.batch.batches.values()].filter((b) => w.A.batch.files.get(b.input_file_id)?.text.includes("B8 text"));
+    expect(vendorEmb.map((b) => b.endpoint)).toEqual(["/v1/embeddings"]);
+
+    w.A.batch.setOptions({ hold: true });
+    const lines = Array.from({ length: 8 }, (_, i) => JSON.stringify({ custom_id: `r-${i}`, method: "POST", url: "/v1/responses", body: { model: "gpt-4o-mini", input: `B8 p${i}.`, max_output_tokens: 20 } }));
+    const file = await c.files.create({ file: await toFile(Buffer.from(lines.join("\n")), "r.jsonl"), purpose: "batch" });
+    const batch = await c.batches.create({ input_file_id: file.id, endpoint: "/v1/responses", completion_window: "24h" });
+    const atVendor = () => [...w.A.batch.batches.values()].find((b) => w.A.batch.files.get(b.input_file_id)?.text.includes("B8 p0."));
+    for (const until = Date.now() + 30_000; !atVendor(); await Bun.sleep(50)) if (Date.now() > until) throw new Error("no vendor batch");
+    expect(atVendor()!.endpoint).toBe("/v1/responses");
+    const cancelled = await c.batches.cancel(batch.id);
+    expect(["cancelling", "cancelled"]).toContain(cancelled.status);
+    w.A.batch.setOptions({});
+    const done = await ended(c, batch.id);
+    expect(done.status).toBe("cancelled");
+    expect(atVendor()!.status).toBe("cancelled");
+    const errs = jsonl(await (await c.files.content(done.error_file_id!)).text());
+    expect(errs).toHaveLength(8);
+    expect(errs.every((e) => e.response === null && e.error.code === "batch_cancelled")).toBe(true);
+    expect((await recordsOf(batch.id)).every((r) => r.costUsd === 0)).toBe(true);
+    expect(w.A.received.filter((r) => JSON.stringify(r.body ?? "").includes("B8 p")).length).toBe(0);
+  }, 60_000);
+
   test("CONTRACT §9 Batch work: POST /blitz/jobs with completion_window \"24h\" refuses a job whose summed worst case does not fit (402, nothing stored), runs one that fits, and each result says how it ran", async () => {
     const probe = await w.oneLane();
     const kc = await keyContextOf(w.gw, probe.raw);

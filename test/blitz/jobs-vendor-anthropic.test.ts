@@ -3,8 +3,10 @@
 // params (the codec a live chat request on that lane goes through), sent as one message batch,
 // polled until it ended, and its results read back as chat completions: one usage record per item
 // at half the catalog price, the key's month counter equal to their sum; an errored line is
-// retried live once; a cancelled job cancels the vendor batch.
+// retried live once; a cancelled job cancels the vendor batch. The OpenAI Batch API facade sends
+// its chat lines the same way, and runs the lines Message Batches cannot answer live.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import OpenAI, { toFile } from "openai";
 import { like } from "drizzle-orm";
 import { storesLabel } from "../helpers/gateway.ts";
 import { addRoutingKey, keyContextOf, lane, startRelayWorld, usageRows, type RelayWorld } from "../helpers/relay-world.ts";
@@ -121,4 +123,40 @@ describe(`/blitz/jobs on Anthropic Message Batches (${storesLabel})`, () => {
     expect(liveMessages("AB3 p")).toBe(0);
     w.up.anthropic.batch.setOptions({});
   }, 60_000);
+
+  test("CONTRACT §9 batch work: /v1/batches on an anthropic first lane sends chat lines to Message Batches and answers them as chat completions; /v1/responses lines run live", async () => {
+    w.up.anthropic.batch.setOptions({});
+    const key = await anthropicFirst({ monthlyBudgetUsd: 100 });
+    const c = new OpenAI({ apiKey: key.raw, baseURL: `${w.gw.url}/v1`, maxRetries: 0 });
+    const ended = async (id: string) => {
+      for (const until = Date.now() + 60_000; ; await Bun.sleep(100)) {
+        const b = await c.batches.retrieve(id);
+        if (["completed", "cancelled", "failed", "expired"].includes(b.status)) return b;
+        if (Date.now() > until) throw new Error(`batch did not end: ${JSON.stringify(b)}`);
+      }
+    };
+    const chat = Array.from({ length: 12 }, (_, i) => JSON.stringify({ custom_id: `c-${i}`, method: "POST", url: "/v1/chat/completions", body: { model: MODEL, max_tokens: 30, messages: [{ role: "user", content: `AB4 p${i}` }] } }));
+    const f = await c.files.create({ file: await toFile(Buffer.from(chat.join("\n")), "c.jsonl"), purpose: "batch" });
+    const done = await ended((await c.batches.create({ input_file_id: f.id, endpoint: "/v1/chat/completions", completion_window: "24h" })).id);
+    expect(done.request_counts).toEqual({ total: 12, completed: 12, failed: 0 });
+    const out = (await (await c.files.content(done.output_file_id!)).text()).split("\n").filter(Boolean).map((l) => JSON.parse(l));
+    expect(out.map((l) => l.custom_id)).toEqual(Array.from({ length: 12 }, (_, i) => `c-${i}`));
+    expect(out.every((l) => l.mode === "batch" && l.response.body.object === "chat.completion")).toBe(true);
+    expect(out[3].response.body.choices[0].message.content).toBe("anthropic answer to: AB4 p3");
+    expect(batchesWith("AB4 p")).toHaveLength(1);
+    expect(liveMessages("AB4 p")).toBe(0);
+    const rows = await recordsOf(done.id);
+    expect(rows).toHaveLength(12);
+    expect(rows.every((r) => r.endpoint === "batch" && r.provider === "anthropic")).toBe(true);
+
+    const resp = [JSON.stringify({ custom_id: "r-0", method: "POST", url: "/v1/responses", body: { model: MODEL, input: "AB5 q", max_output_tokens: 30 } })];
+    const rf = await c.files.create({ file: await toFile(Buffer.from(resp.join("\n")), "r.jsonl"), purpose: "batch" });
+    const rdone = await ended((await c.batches.create({ input_file_id: rf.id, endpoint: "/v1/responses", completion_window: "24h" })).id);
+    expect(rdone.request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
+    const [line] = (await (await c.files.content(rdone.output_file_id!)).text()).split("\n").filter(Boolean).map((l) => JSON.parse(l));
+    expect(line.mode).toBe("live");
+    expect(line.response.body.object).toBe("response");
+    expect(batchesWith("AB5 q")).toHaveLength(0);
+    expect(liveMessages("AB5 q")).toBe(1);
+  }, 90_000);
 });

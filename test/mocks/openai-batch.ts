@@ -6,7 +6,8 @@
 //   GET  /v1/files/{id}/content → the output (or error) file: JSONL of
 //        {id, custom_id, response: {status_code, request_id, body} | null, error: {code, message} | null}
 //   POST /v1/batches/{id}/cancel
-// Each line is answered by the mock's own chat handler (`answer`), so a line's `mock` behaviour
+// Each line is answered by the mock's own handler of its url (`answer`: chat, Responses or
+// embeddings), so a line's `mock` behaviour
 // (status: 500, …) fails that line alone: a partial failure, written to the error file.
 import { json } from "./scaffold.ts";
 
@@ -39,7 +40,7 @@ export interface OpenAIBatchMock {
 const err = (message: string, status: number, code: string | null = null) =>
   json({ error: { message, type: "invalid_request_error", param: null, code } }, status);
 
-export function openaiBatchMock(answer: (body: any) => { status: number; body: unknown }): OpenAIBatchMock {
+export function openaiBatchMock(answer: (body: any, url: string) => { status: number; body: unknown }): OpenAIBatchMock {
   const files = new Map<string, MockFile>();
   const batches = new Map<string, MockBatch>();
   let opts: BatchMockOptions = {};
@@ -126,7 +127,7 @@ export function openaiBatchMock(answer: (body: any) => { status: number; body: u
         errs.push(JSON.stringify({ id, custom_id: parsed.custom_id, response: null, error: { code: restCode, message } }));
         return;
       }
-      const a = answer(parsed.body);
+      const a = answer(parsed.body, String(parsed.url ?? b.endpoint));
       const row = JSON.stringify({ id, custom_id: parsed.custom_id, response: { status_code: a.status, request_id: `req_${id}`, body: a.body }, error: null });
       if (a.status >= 200 && a.status < 300) { out.push(row); b.request_counts.completed++; } else { errs.push(row); b.request_counts.failed++; }
     });

@@ -421,12 +421,19 @@ export async function startMockOpenAI(opts: { port?: number; /** false: keep no 
     return out;
   }
 
-  // The Batch API: each line answered as the chat route answers it (its `mock` behaviour applies to that line).
-  const batch = openaiBatchMock((body: any) => {
+  // The Batch API: each line answered as its route answers it (its `mock` behaviour applies to that
+  // line): chat, Responses, or embeddings (vectors of 4, a token per 4 characters of input).
+  const batch = openaiBatchMock((body: any, url: string) => {
     const b: MockBehavior = { ...defaults, ...(body && typeof body === "object" ? body.mock : undefined) };
     const model = typeof body?.model === "string" ? body.model : "unknown";
     const status = b.status ?? 200;
     if (status < 200 || status > 299) return { status, body: errorBody(status, b, model) };
+    if (url === "/v1/responses") return { status: 200, body: completeResponses(body, b, model) };
+    if (url === "/v1/embeddings") {
+      const inputs: unknown[] = Array.isArray(body?.input) ? body.input : [body?.input];
+      const tokens = b.prompt_tokens ?? Math.max(1, Math.ceil(JSON.stringify(body?.input ?? "").length / 4));
+      return { status: 200, body: { object: "list", model, data: inputs.map((_, index) => ({ object: "embedding", index, embedding: [0.1, 0.2, 0.3, 0.4] })), usage: { prompt_tokens: tokens, total_tokens: tokens } } };
+    }
     return { status: 200, body: completeChat(body, b, model) };
   });
 

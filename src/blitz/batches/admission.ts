@@ -17,6 +17,7 @@ import { estimateRequest } from "../../money/estimate.ts";
 import { budgetUnavailable, holdBudget } from "../../money/money.ts";
 import type { KeyContext } from "../../relay/key-context.ts";
 import type { RelayDeps } from "../../relay/relay-deps.ts";
+import { batchDiscount } from "../vendor/apis.ts";
 
 const overBudget = (key: KeyContext, n: number, usd: number, leftUsd: number) =>
   new GatewayError(402, `This routing key's monthly budget of $${key.monthlyBudgetUsd} for ${monthKey()} cannot cover this batch: ${n} requests estimated up to $${usd.toPrecision(3)} at their max_tokens, and $${Math.max(0, leftUsd).toPrecision(3)} is left; nothing was stored or sent upstream. Send fewer requests or a lower max_tokens, or raise monthly_budget_usd with PATCH /v1/organizations/routing-keys.`, { code: "budget_exceeded" });
@@ -69,4 +70,18 @@ export async function holdBatchBudget(ctx: RelayDeps, key: KeyContext, n: number
 /** Gives a hold back (its job was never stored). */
 export async function releaseBatchHold(ctx: RelayDeps, key: KeyContext, hold: BatchHold): Promise<void> {
   await settle(ctx, key, { keyId: key.id, month: hold.month, nano: toNano(hold.usd) }, 0);
+}
+
+/**
+ * Admits batch work (CONTRACT §9): bound for a vendor batch API (`vendorLane`), its worst case at
+ * the vendor's batch price is held (holdBatchBudget); run live, it is checked (checkBatchBudget).
+ * `liveWorst`: the summed worst case at live prices (batchWorstCase). Returns the hold, if any.
+ */
+export async function admitBatchWork(ctx: RelayDeps, key: KeyContext, n: number, liveWorst: number | null, vendorLane: { provider: string } | null): Promise<{ worstUsd: number | null; hold: BatchHold | null }> {
+  if (!vendorLane) {
+    await checkBatchBudget(ctx, key, n, liveWorst);
+    return { worstUsd: liveWorst, hold: null };
+  }
+  const worstUsd = liveWorst === null ? null : liveWorst * batchDiscount(vendorLane.provider);
+  return { worstUsd, hold: await holdBatchBudget(ctx, key, n, worstUsd) };
 }

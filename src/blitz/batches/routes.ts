@@ -24,7 +24,8 @@ import type { KeyContext } from "../../relay/key-context.ts";
 import { relayDeps } from "../../relay/relay-deps.ts";
 import { noProviders } from "../../relay/relay-errors.ts";
 import { cancelJob, getJobRow, type JobRow } from "../jobs/store.ts";
-import { batchWorstCase, checkBatchBudget } from "./admission.ts";
+import { admitBatchWork, batchWorstCase, releaseBatchHold } from "./admission.ts";
+import { vendorBatchLane } from "../vendor/apis.ts";
 import { BATCH_ENDPOINTS, parseBatchLines, type BatchEndpoint } from "./jsonl.ts";
 import { COMPLETION_WINDOW, presentBatch, presentFile, renderLines } from "./present.ts";
 import { createBatch, deleteFile, insertFile, listBatches, listFiles, ownFile, type FileRow } from "./store.ts";
@@ -211,16 +212,26 @@ async function submit(ctx: Ctx, rc: RequestContext) {
   if (key.lanes.length === 0) throw noProviders();
   const id = newId("batch");
   const deps = relayDeps(ctx);
-  const worst = batchWorstCase(deps, key, lines.map((l) => l.body));
-  await checkBatchBudget(deps, key, lines.length, worst).catch((e: unknown) => {
+  // Batch work (CONTRACT §9): where the key's first lane has a vendor batch API for this endpoint
+  // the lines go there at its batch price, holding their worst case until it ends; else they run
+  // live, each admitting itself when it runs.
+  const vendorLane = vendorBatchLane(key, b.endpoint);
+  const { worstUsd: worst, hold } = await admitBatchWork(deps, key, lines.length, batchWorstCase(deps, key, lines.map((l) => l.body)), vendorLane).catch((e: unknown) => {
     rc.access.noteRefusal("batch", e);
     throw e;
   });
-  await createBatch(ctx, {
-    id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash,
-    endpoint: b.endpoint, inputFileId: input.id, metadata: b.metadata ?? null, reservedUsd: worst,
-  }, lines);
-  await ctx.services.blitzJobs.queue.add(id, lines.map((_, i) => i));
+  const vendor = vendorLane ? { id: newId("vbat"), provider: vendorLane.provider, laneIndex: vendorLane.index, hold } : undefined;
+  try {
+    await createBatch(ctx, {
+      id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash,
+      endpoint: b.endpoint, inputFileId: input.id, metadata: b.metadata ?? null, reservedUsd: worst,
+    }, lines, vendor);
+  } catch (e) {
+    if (hold) await releaseBatchHold(deps, key, hold).catch(() => {});
+    throw e;
+  }
+  if (vendor) void ctx.services.blitzJobs.nudgeVendor?.();
+  else await ctx.services.blitzJobs.queue.add(id, lines.map((_, i) => i));
   return presentBatch(ctx, (await getJobRow(ctx, id))!);
 }
 

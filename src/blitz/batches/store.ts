@@ -5,7 +5,7 @@
 import { and, asc, desc, eq, getTableColumns, gt, inArray, lt, or, sql } from "drizzle-orm";
 
 import { batchFiles, blitzJobItems, blitzJobs } from "../../store/db/schema/index.ts";
-import type { JobRow, JobStores } from "../jobs/store.ts";
+import { insertVendorBatch, type JobRow, type JobStores, type VendorBound } from "../jobs/store.ts";
 import type { BatchLine } from "./jsonl.ts";
 
 export type FileRow = typeof batchFiles.$inferSelect;
@@ -52,13 +52,18 @@ export interface NewBatch {
   reservedUsd: number | null;
 }
 
-/** A batch and its lines, in one transaction: either every line is queued or nothing is. */
-export async function createBatch(ctx: JobStores, b: NewBatch, lines: BatchLine[]): Promise<void> {
+/**
+ * A batch and its lines, in one transaction: either every line is queued (or, bound for a vendor
+ * batch API, `vendor` with its batch row) or nothing is.
+ */
+export async function createBatch(ctx: JobStores, b: NewBatch, lines: BatchLine[], vendor?: VendorBound): Promise<void> {
+  const status = vendor ? "vendor" : "queued";
   await ctx.db.transaction(async (tx) => {
     await tx.insert(blitzJobs).values({ ...b, kind: "batch", webhookUrl: null, total: lines.length, remaining: lines.length });
     for (let i = 0; i < lines.length; i += INSERT_CHUNK) {
-      await tx.insert(blitzJobItems).values(lines.slice(i, i + INSERT_CHUNK).map((l, j) => ({ jobId: b.id, idx: i + j, request: l.body, customId: l.customId })));
+      await tx.insert(blitzJobItems).values(lines.slice(i, i + INSERT_CHUNK).map((l, j) => ({ jobId: b.id, idx: i + j, request: l.body, customId: l.customId, status })));
     }
+    if (vendor) await insertVendorBatch(tx, b, vendor);
   });
 }
 

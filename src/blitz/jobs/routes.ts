@@ -17,10 +17,10 @@ import { noProviders } from "../../relay/relay-errors.ts";
 import { refusePromptTags, requestTags, tagsRequired } from "../../relay/tags.ts";
 import type { Json } from "../../protocols/types.ts";
 import { parseBlitzBody } from "../validate.ts";
-import { batchWorstCase, checkBatchBudget, holdBatchBudget, releaseBatchHold, type BatchHold } from "../batches/admission.ts";
+import { admitBatchWork, batchWorstCase, releaseBatchHold, type BatchHold } from "../batches/admission.ts";
 import { relayDeps } from "../../relay/relay-deps.ts";
 import { presentJob } from "./present.ts";
-import { batchDiscount, vendorBatchLane } from "../vendor/apis.ts";
+import { vendorBatchLane } from "../vendor/apis.ts";
 import { cancelJob, createJob, getJob, pageItems, type ItemRow, type JobRow } from "./store.ts";
 
 export { presentJob };
@@ -103,13 +103,10 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
   let hold: BatchHold | null = null;
   if (batchMode) {
     const deps = relayDeps(ctx);
-    const worst = batchWorstCase(deps, key, batch.requests);
-    const usd = worst === null ? null : vendorLane ? worst * batchDiscount(vendorLane.provider) : worst;
-    const admitted = vendorLane ? holdBatchBudget(deps, key, batch.requests.length, usd) : checkBatchBudget(deps, key, batch.requests.length, usd).then(() => null);
-    hold = await admitted.catch((e: unknown) => {
+    ({ hold } = await admitBatchWork(deps, key, batch.requests.length, batchWorstCase(deps, key, batch.requests), vendorLane).catch((e: unknown) => {
       rc.access.noteRefusal("blitz", e);
       throw e;
-    });
+    }));
   }
   const vendor = vendorLane ? { id: newId("vbat"), provider: vendorLane.provider, laneIndex: vendorLane.index, hold } : undefined;
   try {

@@ -26,7 +26,7 @@ export const ACTIVE_JOB = ["queued", "running"];
 /** Rows per INSERT when a job is created (10,000 prompts stay well under Postgres' parameter cap). */
 const INSERT_CHUNK = 500;
 
-export async function createJob(ctx: JobStores, job: { id: string; accountId: string; routingKeyId: string; keyHash: string; webhookUrl: string | null; tags?: string[] | null }, requests: Json[], vendor?: { id: string; provider: string; laneIndex: number; hold: { usd: number; month: string } | null }): Promise<void> {
+export async function createJob(ctx: JobStores, job: { id: string; accountId: string; routingKeyId: string; keyHash: string; webhookUrl: string | null; tags?: string[] | null }, requests: Json[], vendor?: VendorBound): Promise<void> {
   await ctx.db.transaction(async (tx) => {
     await tx.insert(blitzJobs).values({ ...job, total: requests.length, remaining: requests.length });
     // Items bound for a vendor batch API are `vendor` (the live queue never takes them) with their
@@ -35,12 +35,23 @@ export async function createJob(ctx: JobStores, job: { id: string; accountId: st
     for (let i = 0; i < requests.length; i += INSERT_CHUNK) {
       await tx.insert(blitzJobItems).values(requests.slice(i, i + INSERT_CHUNK).map((request, j) => ({ jobId: job.id, idx: i + j, request, status })));
     }
-    if (vendor) {
-      await tx.insert(blitzVendorBatches).values({
-        id: vendor.id, jobId: job.id, provider: vendor.provider, laneIndex: vendor.laneIndex, claimedBy: null,
-        routingKeyId: job.routingKeyId, heldUsd: vendor.hold?.usd ?? 0, heldMonth: vendor.hold?.month ?? null,
-      });
-    }
+    if (vendor) await insertVendorBatch(tx, job, vendor);
+  });
+}
+
+/** Where a job's items go when a vendor batch API answers them, and what it holds on the budget. */
+export interface VendorBound {
+  id: string;
+  provider: string;
+  laneIndex: number;
+  hold: { usd: number; month: string } | null;
+}
+
+/** The job's vendor batch row, in the job's own transaction (blitz/vendor/poller.ts owns it from there). */
+export async function insertVendorBatch(tx: Pick<JobStores["db"], "insert">, job: { id: string; routingKeyId: string }, vendor: VendorBound): Promise<void> {
+  await tx.insert(blitzVendorBatches).values({
+    id: vendor.id, jobId: job.id, provider: vendor.provider, laneIndex: vendor.laneIndex, claimedBy: null,
+    routingKeyId: job.routingKeyId, heldUsd: vendor.hold?.usd ?? 0, heldMonth: vendor.hold?.month ?? null,
   });
 }
 

@@ -14,39 +14,57 @@ import type { KeyContext } from "../../relay/key-context.ts";
 import { cancelAnthropicBatch, pollAnthropicBatch, readAnthropicResults, submitAnthropicBatch } from "./anthropic-batch.ts";
 import { cancelOpenAIBatch, pollOpenAIBatch, readOpenAIResults, submitOpenAIBatch, type VendorBatchState, type VendorLine } from "./openai-batch.ts";
 
-/** A result line with its answer in the chat shape (what a live item's result holds) and its usage. */
+/**
+ * A result line with its answer in the shape its client endpoint answers (what a live item's result
+ * holds: a chat completion for a /blitz job) and its usage.
+ */
 export interface ChatLine extends VendorLine {
   usage: Usage | null;
 }
 
+/** What a /blitz job's items call: chat completions. A /v1/batches batch names its own endpoint. */
+export const JOB_ENDPOINT = "/v1/chat/completions";
+
 export interface VendorBatchApi {
   /** The vendor's batch price as a share of its live price (where the catalog names no batch price). */
   discount: number;
+  /** The client endpoints whose lines this vendor's batch API answers (others run live). */
+  endpoints: readonly string[];
   base(ctx: Ctx): string;
   /**
    * One item's chat body → the vendor's request for it, with the lane's model. Throws a
    * GatewayError where the vendor's protocol cannot express the item: that item runs live instead,
    * where the key's lanes give it its answer or its error.
    */
-  encode(body: ChatRequest, model: string, key: KeyContext): Json;
-  submit(base: string, apiKey: string, lines: { customId: string; body: Json }[]): Promise<string>;
+  encode(body: Json, model: string, key: KeyContext): Json;
+  /** `endpoint`: the client endpoint the lines were written for (one of `endpoints`). */
+  submit(base: string, apiKey: string, endpoint: string, lines: { customId: string; body: Json }[]): Promise<string>;
   poll(base: string, apiKey: string, id: string): Promise<VendorBatchState>;
   cancel(base: string, apiKey: string, id: string): Promise<void>;
   results(base: string, apiKey: string, state: VendorBatchState): Promise<ChatLine[]>;
 }
 
+/** The usage of a chat completion, a Responses response or an embeddings answer. */
 function openaiUsage(body: Json | null): Usage | null {
-  const u = (body as { usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } } } | null)?.usage;
-  if (!u) return null;
-  return { prompt_tokens: u.prompt_tokens ?? 0, completion_tokens: u.completion_tokens ?? 0, cached_tokens: u.prompt_tokens_details?.cached_tokens ?? 0, cache_write_tokens: 0 };
+  const u = (body as { usage?: Json } | null)?.usage;
+  if (!u || typeof u !== "object") return null;
+  const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : 0);
+  return {
+    prompt_tokens: n(u.prompt_tokens ?? u.input_tokens),
+    completion_tokens: n(u.completion_tokens ?? u.output_tokens),
+    cached_tokens: n(u.prompt_tokens_details?.cached_tokens ?? u.input_tokens_details?.cached_tokens),
+    cache_write_tokens: 0,
+  };
 }
 
 const openai: VendorBatchApi = {
   discount: OPENAI_BATCH.discount,
+  endpoints: ["/v1/chat/completions", "/v1/responses", "/v1/embeddings"],
   base: (ctx) => ctx.config.providerBaseUrls.openai,
-  // A chat body goes to /v1/chat/completions as it is: the lane's protocol is the item's.
+  // A line goes to the endpoint it was written for as it is (the lane's model set): the lane's
+  // protocol is the line's.
   encode: (body, model) => (body.model === model ? body : { ...body, model }),
-  submit: (base, apiKey, lines) => submitOpenAIBatch(base, apiKey, "/v1/chat/completions", lines),
+  submit: submitOpenAIBatch,
   poll: pollOpenAIBatch,
   cancel: cancelOpenAIBatch,
   async results(base, apiKey, state) {
@@ -56,12 +74,13 @@ const openai: VendorBatchApi = {
 
 const anthropic: VendorBatchApi = {
   discount: ANTHROPIC_BATCH.discount,
+  endpoints: [JOB_ENDPOINT],
   base: (ctx) => ctx.config.providerBaseUrls.anthropic,
   // Through the same codec a live chat request on an Anthropic lane goes through, under the key's
   // translation policy (absent: adapt), so a batch item is written as its live twin would be.
   encode: (body, model, key) =>
-    anthropicCodec.encodeRequest(body, { model, stream: false, adapt: new AdaptLog(key.translation ?? "adapt"), hints: catalogHints("anthropic", model) }),
-  submit: (base, apiKey, lines) => submitAnthropicBatch(base, apiKey, lines.map((l) => ({ customId: l.customId, params: l.body }))),
+    anthropicCodec.encodeRequest(body as ChatRequest, { model, stream: false, adapt: new AdaptLog(key.translation ?? "adapt"), hints: catalogHints("anthropic", model) }),
+  submit: (base, apiKey, _endpoint, lines) => submitAnthropicBatch(base, apiKey, lines.map((l) => ({ customId: l.customId, params: l.body }))),
   poll: pollAnthropicBatch,
   cancel: cancelAnthropicBatch,
   async results(base, apiKey, state) {
@@ -76,10 +95,13 @@ const anthropic: VendorBatchApi = {
 
 export const vendorBatchApis: Readonly<Record<string, VendorBatchApi>> = { openai, anthropic };
 
-/** The lane a batch job's items go to, or null when it has no vendor batch API (items then run live). */
-export function vendorBatchLane(key: KeyContext): ResolvedLane | null {
+/**
+ * The lane batch work calling `endpoint` goes to: the key's first lane, when it is an API-key lane
+ * whose vendor batch API answers that endpoint; else null (the lines run live).
+ */
+export function vendorBatchLane(key: KeyContext, endpoint = JOB_ENDPOINT): ResolvedLane | null {
   const lane = key.lanes[0];
-  if (!lane || !lane.credential || !vendorBatchApis[lane.provider]) return null;
+  if (!lane || !lane.credential || !vendorBatchApis[lane.provider]?.endpoints.includes(endpoint)) return null;
   return lane;
 }
 

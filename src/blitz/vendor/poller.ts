@@ -16,7 +16,7 @@
 import { and, eq, inArray, isNull, lt, ne, or, sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { intervalJob, type Job } from "../../jobs/job.ts";
-import type { ChatRequest, Json, Usage } from "../../protocols/types.ts";
+import type { Json, Usage } from "../../protocols/types.ts";
 import { apiKeyOf } from "../../providers/openai/http.ts";
 import { priceUsd } from "../../money/pricing.ts";
 import { counterKey, seed, toNano, ttl } from "../../money/counters.ts";
@@ -26,7 +26,7 @@ import type { ResolvedLane } from "../../providers/types.ts";
 import { blitzJobItems, blitzJobs, blitzVendorBatches, usageRecords } from "../../store/db/schema/index.ts";
 import { endIfLast, getJobRow, rowsOf, type JobRow } from "../jobs/store.ts";
 import { VendorBatchError } from "./openai-batch.ts";
-import { batchDiscount, vendorBatchApis, type ChatLine } from "./apis.ts";
+import { batchDiscount, JOB_ENDPOINT, vendorBatchApis, type ChatLine } from "./apis.ts";
 
 /** How often an instance looks for vendor batches to poll. */
 export const VENDOR_POLL_MS = 1000;
@@ -108,7 +108,7 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
     const lines: { customId: string; body: Json }[] = [];
     const unbatchable: number[] = [];
     for (const i of items) {
-      const body = i.request as ChatRequest;
+      const body = i.request as Json;
       try {
         lines.push({ customId: String(i.idx), body: api.encode(body, lane.model ?? body.model, key) });
       } catch {
@@ -120,7 +120,7 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
     if (!lines.length) return void (await endRow(ctx, row, job, []));
     let id: string;
     try {
-      id = await api.submit(base, apiKey, lines);
+      id = await api.submit(base, apiKey, job.endpoint ?? JOB_ENDPOINT, lines);
     } catch (e) {
       // Refused for good (a bad key, a body the vendor rejects): the items run live instead.
       // A 429, a 5xx or a network failure is tried again at the next tick.
@@ -194,7 +194,7 @@ function recordOf(job: JobRow, key: KeyContext, lane: ResolvedLane, idx: number,
   const usage = line.outcome === "succeeded" ? line.usage : null;
   return {
     requestId: `${job.id}.${idx}`, accountId: key.accountId, routingKeyId: key.id, attempt: 1,
-    recordKey: `${job.id}.${idx}.vendor`, endpoint: "blitz", laneIndex: lane.index, provider: lane.provider, model,
+    recordKey: `${job.id}.${idx}.vendor`, endpoint: job.kind === "batch" ? "batch" : "blitz", laneIndex: lane.index, provider: lane.provider, model,
     status: line.status, outcome: line.outcome === "succeeded" ? "ok" : "error", errorCode: line.error?.code ?? null,
     promptTokens: usage?.prompt_tokens ?? 0, completionTokens: usage?.completion_tokens ?? 0, cachedTokens: usage?.cached_tokens ?? 0,
     costUsd: cost.usd, priceEstimated: cost.estimated, priceSource: cost.source, tags: job.tags ?? null,
