@@ -1,6 +1,7 @@
 // A 10,000-item /blitz job on each vendor batch API (docs/benchmarks.md "Vendor batches"): one job
-// with `completion_window: "24h"` on an openai lane (OpenAI Batch API) and one on an anthropic lane
-// (Message Batches), through the mock upstreams' batch APIs, timed from the POST to the job's end.
+// with `completion_window: "24h"` on an openai lane (OpenAI Batch API), one on an anthropic lane
+// (Message Batches) and one on a google lane (Gemini batch mode), through the mock upstreams' batch
+// APIs, timed from the POST to the job's end.
 // It checks what the batch path promises at that size and fails when it does not hold: one usage
 // record per item, each at half its live price, the key's month counter equal to their sum, and
 // the hold released. Stores: DATABASE_URL / REDIS_URL when set, else the embedded defaults.
@@ -18,7 +19,7 @@ const arg = (name: string): string | undefined => {
   return i > 0 ? process.argv[i + 1] : undefined;
 };
 const ITEMS = Number(arg("--items") ?? 10_000);
-const MODELS = { openai: "gpt-4o-mini", anthropic: "claude-haiku-4-5" } as const;
+const MODELS = { openai: "gpt-4o-mini", anthropic: "claude-haiku-4-5", google: "gemini-2.5-flash" } as const;
 
 interface Row {
   provider: string;
@@ -32,10 +33,10 @@ interface Row {
   problems: string[];
 }
 
-const world = await startRelayWorld({ providers: ["openai", "anthropic"] });
+const world = await startRelayWorld({ providers: ["openai", "anthropic", "google"] });
 const rows: Row[] = [];
 try {
-  for (const provider of ["openai", "anthropic"] as const) {
+  for (const provider of ["openai", "anthropic", "google"] as const) {
     const model = MODELS[provider];
     const key = await addRoutingKey(world.gw, world.acct.id, { lanes: [lane(provider, world.cred[provider].id, { model })], monthlyBudgetUsd: 1000 });
     const prompts = Array.from({ length: ITEMS }, (_, i) => ({ messages: [{ role: "user", content: `Classify ticket #${i} by urgency.` }], mock: { prompt_tokens: 40, completion_tokens: 8 } }));

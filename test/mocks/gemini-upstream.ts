@@ -4,6 +4,7 @@
 //   POST /v1beta/models/{model}:streamGenerateContent?alt=sse
 //   POST /v1beta/models/{model}:batchEmbedContents (vectors only, no token counts, as Google answers)
 //   POST /v1beta/models/{model}:countTokens ({contents} or {generateContentRequest} → {totalTokens})
+//   batch mode (models/{model}:batchGenerateContent, batches/{id}, :cancel): gemini-batch.ts
 //
 // It checks what the gateway sends as strictly as Google does and answers Google's error shape
 // ({"error":{"code","message","status"}}) otherwise: the x-goog-api-key header (missing → 403,
@@ -17,11 +18,14 @@
 import { frameEvents } from "../fixtures/index.ts";
 import { headersOf, isObject, lastUserText, resolveEvents, resolveJson, sseBody, type Received, type VendorReply } from "../fixtures/replay.ts";
 import { serveLoopback } from "./scaffold.ts";
+import { geminiBatchMock, type GeminiBatchMock } from "./gemini-batch.ts";
 
 export interface MockGemini {
   /** Base URL including /v1beta (what PROVIDER_GOOGLE_BASE_URL takes). */
   url: string;
   apiKey: string;
+  /** Batch mode (POST models/{model}:batchGenerateContent, GET batches/{id}, :cancel). */
+  batch: GeminiBatchMock;
   received: Received[];
   readonly served: Received[];
   enqueue(...replies: VendorReply[]): void;
@@ -218,10 +222,26 @@ export async function startMockGemini(opts: { apiKey?: string } = {}): Promise<M
     return { json, events };
   }
 
+  // Batch mode: each inline request checked and answered as generateContent does.
+  const batch = geminiBatchMock({
+    validate: (req, url, request) => {
+      try {
+        validateRequest(req, url, request, apiKey);
+      } catch (e) {
+        if (e instanceof Invalid) throw new Error(e.message);
+        throw e;
+      }
+    },
+    answer: (request, model) => generated(request, model).json,
+    checkKey: (req) => req.headers.get("x-goog-api-key") === apiKey,
+  });
+
   const server = serveLoopback({
     idleTimeout: 60,
     async fetch(req) {
       const url = new URL(req.url);
+      const batched = await batch.handle(req, url);
+      if (batched) return batched;
       const rec: Received = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers: headersOf(req), body: null, rejected: null };
       received.push(rec);
       const m = /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent|batchEmbedContents|countTokens)$/.exec(url.pathname);
@@ -294,6 +314,7 @@ export async function startMockGemini(opts: { apiKey?: string } = {}): Promise<M
   return {
     url: `${server.origin}/v1beta`,
     apiKey,
+    batch,
     received,
     get served() { return received.filter((r) => r.rejected === null); },
     enqueue(...replies) { queue.push(...replies); },

@@ -1,18 +1,21 @@
-// The vendor batch APIs a /blitz batch job can go to (CONTRACT §9 "Batch work"), one entry per
-// provider: how an item's chat body is written for the vendor, how the batch is submitted, polled,
+// The vendor batch APIs batch work can go to (CONTRACT §9 "Batch work": OpenAI's Batch API,
+// Anthropic's Message Batches, Gemini batch mode), one entry per provider: how an item's chat body is written for the vendor, how the batch is submitted, polled,
 // cancelled and read back, and the vendor's batch discount. The poller (poller.ts) names none of
 // them; a provider without an entry runs batch work live.
 import type { Ctx } from "../../context.ts";
 import { AdaptLog } from "../../protocols/adapt.ts";
 import { anthropicCodec } from "../../protocols/anthropic/index.ts";
+import { geminiCodec } from "../../protocols/gemini/index.ts";
 import type { ChatRequest, Json, Usage } from "../../protocols/types.ts";
 import { ANTHROPIC_BATCH } from "../../providers/anthropic/batch.ts";
 import { catalogHints } from "../../providers/catalog-hints.ts";
+import { GOOGLE_BATCH } from "../../providers/google/batch.ts";
 import { OPENAI_BATCH } from "../../providers/openai/batch.ts";
 import type { ResolvedLane } from "../../providers/types.ts";
 import type { KeyContext } from "../../relay/key-context.ts";
 import { cancelAnthropicBatch, pollAnthropicBatch, readAnthropicResults, submitAnthropicBatch } from "./anthropic-batch.ts";
-import { cancelOpenAIBatch, pollOpenAIBatch, readOpenAIResults, submitOpenAIBatch, type VendorBatchState, type VendorLine } from "./openai-batch.ts";
+import { cancelGoogleBatch, pollGoogleBatch, readGoogleResults, submitGoogleBatch } from "./google-batch.ts";
+import { cancelOpenAIBatch, pollOpenAIBatch, readOpenAIResults, submitOpenAIBatch, VendorBatchError, type VendorBatchState, type VendorLine } from "./openai-batch.ts";
 
 /**
  * A result line with its answer in the shape its client endpoint answers (what a live item's result
@@ -93,7 +96,35 @@ const anthropic: VendorBatchApi = {
   },
 };
 
-export const vendorBatchApis: Readonly<Record<string, VendorBatchApi>> = { openai, anthropic };
+const google: VendorBatchApi = {
+  discount: GOOGLE_BATCH.discount,
+  endpoints: [JOB_ENDPOINT],
+  base: (ctx) => ctx.config.providerBaseUrls.google,
+  // Through the codec a live chat request on a Google lane goes through; the model travels beside
+  // the request (a Gemini batch names one model in its path).
+  encode: (body, model, key) => ({
+    model,
+    request: geminiCodec.encodeRequest(body as ChatRequest, { model, stream: false, adapt: new AdaptLog(key.translation ?? "adapt"), hints: catalogHints("google", model) }),
+  }),
+  async submit(base, apiKey, _endpoint, lines) {
+    const models = new Set(lines.map((l) => String(l.body.model)));
+    // One model per Gemini batch: a job mixing models is refused for good, and runs live.
+    if (models.size !== 1) throw new VendorBatchError(`A Gemini batch names one model; this job's items name ${models.size}.`, 400);
+    return submitGoogleBatch(base, apiKey, [...models][0]!, lines.map((l) => ({ customId: l.customId, request: l.body.request as Json })));
+  },
+  poll: pollGoogleBatch,
+  cancel: cancelGoogleBatch,
+  async results(base, apiKey, state) {
+    return (await readGoogleResults(base, apiKey, state)).map((l) => {
+      if (l.outcome !== "succeeded" || !l.body) return { ...l, usage: null };
+      const model = typeof l.body.modelVersion === "string" ? l.body.modelVersion : "";
+      const { completion, usage } = geminiCodec.decodeResponse(l.body, { model });
+      return { ...l, body: completion, usage };
+    });
+  },
+};
+
+export const vendorBatchApis: Readonly<Record<string, VendorBatchApi>> = { openai, anthropic, google };
 
 /**
  * The lane batch work calling `endpoint` goes to: the key's first lane, when it is an API-key lane
