@@ -3,11 +3,15 @@
 // with SIGKILL while the vendor works, then Redis (a redis-server without persistence) is killed
 // and started again empty. The job's hold on the budget comes back from Postgres in the rebuilt
 // counter; another gateway over the same database finishes the job: one upload, one record per
-// item, the key's counter equal to the records' sum, the hold released.
+// item, the key's counter equal to the records' sum, the hold released. And Postgres (a cluster of
+// this test's own) stopped while the vendor works: the polls fail and are tried again, and once
+// it is back the job ends with every line written once.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq, like } from "drizzle-orm";
 import { createAccount, REAL_STORES, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { startPrivateRedis, type PrivateRedis } from "../helpers/private-redis.ts";
+import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
+import postgres from "postgres";
 import { until } from "../helpers/until.ts";
 import { startMockOpenAI, type MockUpstream } from "../mocks/openai-upstream.ts";
 import { addCredential, addRoutingKey, lane } from "../relay/fixtures.ts";
@@ -92,5 +96,63 @@ describe.if(REAL_STORES)(name, () => {
     expect((await monthSpendUsd(relayDeps(gw.ctx), k)).usd).toBeCloseTo(sum + liveRecord!.costUsd, 9);
     const [ended] = await gw.ctx.db.select().from(blitzVendorBatches).where(eq(blitzVendorBatches.jobId, id));
     expect([ended!.status, ended!.heldUsd]).toEqual(["ended", 0]);
+  }, 150_000);
+});
+
+describe.if(REAL_STORES)(REAL_STORES ? "a vendor batch job through a Postgres outage (own Postgres cluster)" : "skipped", () => {
+  let pg: PrivatePostgres;
+  let A: MockUpstream;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    [pg, A] = await Promise.all([startPrivatePostgres(), startMockOpenAI()]);
+    const admin = postgres(pg.url, { max: 1, onnotice: () => {} });
+    await admin.unsafe("create database vendor_outage");
+    await admin.end();
+    gw = await startTestGateway({ DATABASE_URL: pg.url.replace(/\/postgres$/, "/vendor_outage"), REDIS_URL: "", PROVIDER_OPENAI_BASE_URL: A.url });
+  }, 60_000);
+  // The postmaster gets 5 s to shut down before it is killed: more than the default hook timeout.
+  afterAll(async () => {
+    await gw?.stop();
+    await pg?.destroy();
+    await A?.stop();
+  }, 30_000);
+
+  test("CONTRACT §9 batch work: Postgres stopped while the vendor works: the polls fail and are tried again; once it is back the job ends, every line written once", async () => {
+    A.batch.setOptions({ hold: true });
+    const acct = await createAccount(gw);
+    const cred = await addCredential(gw, acct.id, "openai");
+    const key = await addRoutingKey(gw, acct.id, { lanes: [lane("openai", cred.id)], monthlyBudgetUsd: 100 });
+    const n = 120;
+    const prompts = Array.from({ length: n }, (_, i) => ({ messages: [{ role: "user", content: `VP p${i}` }], mock: { prompt_tokens: 60, completion_tokens: 20 } }));
+    const r = await gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 30, completion_window: "24h", prompts } });
+    expect(r.status).toBe(202);
+    const id = String(r.body.id);
+    await until("the vendor batch id stored", async () => {
+      const [x] = await gw.ctx.db.select().from(blitzVendorBatches).where(eq(blitzVendorBatches.jobId, id));
+      return x?.vendorBatchId ? x : null;
+    }, 30_000);
+
+    // Postgres away while the vendor works: every poll fails (the claim cannot be taken) and is
+    // tried again at the next tick; the vendor batch waits at the vendor meanwhile.
+    const polls = () => [...A.batch.batches.values()].reduce((a, b) => a + b.polls, 0);
+    await pg.stopServer();
+    const before = polls();
+    await Bun.sleep(4000);
+    expect(polls()).toBe(before);
+    await pg.startServer();
+    A.batch.setOptions({});
+
+    const done = await until("the job's end", async () => {
+      const j = await gw.call(`/blitz/jobs/${id}?limit=1`, { token: key.raw }).catch(() => null);
+      return j?.body?.status === "completed" ? j.body : null;
+    }, 60_000);
+    expect(done.progress.succeeded).toBe(n);
+    expect(A.batch.uploads).toBe(1);
+    const rows = await gw.ctx.db.select().from(usageRecords).where(like(usageRecords.requestId, `${id}.%`));
+    expect(rows).toHaveLength(n);
+    expect(new Set(rows.map((x) => x.requestId)).size).toBe(n);
+    const sum = rows.reduce((a, x) => a + x.costUsd, 0);
+    expect((await monthSpendUsd(relayDeps(gw.ctx), (await keyContextOf(gw, key.raw))!)).usd).toBeCloseTo(sum, 9);
   }, 150_000);
 });
