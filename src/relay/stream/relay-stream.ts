@@ -87,9 +87,11 @@ export function keepAliveResponse(rr: RelayRequest, pending: Promise<LaneResult>
         },
       );
     },
-    async pull() {
-      await ready;
-      if (relay) await relay.pull();
+    // Every client read of a stream comes here: once the lane answered, straight to the relay,
+    // with no async frame or promise of its own (a chunk's allocations set the collector's pace).
+    pull() {
+      if (relay) return relay.pull();
+      return ready.then(() => relay?.pull());
     },
     cancel() {
       gone = true;
@@ -235,24 +237,22 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
   }
 
   return {
-    async pull() {
-      try {
-        await pump(c);
-      } catch (e) {
-        // A bug, not an upstream failure: end the stream cleanly so nothing stays reserved or ticking.
-        ctx.log.error({ requestId: rr.requestId, err: e instanceof Error ? e.message : String(e) }, "stream relay failed");
-        if (closed) return;
-        releaseUpstream();
-        cur.attempt.finish(cur.res.status, "error", "relay_failed", soFar().usage);
-        close("error", 500);
-        try {
-          c.enqueue(cur.tap.error("The gateway failed while relaying the stream; retry the request.", "unhandled"));
-          c.close();
-        } catch {}
-      }
-    },
+    pull: () => pump(c),
     cancel: onClientGone,
   };
+
+  /** A bug, not an upstream failure: end the stream cleanly so nothing stays reserved or ticking. */
+  function onRelayBug(c: ReadableStreamDefaultController<Uint8Array>, e: unknown): void {
+    ctx.log.error({ requestId: rr.requestId, err: e instanceof Error ? e.message : String(e) }, "stream relay failed");
+    if (closed) return;
+    releaseUpstream();
+    cur.attempt.finish(cur.res.status, "error", "relay_failed", soFar().usage);
+    close("error", 500);
+    try {
+      c.enqueue(cur.tap.error("The gateway failed while relaying the stream; retry the request.", "unhandled"));
+      c.close();
+    } catch {}
+  }
 
   /** Client bytes the tap encoded before its decoder failed in the same read go out first; returns the failure. */
   function sendEarlierOutput(c: ReadableStreamDefaultController<Uint8Array>, e: unknown): unknown {
@@ -263,51 +263,56 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
     return e.failure;
   }
 
+  /** One client read: upstream reads until the tap has bytes for the client (or the stream ends). */
   async function pump(c: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
-    for (;;) {
-      if (closed) return;
-      let r: { done: boolean; value?: Uint8Array };
-      try {
-        r = await reader.read();
-      } catch (e) {
-        if (await onBreak(c, e)) continue;
-        return;
-      }
-      if (closed) return;
-      if (r.done) {
-        let tail: Uint8Array | null;
+    try {
+      for (;;) {
+        if (closed) return;
+        let r: { done: boolean; value?: Uint8Array };
         try {
-          tail = cur.tap.end();
+          r = await reader.read();
         } catch (e) {
+          if (await onBreak(c, e)) continue;
+          return;
+        }
+        if (closed) return;
+        if (r.done) {
+          let tail: Uint8Array | null;
+          try {
+            tail = cur.tap.end();
+          } catch (e) {
+            if (await onBreak(c, sendEarlierOutput(c, e))) continue;
+            return;
+          }
+          if (tail && tail.length) c.enqueue(tail);
+          if (!cur.tap.delivered) {
+            // Ended cleanly without a single data event: as good as broken before the first byte.
+            if (await onBreak(c, new Error("the upstream ended the stream without any event"))) continue;
+            return;
+          }
+          cur.attempt.finish(cur.res.status, "ok", null, cur.tap.usage ?? soFar().usage);
+          close("ok", cur.res.status);
+          c.close();
+          return;
+        }
+        lastUpstream = performance.now();
+        let out: Uint8Array | null;
+        try {
+          out = cur.tap.push(r.value!);
+        } catch (e) {
+          // An error event from the upstream (translation path) or an undecodable stream.
           if (await onBreak(c, sendEarlierOutput(c, e))) continue;
           return;
         }
-        if (tail && tail.length) c.enqueue(tail);
-        if (!cur.tap.delivered) {
-          // Ended cleanly without a single data event: as good as broken before the first byte.
-          if (await onBreak(c, new Error("the upstream ended the stream without any event"))) continue;
+        if (out && out.length) {
+          if (cur.attempt.ttfbMs === null) cur.attempt.markFirstByte();
+          c.enqueue(out);
+          wrote = true;
           return;
         }
-        cur.attempt.finish(cur.res.status, "ok", null, cur.tap.usage ?? soFar().usage);
-        close("ok", cur.res.status);
-        c.close();
-        return;
       }
-      lastUpstream = performance.now();
-      let out: Uint8Array | null;
-      try {
-        out = cur.tap.push(r.value!);
-      } catch (e) {
-        // An error event from the upstream (translation path) or an undecodable stream.
-        if (await onBreak(c, sendEarlierOutput(c, e))) continue;
-        return;
-      }
-      if (out && out.length) {
-        if (cur.attempt.ttfbMs === null) cur.attempt.markFirstByte();
-        c.enqueue(out);
-        wrote = true;
-        return;
-      }
+    } catch (e) {
+      onRelayBug(c, e);
     }
   }
 }
