@@ -1,12 +1,14 @@
 // A 10,000-item /blitz job on each vendor batch API (docs/benchmarks.md "Vendor batches"): one job
 // with `completion_window: "24h"` on an openai lane (OpenAI Batch API), one on an anthropic lane
 // (Message Batches) and one on a google lane (Gemini batch mode), through the mock upstreams' batch
-// APIs, timed from the POST to the job's end.
+// APIs, timed from the POST to the job's end; and the same prompts through /v1/files + /v1/batches
+// with the official openai SDK on the openai lane, which must give the same records.
 // It checks what the batch path promises at that size and fails when it does not hold: one usage
 // record per item, each at half its live price, the key's month counter equal to their sum, and
 // the hold released. Stores: DATABASE_URL / REDIS_URL when set, else the embedded defaults.
 //   bun bench/vendor-batch.ts [--items 10000] [--json]
 import { like } from "drizzle-orm";
+import OpenAI, { toFile } from "openai";
 import { addRoutingKey, keyContextOf, lane, startRelayWorld, usageRows } from "../test/helpers/relay-world.ts";
 import { storesLabel } from "../test/helpers/gateway.ts";
 import { usageRecords } from "../src/store/db/schema/index.ts";
@@ -22,6 +24,7 @@ const ITEMS = Number(arg("--items") ?? 10_000);
 const MODELS = { openai: "gpt-4o-mini", anthropic: "claude-haiku-4-5", google: "gemini-2.5-flash" } as const;
 
 interface Row {
+  /** The lane (and the API, for the SDK batch). */
   provider: string;
   items: number;
   submitMs: number;
@@ -35,11 +38,28 @@ interface Row {
 
 const world = await startRelayWorld({ providers: ["openai", "anthropic", "google"] });
 const rows: Row[] = [];
+const prompts = Array.from({ length: ITEMS }, (_, i) => ({ messages: [{ role: "user", content: `Classify ticket #${i} by urgency.` }], mock: { prompt_tokens: 40, completion_tokens: 8 } }));
+
+/** Checks what the batch path promises of a job or batch whose records are `requestId LIKE id.%`, once it ended. */
+async function measured(lane: string, provider: keyof typeof MODELS, id: string, status: string, submitMs: number, wallMs: number, counterBefore: number, raw: string): Promise<Row> {
+  const model = MODELS[provider];
+  const recs = await usageRows(world.gw, like(usageRecords.requestId, `${id}.%`));
+  const costUsd = recs.reduce((a, x) => a + x.costUsd, 0);
+  const liveUsd = recs.reduce((a, x) => a + priceUsd(provider, model, { prompt_tokens: x.promptTokens, completion_tokens: x.completionTokens, cached_tokens: 0, cache_write_tokens: 0 }, null).usd, 0);
+  const spentUsd = (await monthSpendUsd(relayDeps(world.gw.ctx), (await keyContextOf(world.gw, raw))!)).usd - counterBefore;
+  const problems: string[] = [];
+  if (status !== "completed") problems.push(`ended ${status}`);
+  if (recs.length !== ITEMS || new Set(recs.map((x) => x.requestId)).size !== ITEMS) problems.push(`${recs.length} records for ${ITEMS} items`);
+  if (recs.some((x) => x.outcome !== "ok")) problems.push("records not ok");
+  if (Math.abs(costUsd - liveUsd / 2) > 1e-9 * ITEMS) problems.push(`cost ${costUsd} is not half the live ${liveUsd}`);
+  if (Math.abs(spentUsd - costUsd) > 1e-6) problems.push(`the key's counter gained ${spentUsd}, the records hold ${costUsd}`);
+  return { provider: lane, items: ITEMS, submitMs, wallMs, records: recs.length, costUsd, liveUsd, spentUsd, problems };
+}
+
 try {
   for (const provider of ["openai", "anthropic", "google"] as const) {
     const model = MODELS[provider];
     const key = await addRoutingKey(world.gw, world.acct.id, { lanes: [lane(provider, world.cred[provider].id, { model })], monthlyBudgetUsd: 1000 });
-    const prompts = Array.from({ length: ITEMS }, (_, i) => ({ messages: [{ role: "user", content: `Classify ticket #${i} by urgency.` }], mock: { prompt_tokens: 40, completion_tokens: 8 } }));
     const t0 = performance.now();
     const r = await world.gw.call("/blitz/jobs", { token: key.raw, body: { model, max_tokens: 16, completion_window: "24h", prompts } });
     const submitMs = performance.now() - t0;
@@ -51,18 +71,26 @@ try {
       if (!["queued", "running"].includes(status) && j.body.progress.remaining === 0) break;
       if (Date.now() > until) throw new Error(`job did not end: ${JSON.stringify(j.body).slice(0, 300)}`);
     }
-    const wallMs = performance.now() - t0;
-    const recs = await usageRows(world.gw, like(usageRecords.requestId, `${r.body.id}.%`));
-    const costUsd = recs.reduce((a, x) => a + x.costUsd, 0);
-    const liveUsd = recs.reduce((a, x) => a + priceUsd(provider, model, { prompt_tokens: x.promptTokens, completion_tokens: x.completionTokens, cached_tokens: 0, cache_write_tokens: 0 }, null).usd, 0);
-    const spentUsd = (await monthSpendUsd(relayDeps(world.gw.ctx), (await keyContextOf(world.gw, key.raw))!)).usd;
-    const problems: string[] = [];
-    if (status !== "completed") problems.push(`job ended ${status}`);
-    if (recs.length !== ITEMS || new Set(recs.map((x) => x.requestId)).size !== ITEMS) problems.push(`${recs.length} records for ${ITEMS} items`);
-    if (recs.some((x) => x.outcome !== "ok")) problems.push("records not ok");
-    if (Math.abs(costUsd - liveUsd / 2) > 1e-9 * ITEMS) problems.push(`cost ${costUsd} is not half the live ${liveUsd}`);
-    if (Math.abs(spentUsd - costUsd) > 1e-6) problems.push(`the key's counter says ${spentUsd}, the records ${costUsd}`);
-    rows.push({ provider, items: ITEMS, submitMs, wallMs, records: recs.length, costUsd, liveUsd, spentUsd, problems });
+    rows.push(await measured(provider, provider, r.body.id, status, submitMs, performance.now() - t0, 0, key.raw));
+
+    if (provider !== "openai") continue;
+    // The same prompts through /v1/files + /v1/batches with the official openai SDK, on the same key.
+    const before = (await monthSpendUsd(relayDeps(world.gw.ctx), (await keyContextOf(world.gw, key.raw))!)).usd;
+    const client = new OpenAI({ apiKey: key.raw, baseURL: `${world.gw.url}/v1`, maxRetries: 0 });
+    const jsonl = prompts.map((p, i) => JSON.stringify({ custom_id: `p-${i}`, method: "POST", url: "/v1/chat/completions", body: { model, max_tokens: 16, ...p } })).join("\n");
+    const b0 = performance.now();
+    const file = await client.files.create({ file: await toFile(Buffer.from(jsonl), "prompts.jsonl"), purpose: "batch" });
+    let batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const batchSubmitMs = performance.now() - b0;
+    for (const until = Date.now() + 600_000; !["completed", "cancelled", "failed", "expired"].includes(batch.status); await Bun.sleep(100)) {
+      if (Date.now() > until) throw new Error(`batch did not end: ${JSON.stringify(batch).slice(0, 300)}`);
+      batch = await client.batches.retrieve(batch.id);
+    }
+    const row = await measured("openai, /v1/batches (openai SDK)", provider, batch.id, batch.status, batchSubmitMs, performance.now() - b0, before, key.raw);
+    // The same records as the job's: as many, the same cost.
+    const job = rows.at(-1)!;
+    if (Math.abs(row.costUsd - job.costUsd) > 1e-9 * ITEMS) row.problems.push(`the SDK batch's records hold ${row.costUsd}, the job's ${job.costUsd}`);
+    rows.push(row);
   }
 } finally {
   await world.stop();
@@ -71,7 +99,7 @@ try {
 if (process.argv.includes("--json")) console.log(JSON.stringify({ stores: storesLabel, rows }, null, 2));
 else {
   console.log(`Vendor batch jobs of ${ITEMS} items (${storesLabel}):`);
-  console.log("| lane | submit | POST to end | records | cost | live price | counter |");
+  console.log("| lane | submit | POST to end | records | cost | live price | counter gained |");
   console.log("|---|---|---|---|---|---|---|");
   for (const x of rows) {
     console.log(`| ${x.provider} | ${x.submitMs.toFixed(0)} ms | ${(x.wallMs / 1000).toFixed(1)} s | ${x.records} | $${x.costUsd.toFixed(6)} | $${x.liveUsd.toFixed(6)} | $${x.spentUsd.toFixed(6)} |`);
