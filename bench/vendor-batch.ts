@@ -3,7 +3,7 @@
 // (Message Batches) and one on a google lane (Gemini batch mode), through the mock upstreams' batch
 // APIs, timed from the POST to the job's end; and the same prompts through /v1/files + /v1/batches
 // with the official openai SDK on the openai lane, which must give the same records; and a budget
-// that fits 6,000 of the items must refuse the job before anything is uploaded.
+// that fits 60 % of the items (6,000 of 10,000) must refuse the job before anything is uploaded.
 // It checks what the batch path promises at that size and fails when it does not hold: one usage
 // record per item, each at half its live price, the key's month counter equal to their sum, and
 // the hold released. Stores: DATABASE_URL / REDIS_URL when set, else the embedded defaults.
@@ -24,6 +24,8 @@ const arg = (name: string): string | undefined => {
   return i > 0 ? process.argv[i + 1] : undefined;
 };
 const ITEMS = Number(arg("--items") ?? 10_000);
+/** Items a tight budget fits (of ITEMS): it must refuse the whole job. */
+const FITTING = Math.floor(ITEMS * 0.6);
 const MODELS = { openai: "gpt-4o-mini", anthropic: "claude-haiku-4-5", google: "gemini-2.5-flash" } as const;
 
 interface Row {
@@ -77,14 +79,14 @@ try {
     rows.push(await measured(provider, provider, r.body.id, status, submitMs, performance.now() - t0, 0, key.raw));
 
     if (provider !== "openai") continue;
-    // A budget that fits 6,000 of the items' worst case at the batch price refuses the job before upload.
+    // A budget that fits 60 % of the items' worst case at the batch price (6,000 of 10,000) refuses the job before upload.
     const per = batchWorstCase(relayDeps(world.gw.ctx), { ...(await keyContextOf(world.gw, key.raw))!, monthlyBudgetUsd: 1 }, [{ model, max_tokens: 16, ...prompts[0]! }])! * batchDiscount(provider);
-    const tight = await addRoutingKey(world.gw, world.acct.id, { lanes: [lane(provider, world.cred[provider].id, { model })], monthlyBudgetUsd: per * 6000.5 });
+    const tight = await addRoutingKey(world.gw, world.acct.id, { lanes: [lane(provider, world.cred[provider].id, { model })], monthlyBudgetUsd: per * (FITTING + 0.5) });
     const uploads = world.up.openai.batch.uploads;
     const refused = await world.gw.call("/blitz/jobs", { token: tight.raw, body: { model, max_tokens: 16, completion_window: "24h", prompts } });
-    if (refused.status !== 402 || world.up.openai.batch.uploads !== uploads) throw new Error(`a budget fitting 6,000 items: ${refused.status}, ${world.up.openai.batch.uploads - uploads} uploads`);
-    if (!JSON.stringify(refused.body).includes("budget_exceeded")) throw new Error(`a budget fitting 6,000 items: ${JSON.stringify(refused.body).slice(0, 300)}`);
-    console.error(`a budget fitting 6,000 of ${ITEMS} items: 402 budget_exceeded, nothing uploaded`);
+    if (refused.status !== 402 || world.up.openai.batch.uploads !== uploads) throw new Error(`a budget fitting ${FITTING} items: ${refused.status}, ${world.up.openai.batch.uploads - uploads} uploads`);
+    if (!JSON.stringify(refused.body).includes("budget_exceeded")) throw new Error(`a budget fitting ${FITTING} items: ${JSON.stringify(refused.body).slice(0, 300)}`);
+    console.error(`a budget fitting ${FITTING} of ${ITEMS} items: 402 budget_exceeded, nothing uploaded`);
 
     // The same prompts through /v1/files + /v1/batches with the official openai SDK, on the same key.
     const before = (await monthSpendUsd(relayDeps(world.gw.ctx), (await keyContextOf(world.gw, key.raw))!)).usd;
