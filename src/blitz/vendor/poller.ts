@@ -1,8 +1,9 @@
 // Batch work on a vendor batch API (CONTRACT §9 "Batch work"): a /blitz job submitted with
-// `completion_window: "24h"` on a key whose first lane is an API-key lane of a vendor with a batch
-// API (apis.ts: OpenAI's Batch API, Anthropic's Message Batches) goes there instead of the live
-// queue. Its items are `vendor` and its batch row (blitz_vendor_batches) is written with them;
-// from there, any instance's poller:
+// `completion_window: "24h"`, or a /v1/batches batch, on a key whose first lane is an API-key lane
+// of a vendor with a batch API for its endpoint (apis.ts: OpenAI's Batch API, Anthropic's Message
+// Batches, Gemini batch mode) goes there instead of the live queue, holding its worst case on the
+// key's budget until it ends. Its items are `vendor` and its batch row (blitz_vendor_batches) is
+// written with them; from there, any instance's poller:
 //   - claims the row (one instance at a time, a claim that lapses when its holder dies),
 //   - submits it (upload + create) when it has no vendor batch id yet, and stores the id at once
 //     (an item the vendor's protocol cannot express runs live instead),
@@ -11,7 +12,8 @@
 //     transaction that only an item still `vendor` passes (a line read twice after a crash is
 //     written once), then adds its cost to the key's month counter;
 //   - a line the vendor failed, expired or cancelled before it ran (on a job not cancelled) goes
-//     back to the live queue once: it runs live through the key's lanes at the live price.
+//     back to the live queue once: it runs live through the key's lanes at the live price;
+//   - ends the row and releases the hold.
 // Lines are priced at the catalog's price times the vendor's documented batch discount.
 import { and, eq, inArray, isNull, lt, ne, or, sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
