@@ -107,6 +107,20 @@ describe(`/blitz/jobs on Anthropic Message Batches (${storesLabel})`, () => {
     expect(spent.usd).toBeCloseTo(rows.reduce((a, x) => a + x.costUsd, 0), 6);
   }, 90_000);
 
+  test("CONTRACT §9 batch work: a results_url off the lane's origin is never followed; the items run live instead of waiting forever", async () => {
+    w.up.anthropic.batch.setOptions({ foreignResults: true });
+    const key = await anthropicFirst({ monthlyBudgetUsd: 100 });
+    const r = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: MODEL, max_tokens: 60, completion_window: "24h", prompts: Array.from({ length: 4 }, (_, i) => user(`AB6 p${i}`)) } });
+    expect(r.status).toBe(202);
+    const done = await waitEnded(key.raw, r.body.id);
+    w.up.anthropic.batch.setOptions({});
+    expect(done.status).toBe("completed");
+    expect(done.progress.succeeded).toBe(4);
+    expect((await allResults(key.raw, r.body.id)).every((x) => x.mode === "live")).toBe(true);
+    expect(liveMessages("AB6 p")).toBe(4);
+    expect(await recordsOf(r.body.id)).toHaveLength(4);
+  }, 60_000);
+
   test("CONTRACT §9 batch work: cancelling a job on Message Batches cancels the vendor batch; its unanswered items end cancelled at $0", async () => {
     w.up.anthropic.batch.setOptions({ hold: true });
     const key = await anthropicFirst({ monthlyBudgetUsd: 100 });

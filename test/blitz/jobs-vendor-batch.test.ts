@@ -191,6 +191,23 @@ describe(`/blitz/jobs on a vendor batch API (${storesLabel})`, () => {
     expect(rows.every((x) => x.costUsd === 0 && x.errorCode === "batch_cancelled")).toBe(true);
   }, 60_000);
 
+  test("CONTRACT §9 batch work: a results file with lines that are not JSON loses nothing: the item it garbled runs live, the others are read", async () => {
+    w.A.batch.setOptions({ garble: true });
+    const key = await w.oneLane({ monthlyBudgetUsd: 100 });
+    const r = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 20, completion_window: "24h", prompts: Array.from({ length: 6 }, (_, i) => user(`VB7 p${i}`)) } });
+    expect(r.status).toBe(202);
+    const done = await waitEnded(key.raw, r.body.id);
+    w.A.batch.setOptions({});
+    expect(done.status).toBe("completed");
+    expect(done.progress.succeeded).toBe(6);
+    const results = await allResults(key.raw, r.body.id);
+    expect(results.map((x) => x.mode)).toEqual(["live", "batch", "batch", "batch", "batch", "batch"]);
+    expect(liveChats("VB7 p0")).toBe(1);
+    const rows = await recordsOf(r.body.id);
+    expect(rows).toHaveLength(6);
+    expect(new Set(rows.map((x) => x.requestId)).size).toBe(6);
+  }, 60_000);
+
   test("CONTRACT §9 batch work: without completion_window or mode the job runs live as before", async () => {
     const key = await w.oneLane();
     const uploads = w.A.batch.uploads;

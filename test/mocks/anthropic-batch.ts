@@ -8,12 +8,13 @@
 export interface AnthropicBatchMock {
   handle(req: Request, path: string): Promise<Response | null>;
   batches: Map<string, any>;
-  setOptions(o: { expire?: boolean; hold?: boolean }): void;
+  /** `foreignResults`: the ended batch's results_url points at another origin (a vendor answering garbage). */
+  setOptions(o: { expire?: boolean; hold?: boolean; foreignResults?: boolean }): void;
 }
 
 export function anthropicBatchMock(origin: () => string, answer: (params: any) => Record<string, unknown>, checkKey: (req: Request) => boolean): AnthropicBatchMock {
   const batches = new Map<string, any>();
-  let opts: { expire?: boolean; hold?: boolean } = {};
+  let opts: { expire?: boolean; hold?: boolean; foreignResults?: boolean } = {};
   let seq = 0;
   const err = (status: number, type: string, message: string) => Response.json({ type: "error", error: { type, message } }, { status });
   const present = (b: any) => {
@@ -31,7 +32,7 @@ export function anthropicBatchMock(origin: () => string, answer: (params: any) =
     b.request_counts = c;
     b.processing_status = "ended";
     b.ended_at = new Date().toISOString();
-    b.results_url = `${origin()}/v1/messages/batches/${b.id}/results`;
+    b.results_url = opts.foreignResults ? `http://169.254.169.254/v1/messages/batches/${b.id}/results` : `${origin()}/v1/messages/batches/${b.id}/results`;
   }
   return {
     batches,

@@ -18,6 +18,8 @@ export interface BatchMockOptions {
   answerBeforeExpiry?: number;
   /** Batches stay in_progress while this is set (a long-running vendor batch). */
   hold?: boolean;
+  /** The output file's first line is not JSON (a vendor echoing garbage), and a line of garbage is added. */
+  garble?: boolean;
 }
 
 interface MockFile { id: string; purpose: string; filename: string; bytes: number; text: string; created_at: number }
@@ -131,6 +133,7 @@ export function openaiBatchMock(answer: (body: any, url: string) => { status: nu
       const row = JSON.stringify({ id, custom_id: parsed.custom_id, response: { status_code: a.status, request_id: `req_${id}`, body: a.body }, error: null });
       if (a.status >= 200 && a.status < 300) { out.push(row); b.request_counts.completed++; } else { errs.push(row); b.request_counts.failed++; }
     });
+    if (opts.garble && out.length) out.splice(0, 1, '{"custom_id": "0", "response": {"status_code": 200, "bo', "\u0000 not json at all");
     if (limit !== null) b.request_counts.failed += Math.max(0, lines.length - limit);
     b.output_file_id = writeFile(out, "batch_output");
     b.error_file_id = writeFile(errs, "batch_error");

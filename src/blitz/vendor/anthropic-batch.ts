@@ -4,16 +4,9 @@
 // the same interface as OpenAI's).
 import { ANTHROPIC_BATCH, anthropicBatchHeaders } from "../../providers/anthropic/batch.ts";
 import type { Json } from "../../protocols/types.ts";
-import { VendorBatchError, type VendorBatchState, type VendorLine } from "./openai-batch.ts";
+import { callVendor, jsonLines, VendorBatchError, type VendorBatchState, type VendorLine } from "./vendor-call.ts";
 
-async function call(url: string, init: RequestInit): Promise<Response> {
-  const r = await fetch(url, init);
-  if (!r.ok) {
-    const text = (await r.text().catch(() => "")).slice(0, 500);
-    throw new VendorBatchError(`Anthropic batch call ${new URL(url).pathname} answered ${r.status}: ${text}`, r.status);
-  }
-  return r;
-}
+const call = (url: string, init: RequestInit) => callVendor("Anthropic", url, init);
 
 /** Creates the batch (Messages params per request). Returns the vendor's batch id. */
 export async function submitAnthropicBatch(base: string, apiKey: string, requests: { customId: string; params: Json }[]): Promise<string> {
@@ -39,12 +32,11 @@ export async function cancelAnthropicBatch(base: string, apiKey: string, id: str
 export async function readAnthropicResults(base: string, apiKey: string, state: VendorBatchState): Promise<VendorLine[]> {
   if (!state.outputFileId) return [];
   // Only a results URL on the lane's own vendor origin is followed.
-  if (new URL(state.outputFileId).origin !== new URL(base).origin) throw new VendorBatchError("Anthropic batch results_url is not on the lane's origin.", 502);
+  if (new URL(state.outputFileId).origin !== new URL(base).origin) throw new VendorBatchError("Anthropic batch results_url is not on the lane's origin; it is not followed.", 502, true);
   const text = await (await call(state.outputFileId, { headers: anthropicBatchHeaders(apiKey) })).text();
   const out: VendorLine[] = [];
-  for (const raw of text.split("\n")) {
-    if (!raw.trim()) continue;
-    const l = JSON.parse(raw) as { custom_id: string; result: { type: string; message?: Json; error?: { error?: { type?: string; message?: string } } } };
+  for (const l of jsonLines<{ custom_id: string; result: { type: string; message?: Json; error?: { error?: { type?: string; message?: string } } } }>(text)) {
+    if (!l || typeof l !== "object" || typeof l.custom_id !== "string" || !l.result || typeof l.result !== "object") continue;
     const t = l.result.type;
     const outcome = t === "succeeded" ? "succeeded" : t === "expired" ? "expired" : t === "canceled" ? "canceled" : "errored";
     out.push({

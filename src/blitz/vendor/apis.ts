@@ -15,7 +15,8 @@ import type { ResolvedLane } from "../../providers/types.ts";
 import type { KeyContext } from "../../relay/key-context.ts";
 import { cancelAnthropicBatch, pollAnthropicBatch, readAnthropicResults, submitAnthropicBatch } from "./anthropic-batch.ts";
 import { cancelGoogleBatch, pollGoogleBatch, readGoogleResults, submitGoogleBatch } from "./google-batch.ts";
-import { cancelOpenAIBatch, pollOpenAIBatch, readOpenAIResults, submitOpenAIBatch, VendorBatchError, type VendorBatchState, type VendorLine } from "./openai-batch.ts";
+import { cancelOpenAIBatch, pollOpenAIBatch, readOpenAIResults, submitOpenAIBatch } from "./openai-batch.ts";
+import { VendorBatchError, type VendorBatchState, type VendorLine } from "./vendor-call.ts";
 
 /**
  * A result line with its answer in the shape its client endpoint answers (what a live item's result

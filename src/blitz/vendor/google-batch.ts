@@ -4,16 +4,9 @@
 // openai-batch.ts: the batch's resource name is what a caller keeps to poll again from any instance.
 import { GOOGLE_BATCH, googleBatchHeaders } from "../../providers/google/batch.ts";
 import type { Json } from "../../protocols/types.ts";
-import { VendorBatchError, type VendorBatchState, type VendorLine } from "./openai-batch.ts";
+import { callVendor, VendorBatchError, type VendorBatchState, type VendorLine } from "./vendor-call.ts";
 
-async function call(url: string, init: RequestInit): Promise<Response> {
-  const r = await fetch(url, init);
-  if (!r.ok) {
-    const text = (await r.text().catch(() => "")).slice(0, 500);
-    throw new VendorBatchError(`Gemini batch call ${new URL(url).pathname} answered ${r.status}: ${text}`, r.status);
-  }
-  return r;
-}
+const call = (url: string, init: RequestInit) => callVendor("Gemini", url, init);
 
 interface Operation {
   name: string;

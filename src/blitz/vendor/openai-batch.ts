@@ -1,43 +1,11 @@
-// A /blitz job's items on an OpenAI lane's Batch API: one JSONL upload, one batch, polled until it
+// Batch work on an OpenAI lane's Batch API: one JSONL upload, one batch, polled until it
 // ends, its output and error files read back line by line. Stateless: the batch id is what a
 // caller keeps (in Postgres) to poll again from any instance after a restart.
 import { OPENAI_BATCH, openaiAuth } from "../../providers/openai/batch.ts";
 import type { Json } from "../../protocols/types.ts";
+import { callVendor, jsonLines, type VendorBatchState, type VendorLine } from "./vendor-call.ts";
 
-export interface VendorLine {
-  /** The custom_id the line was sent with (the item's index as a string). */
-  customId: string;
-  /** `succeeded`: `body` is the vendor's answer. Otherwise the line failed, expired or was cancelled. */
-  outcome: "succeeded" | "errored" | "expired" | "canceled";
-  status: number;
-  body: Json | null;
-  error: { code: string; message: string } | null;
-}
-
-export interface VendorBatchState {
-  id: string;
-  status: string;
-  /** True once the vendor will change nothing more (its result files are final). */
-  ended: boolean;
-  outputFileId: string | null;
-  errorFileId: string | null;
-}
-
-export class VendorBatchError extends Error {
-  constructor(message: string, readonly status: number) {
-    super(message);
-  }
-}
-
-async function call(url: string, init: RequestInit): Promise<Response> {
-  const r = await fetch(url, init);
-  if (!r.ok) {
-    // The vendor's message, never the request's headers (the key stays out of errors).
-    const text = (await r.text().catch(() => "")).slice(0, 500);
-    throw new VendorBatchError(`OpenAI batch call ${new URL(url).pathname} answered ${r.status}: ${text}`, r.status);
-  }
-  return r;
-}
+const call = (url: string, init: RequestInit) => callVendor("OpenAI", url, init);
 
 /** Uploads the lines (purpose=batch) and creates the batch. Returns the vendor's batch id. */
 export async function submitOpenAIBatch(base: string, apiKey: string, endpoint: string, lines: { customId: string; body: Json }[]): Promise<string> {
@@ -71,9 +39,8 @@ export async function readOpenAIResults(base: string, apiKey: string, state: Ven
   for (const fileId of [state.outputFileId, state.errorFileId]) {
     if (!fileId) continue;
     const text = await (await call(OPENAI_BATCH.fileContent(base, fileId), { headers: openaiAuth(apiKey) })).text();
-    for (const raw of text.split("\n")) {
-      if (!raw.trim()) continue;
-      const l = JSON.parse(raw) as { custom_id: string; response: { status_code: number; body: Json } | null; error: { code: string; message: string } | null };
+    for (const l of jsonLines<{ custom_id: string; response: { status_code: number; body: Json } | null; error: { code: string; message: string } | null }>(text)) {
+      if (!l || typeof l !== "object" || l.custom_id === undefined) continue;
       const status = l.response?.status_code ?? 0;
       const ok = status >= 200 && status < 300;
       const code = l.error?.code ?? "";

@@ -15,7 +15,7 @@
 //     back to the live queue once: it runs live through the key's lanes at the live price;
 //   - ends the row and releases the hold.
 // Lines are priced at the catalog's price times the vendor's documented batch discount.
-import { and, eq, inArray, isNull, lt, ne, or, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, isNull, lt, ne, or, sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { intervalJob, type Job } from "../../jobs/job.ts";
 import type { Json, Usage } from "../../protocols/types.ts";
@@ -27,7 +27,7 @@ import type { KeyContext } from "../../relay/key-context.ts";
 import type { ResolvedLane } from "../../providers/types.ts";
 import { blitzJobItems, blitzJobs, blitzVendorBatches, usageRecords } from "../../store/db/schema/index.ts";
 import { endIfLast, getJobRow, rowsOf, type JobRow } from "../jobs/store.ts";
-import { VendorBatchError } from "./openai-batch.ts";
+import { VendorBatchError } from "./vendor-call.ts";
 import { batchDiscount, JOB_ENDPOINT, vendorBatchApis, type ChatLine } from "./apis.ts";
 
 /** How often an instance looks for vendor batches to poll. */
@@ -105,8 +105,9 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
   const apiKey = apiKeyOf(ctx, lane);
   if (!row.vendorBatchId) {
     if (job.status === "cancelled") return void (await endRow(ctx, row, job, []));
+    // In index order: the vendor's results come back in the order they were sent.
     const items = await ctx.db.select({ idx: blitzJobItems.idx, request: blitzJobItems.request }).from(blitzJobItems)
-      .where(and(eq(blitzJobItems.jobId, job.id), eq(blitzJobItems.status, "vendor")));
+      .where(and(eq(blitzJobItems.jobId, job.id), eq(blitzJobItems.status, "vendor"))).orderBy(asc(blitzJobItems.idx));
     const lines: { customId: string; body: Json }[] = [];
     const unbatchable: number[] = [];
     for (const i of items) {
@@ -126,7 +127,7 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
     } catch (e) {
       // Refused for good (a bad key, a body the vendor rejects): the items run live instead.
       // A 429, a 5xx or a network failure is tried again at the next tick.
-      if (e instanceof VendorBatchError && e.status >= 400 && e.status < 500 && e.status !== 429) {
+      if (e instanceof VendorBatchError && e.permanent) {
         ctx.log.warn({ vendorBatch: row.id, status: e.status }, "vendor batch refused at submit; its items run live");
         return void (await endRow(ctx, row, job, []));
       }
@@ -147,7 +148,16 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
     }
     return;
   }
-  const lines = await api.results(base, apiKey, state);
+  let lines: ChatLine[];
+  try {
+    lines = await api.results(base, apiKey, state);
+  } catch (e) {
+    // Results the gateway will never be able to read (refused for good, or a results URL it will
+    // not follow): every item runs live rather than waiting forever. Anything else: next tick.
+    if (!(e instanceof VendorBatchError && e.permanent)) throw e;
+    ctx.log.warn({ vendorBatch: row.id, status: e.status, err: e.message }, "vendor batch results unreadable; its items run live");
+    lines = [];
+  }
   await ctx.db.update(blitzVendorBatches).set({ vendorStatus: state.status }).where(eq(blitzVendorBatches.id, row.id));
   await endRow(ctx, row, job, lines, key, lane);
 }
