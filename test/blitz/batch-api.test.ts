@@ -276,6 +276,14 @@ describe(`/v1/files + /v1/batches (${storesLabel})`, () => {
     expect(eout.every((l) => l.mode === "batch" && l.response.body.object === "list" && l.response.body.data[0].embedding.length === 4)).toBe(true);
     const vendorEmb = [...w.A.batch.batches.values()].filter((b) => w.A.batch.files.get(b.input_file_id)?.text.includes("B8 text"));
     expect(vendorEmb.map((b) => b.endpoint)).toEqual(["/v1/embeddings"]);
+    const embRows = await recordsOf(eb.id);
+    expect(embRows).toHaveLength(3);
+    for (const r of embRows) {
+      const live = priceUsd("openai", "text-embedding-3-small", { prompt_tokens: r.promptTokens, completion_tokens: 0, cached_tokens: 0, cache_write_tokens: 0 }, null).usd;
+      expect(r.promptTokens).toBeGreaterThan(0);
+      expect(live).toBeGreaterThan(0);
+      expect(r.costUsd).toBeCloseTo(live / 2, 15);
+    }
 
     w.A.batch.setOptions({ hold: true });
     const lines = Array.from({ length: 8 }, (_, i) => JSON.stringify({ custom_id: `r-${i}`, method: "POST", url: "/v1/responses", body: { model: "gpt-4o-mini", input: `B8 p${i}.`, max_output_tokens: 20 } }));
