@@ -29,7 +29,7 @@ describe("Anthropic Message Batches client on the mock", () => {
     expect(id).toMatch(/^msgbatch_/);
     const s = await untilEnded(id);
     expect(s.outputFileId).toContain(`/v1/messages/batches/${id}/results`);
-    const lines = await readAnthropicResults(mock.url, mock.apiKey, s);
+    const lines = await Array.fromAsync(readAnthropicResults(mock.url, mock.apiKey, s));
     expect(lines).toHaveLength(200);
     expect(lines.filter((l) => l.outcome === "errored").map((l) => l.customId)).toEqual(["i3"]);
     expect((lines[0]!.body as any).usage.input_tokens).toBeGreaterThan(0);
@@ -39,12 +39,12 @@ describe("Anthropic Message Batches client on the mock", () => {
   test("an expired batch reports its requests expired; a cancelled one canceled", async () => {
     mock.batch.setOptions({ expire: true });
     const s = await untilEnded(await submitAnthropicBatch(mock.url, mock.apiKey, reqs(5)));
-    expect((await readAnthropicResults(mock.url, mock.apiKey, s)).map((l) => l.outcome)).toEqual(Array(5).fill("expired"));
+    expect((await Array.fromAsync(readAnthropicResults(mock.url, mock.apiKey, s))).map((l) => l.outcome)).toEqual(Array(5).fill("expired"));
     mock.batch.setOptions({ hold: true });
     const id = await submitAnthropicBatch(mock.url, mock.apiKey, reqs(4));
     await cancelAnthropicBatch(mock.url, mock.apiKey, id);
     const c = await untilEnded(id);
-    expect((await readAnthropicResults(mock.url, mock.apiKey, c)).map((l) => l.outcome)).toEqual(Array(4).fill("canceled"));
+    expect((await Array.fromAsync(readAnthropicResults(mock.url, mock.apiKey, c))).map((l) => l.outcome)).toEqual(Array(4).fill("canceled"));
     mock.batch.setOptions({});
   });
 

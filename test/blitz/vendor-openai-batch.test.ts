@@ -35,7 +35,7 @@ describe("OpenAI Batch API client on the mock", () => {
     expect(mock.batch.uploads).toBe(uploads + 1);
     const { s, seen } = await untilEnded(id);
     expect(seen).toEqual(["in_progress", "finalizing", "completed"]);
-    const results = await readOpenAIResults(mock.url, "sk-test", s);
+    const results = await Array.fromAsync(readOpenAIResults(mock.url, "sk-test", s));
     expect(results.length).toBe(300);
     expect(new Set(results.map((r) => r.customId)).size).toBe(300);
     const failed = results.filter((r) => r.outcome !== "succeeded").map((r) => r.customId).sort();
@@ -50,7 +50,7 @@ describe("OpenAI Batch API client on the mock", () => {
     const id = await submitOpenAIBatch(mock.url, "sk-test", "/v1/chat/completions", lines(100));
     const { s } = await untilEnded(id);
     expect(s.status).toBe("expired");
-    const results = await readOpenAIResults(mock.url, "sk-test", s);
+    const results = await Array.fromAsync(readOpenAIResults(mock.url, "sk-test", s));
     expect(results.filter((r) => r.outcome === "succeeded").length).toBe(40);
     expect(results.filter((r) => r.outcome === "expired").length).toBe(60);
     mock.batch.setOptions({});
@@ -61,7 +61,7 @@ describe("OpenAI Batch API client on the mock", () => {
     await cancelOpenAIBatch(mock.url, "sk-test", id);
     const { s } = await untilEnded(id);
     expect(s.status).toBe("cancelled");
-    const results = await readOpenAIResults(mock.url, "sk-test", s);
+    const results = await Array.fromAsync(readOpenAIResults(mock.url, "sk-test", s));
     expect(results.map((r) => r.outcome)).toEqual(Array(5).fill("canceled"));
   });
 

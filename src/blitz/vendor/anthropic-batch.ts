@@ -4,7 +4,7 @@
 // the same interface as OpenAI's).
 import { ANTHROPIC_BATCH, anthropicBatchHeaders } from "../../providers/anthropic/batch.ts";
 import type { Json } from "../../protocols/types.ts";
-import { callVendor, jsonLines, VendorBatchError, type VendorBatchState, type VendorLine } from "./vendor-call.ts";
+import { callVendor, jsonlLines, VendorBatchError, type VendorBatchState, type VendorLine } from "./vendor-call.ts";
 
 const call = (url: string, init: RequestInit) => callVendor("Anthropic", url, init);
 
@@ -28,23 +28,21 @@ export async function cancelAnthropicBatch(base: string, apiKey: string, id: str
   await call(ANTHROPIC_BATCH.cancel(base, id), { method: "POST", headers: anthropicBatchHeaders(apiKey) });
 }
 
-/** Every result line of an ended batch (the results_url is the vendor's own; the key goes only to it). */
-export async function readAnthropicResults(base: string, apiKey: string, state: VendorBatchState): Promise<VendorLine[]> {
-  if (!state.outputFileId) return [];
+/** Every result line of an ended batch, as they are read (the results_url is the vendor's own; the key goes only to it). */
+export async function* readAnthropicResults(base: string, apiKey: string, state: VendorBatchState): AsyncGenerator<VendorLine> {
+  if (!state.outputFileId) return;
   // Only a results URL on the lane's own vendor origin is followed.
   if (new URL(state.outputFileId).origin !== new URL(base).origin) throw new VendorBatchError("Anthropic batch results_url is not on the lane's origin; it is not followed.", 502, true);
-  const text = await (await call(state.outputFileId, { headers: anthropicBatchHeaders(apiKey) })).text();
-  const out: VendorLine[] = [];
-  for (const l of jsonLines<{ custom_id: string; result: { type: string; message?: Json; error?: { error?: { type?: string; message?: string } } } }>(text)) {
+  const res = await call(state.outputFileId, { headers: anthropicBatchHeaders(apiKey) });
+  for await (const l of jsonlLines<{ custom_id: string; result: { type: string; message?: Json; error?: { error?: { type?: string; message?: string } } } }>(res)) {
     if (!l || typeof l !== "object" || typeof l.custom_id !== "string" || !l.result || typeof l.result !== "object") continue;
     const t = l.result.type;
     const outcome = t === "succeeded" ? "succeeded" : t === "expired" ? "expired" : t === "canceled" ? "canceled" : "errored";
-    out.push({
+    yield {
       customId: l.custom_id, outcome,
       status: outcome === "succeeded" ? 200 : 0,
       body: l.result.message ?? null,
       error: outcome === "succeeded" ? null : { code: t === "errored" ? (l.result.error?.error?.type ?? "api_error") : t, message: l.result.error?.error?.message ?? `The vendor reported this request ${t}.` },
-    });
+    };
   }
-  return out;
 }

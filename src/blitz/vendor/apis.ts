@@ -45,7 +45,8 @@ export interface VendorBatchApi {
   submit(base: string, apiKey: string, endpoint: string, lines: { customId: string; body: Json }[]): Promise<string>;
   poll(base: string, apiKey: string, id: string): Promise<VendorBatchState>;
   cancel(base: string, apiKey: string, id: string): Promise<void>;
-  results(base: string, apiKey: string, state: VendorBatchState): Promise<ChatLine[]>;
+  /** The results of an ended batch, line by line as they are read. */
+  results(base: string, apiKey: string, state: VendorBatchState): AsyncIterable<ChatLine>;
 }
 
 /** The usage of a chat completion, a Responses response or an embeddings answer. */
@@ -71,8 +72,8 @@ const openai: VendorBatchApi = {
   submit: submitOpenAIBatch,
   poll: pollOpenAIBatch,
   cancel: cancelOpenAIBatch,
-  async results(base, apiKey, state) {
-    return (await readOpenAIResults(base, apiKey, state)).map((l) => ({ ...l, usage: l.outcome === "succeeded" ? openaiUsage(l.body) : null }));
+  async *results(base, apiKey, state) {
+    for await (const l of readOpenAIResults(base, apiKey, state)) yield { ...l, usage: l.outcome === "succeeded" ? openaiUsage(l.body) : null };
   },
 };
 
@@ -87,13 +88,16 @@ const anthropic: VendorBatchApi = {
   submit: (base, apiKey, _endpoint, lines) => submitAnthropicBatch(base, apiKey, lines.map((l) => ({ customId: l.customId, params: l.body }))),
   poll: pollAnthropicBatch,
   cancel: cancelAnthropicBatch,
-  async results(base, apiKey, state) {
-    return (await readAnthropicResults(base, apiKey, state)).map((l) => {
-      if (l.outcome !== "succeeded" || !l.body) return { ...l, usage: null };
+  async *results(base, apiKey, state) {
+    for await (const l of readAnthropicResults(base, apiKey, state)) {
+      if (l.outcome !== "succeeded" || !l.body) {
+        yield { ...l, usage: null };
+        continue;
+      }
       const model = typeof l.body.model === "string" ? l.body.model : "";
       const { completion, usage } = anthropicCodec.decodeResponse(l.body, { model });
-      return { ...l, body: completion, usage };
-    });
+      yield { ...l, body: completion, usage };
+    }
   },
 };
 
@@ -115,13 +119,17 @@ const google: VendorBatchApi = {
   },
   poll: pollGoogleBatch,
   cancel: cancelGoogleBatch,
-  async results(base, apiKey, state) {
-    return (await readGoogleResults(base, apiKey, state)).map((l) => {
-      if (l.outcome !== "succeeded" || !l.body) return { ...l, usage: null };
+  // Inline responses arrive whole with the batch's state (the Files API output is not used).
+  async *results(base, apiKey, state) {
+    for (const l of await readGoogleResults(base, apiKey, state)) {
+      if (l.outcome !== "succeeded" || !l.body) {
+        yield { ...l, usage: null };
+        continue;
+      }
       const model = typeof l.body.modelVersion === "string" ? l.body.modelVersion : "";
       const { completion, usage } = geminiCodec.decodeResponse(l.body, { model });
-      return { ...l, body: completion, usage };
-    });
+      yield { ...l, body: completion, usage };
+    }
   },
 };
 

@@ -3,7 +3,7 @@
 // caller keeps (in Postgres) to poll again from any instance after a restart.
 import { OPENAI_BATCH, openaiAuth } from "../../providers/openai/batch.ts";
 import type { Json } from "../../protocols/types.ts";
-import { callVendor, jsonLines, type VendorBatchState, type VendorLine } from "./vendor-call.ts";
+import { callVendor, jsonlLines, type VendorBatchState, type VendorLine } from "./vendor-call.ts";
 
 const call = (url: string, init: RequestInit) => callVendor("OpenAI", url, init);
 
@@ -33,25 +33,23 @@ export async function cancelOpenAIBatch(base: string, apiKey: string, id: string
   await call(OPENAI_BATCH.cancel(base, id), { method: "POST", headers: openaiAuth(apiKey) });
 }
 
-/** Every line of an ended batch's output and error files. */
-export async function readOpenAIResults(base: string, apiKey: string, state: VendorBatchState): Promise<VendorLine[]> {
-  const out: VendorLine[] = [];
+/** Every line of an ended batch's output and error files, as they are read. */
+export async function* readOpenAIResults(base: string, apiKey: string, state: VendorBatchState): AsyncGenerator<VendorLine> {
   for (const fileId of [state.outputFileId, state.errorFileId]) {
     if (!fileId) continue;
-    const text = await (await call(OPENAI_BATCH.fileContent(base, fileId), { headers: openaiAuth(apiKey) })).text();
-    for (const l of jsonLines<{ custom_id: string; response: { status_code: number; body: Json } | null; error: { code: string; message: string } | null }>(text)) {
+    const res = await call(OPENAI_BATCH.fileContent(base, fileId), { headers: openaiAuth(apiKey) });
+    for await (const l of jsonlLines<{ custom_id: string; response: { status_code: number; body: Json } | null; error: { code: string; message: string } | null }>(res)) {
       if (!l || typeof l !== "object" || l.custom_id === undefined) continue;
       const status = l.response?.status_code ?? 0;
       const ok = status >= 200 && status < 300;
       const code = l.error?.code ?? "";
-      out.push({
+      yield {
         customId: String(l.custom_id),
         outcome: ok ? "succeeded" : code === "batch_expired" ? "expired" : code === "batch_cancelled" ? "canceled" : "errored",
         status,
         body: l.response?.body ?? null,
         error: ok ? null : l.error ?? { code: "upstream_error", message: JSON.stringify(l.response?.body ?? null).slice(0, 500) },
-      });
+      };
     }
   }
-  return out;
 }

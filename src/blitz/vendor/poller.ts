@@ -104,7 +104,7 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
   const base = api.base(ctx);
   const apiKey = apiKeyOf(ctx, lane);
   if (!row.vendorBatchId) {
-    if (job.status === "cancelled") return void (await endRow(ctx, row, job, []));
+    if (job.status === "cancelled") return void (await endRow(ctx, row, job));
     // In index order: the vendor's results come back in the order they were sent.
     const items = await ctx.db.select({ idx: blitzJobItems.idx, request: blitzJobItems.request }).from(blitzJobItems)
       .where(and(eq(blitzJobItems.jobId, job.id), eq(blitzJobItems.status, "vendor"))).orderBy(asc(blitzJobItems.idx));
@@ -120,7 +120,7 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
       }
     }
     if (unbatchable.length) await toLive(ctx, job, unbatchable);
-    if (!lines.length) return void (await endRow(ctx, row, job, []));
+    if (!lines.length) return void (await endRow(ctx, row, job));
     let id: string;
     try {
       id = await api.submit(base, apiKey, job.endpoint ?? JOB_ENDPOINT, lines);
@@ -129,7 +129,7 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
       // A 429, a 5xx or a network failure is tried again at the next tick.
       if (e instanceof VendorBatchError && e.permanent) {
         ctx.log.warn({ vendorBatch: row.id, status: e.status }, "vendor batch refused at submit; its items run live");
-        return void (await endRow(ctx, row, job, []));
+        return void (await endRow(ctx, row, job));
       }
       throw e;
     }
@@ -148,18 +148,25 @@ async function step(ctx: Ctx, row: Row): Promise<void> {
     }
     return;
   }
-  let lines: ChatLine[];
+  await ctx.db.update(blitzVendorBatches).set({ vendorStatus: state.status }).where(eq(blitzVendorBatches.id, row.id));
   try {
-    lines = await api.results(base, apiKey, state);
+    // Written LINES_PER_WRITE at a time as the results are read: a large results file is never held whole.
+    let batch: ChatLine[] = [];
+    for await (const line of api.results(base, apiKey, state)) {
+      batch.push(line);
+      if (batch.length < LINES_PER_WRITE) continue;
+      await writeLines(ctx, job, key, lane, batch);
+      batch = [];
+    }
+    if (batch.length) await writeLines(ctx, job, key, lane, batch);
   } catch (e) {
     // Results the gateway will never be able to read (refused for good, or a results URL it will
-    // not follow): every item runs live rather than waiting forever. Anything else: next tick.
+    // not follow): the items not yet written run live rather than wait forever. Anything else
+    // (an outage, a broken connection): read again at the next tick, written lines skipped.
     if (!(e instanceof VendorBatchError && e.permanent)) throw e;
     ctx.log.warn({ vendorBatch: row.id, status: e.status, err: e.message }, "vendor batch results unreadable; its items run live");
-    lines = [];
   }
-  await ctx.db.update(blitzVendorBatches).set({ vendorStatus: state.status }).where(eq(blitzVendorBatches.id, row.id));
-  await endRow(ctx, row, job, lines, key, lane);
+  await endRow(ctx, row, job);
 }
 
 /**
@@ -185,15 +192,8 @@ const vendorItems = async (ctx: Ctx, jobId: string) =>
 /** Lines written per transaction: a 10,000-line batch is 20 of them, not 10,000. */
 const LINES_PER_WRITE = 500;
 
-/** Every line of an ended vendor batch to its item; items no line named go live (or end cancelled). */
-async function endRow(ctx: Ctx, row: Row, job: JobRow, lines: ChatLine[], key?: KeyContext, lane?: ResolvedLane): Promise<void> {
-  if (key && lane) {
-    const named = lines.flatMap((line) => {
-      const idx = Number(line.customId);
-      return Number.isInteger(idx) ? [{ idx, line }] : [];
-    });
-    for (let i = 0; i < named.length; i += LINES_PER_WRITE) await writeLines(ctx, job, key, lane, named.slice(i, i + LINES_PER_WRITE));
-  }
+/** Ends a vendor batch's part of the job: items no line named go live (or end cancelled), the row ends, the hold goes back. */
+async function endRow(ctx: Ctx, row: Row, job: JobRow): Promise<void> {
   // Items the vendor never reported (a line missing from both files): never lost, run live.
   await toLive(ctx, job, await vendorItems(ctx, job.id));
   await endBatch(ctx, row);
@@ -223,7 +223,11 @@ const CANCELLED_RESULT = { error: { message: "The job was cancelled before the v
  * its record. Only an item still `vendor` is written, so lines read twice (a crash before the batch
  * row ended) are written once. Then the key's month counter gains what the answered lines cost.
  */
-async function writeLines(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, lines: { idx: number; line: ChatLine }[]): Promise<void> {
+async function writeLines(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, batch: ChatLine[]): Promise<void> {
+  const lines = batch.flatMap((line) => {
+    const idx = Number(line.customId);
+    return Number.isInteger(idx) ? [{ idx, line }] : [];
+  });
   const priced = lines.map((x) => {
     if (x.line.outcome !== "succeeded") return { ...x, cost: FREE };
     const model = (x.line.body as { model?: string } | null)?.model ?? lane.model ?? "";

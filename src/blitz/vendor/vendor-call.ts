@@ -51,14 +51,50 @@ export async function callVendor(vendor: string, url: string, init: RequestInit)
   throw new VendorBatchError(`${vendor} batch call ${new URL(url).pathname} answered ${r.status}: ${text}`, r.status);
 }
 
-/** The lines of a JSONL text that parse; a line that does not is left out (its item is then never reported, and runs live). */
-export function jsonLines<T>(text: string): T[] {
-  const out: T[] = [];
-  for (const raw of text.split("\n")) {
-    if (!raw.trim()) continue;
+/** The longest results line read (a line past it is garbage, left out like one that does not parse). */
+const MAX_LINE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The lines of a JSONL answer that parse, as they arrive: a results file of 50,000 long answers
+ * is never held whole. A line that does not parse, or is longer than MAX_LINE_BYTES, is left out
+ * (its item is then never reported, and runs live).
+ */
+export async function* jsonlLines<T>(res: Response): AsyncGenerator<T> {
+  if (!res.body) return;
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let rest = "";
+  let skipping = false;
+  const parse = (line: string): T | undefined => {
+    if (!line.trim()) return undefined;
     try {
-      out.push(JSON.parse(raw) as T);
-    } catch {}
+      return JSON.parse(line) as T;
+    } catch {
+      return undefined;
+    }
+  };
+  for (;;) {
+    const { done, value } = await reader.read();
+    const text = done ? dec.decode() : dec.decode(value, { stream: true });
+    let from = 0;
+    for (let nl = text.indexOf("\n"); nl >= 0; from = nl + 1, nl = text.indexOf("\n", from)) {
+      const line = rest + text.slice(from, nl);
+      rest = "";
+      if (skipping) skipping = false;
+      else {
+        const v = parse(line);
+        if (v !== undefined) yield v;
+      }
+    }
+    if (!skipping) rest += text.slice(from);
+    if (rest.length > MAX_LINE_BYTES) {
+      rest = "";
+      skipping = true;
+    }
+    if (done) break;
   }
-  return out;
+  if (!skipping) {
+    const v = parse(rest);
+    if (v !== undefined) yield v;
+  }
 }
