@@ -75,14 +75,22 @@ export function vendorBatchPoller(ctx: Ctx): Job {
   return { ...job, runOnce: () => { busyUntil = Date.now() + IDLE_LOOK_MS; return job.runOnce(); } };
 }
 
-/** Takes the unclaimed (or lapsed) open vendor batches for this instance. */
+/**
+ * Batches one instance takes per tick: a tick's work stays well inside CLAIM_MS (a claim that
+ * lapsed mid-upload would let another instance submit the same items again), and a fleet's
+ * batches spread over its instances.
+ */
+const CLAIM_MAX = 16;
+
+/** Takes up to CLAIM_MAX unclaimed (or lapsed) open vendor batches for this instance, oldest first. */
 async function claim(ctx: Ctx): Promise<Row[]> {
-  return ctx.db.update(blitzVendorBatches)
+  const v = blitzVendorBatches;
+  const open = ctx.db.select({ id: v.id }).from(v)
+    .where(and(inArray(v.status, ["submitting", "polling"]), or(isNull(v.claimedUntil), lt(v.claimedUntil, sql`now()`))))
+    .orderBy(asc(v.createdAt)).limit(CLAIM_MAX).for("update", { skipLocked: true });
+  return ctx.db.update(v)
     .set({ claimedBy: ctx.instanceId, claimedUntil: sql`now() + make_interval(secs => ${CLAIM_MS / 1000})` })
-    .where(and(
-      inArray(blitzVendorBatches.status, ["submitting", "polling"]),
-      or(isNull(blitzVendorBatches.claimedUntil), lt(blitzVendorBatches.claimedUntil, sql`now()`)),
-    ))
+    .where(inArray(v.id, open))
     .returning();
 }
 
