@@ -84,7 +84,7 @@ async function admitOr503(deps: MoneyDeps, key: KeyContext, usd: number | null, 
 
 /**
  * A hold on the key's budget that outlives any request and any instance (a vendor batch's worst
- * case while the vendor works: blitz/vendor/hold.ts). Reserved on the month counter as an
+ * case while the vendor works: blitz/batches/admission.ts holds it, blitz/vendor/poller.ts releases it). Reserved on the month counter as an
  * admission is, atomically across instances, but without an in-flight entry: the hold is not this
  * instance's to lose when it dies. Its owner keeps it in Postgres, where a rebuilt counter finds it
  * (store/spend-counters.ts), and releases it. null: it does not fit what is left; 503 when the

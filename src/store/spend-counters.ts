@@ -62,7 +62,7 @@ export async function recordedSpendUsd(ctx: SpendStores, key: BudgetedKey, month
   const [fromDay, toDay] = monthDays(month);
   const d = usageDaily;
   const spend = key.budgetExcludesSeats ? sql`${d.costUsd} - ${d.seatCostUsd}` : sql`${d.costUsd}`;
-  // The open vendor batches' holds on this month (blitz/vendor/hold.ts), read in the same
+  // The open vendor batches' holds on this month (blitz/vendor/poller.ts), read in the same
   // statement as the spend: one snapshot of both, whatever the poller commits meanwhile.
   const v = blitzVendorBatches;
   const holds = withHolds

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI, { toFile } from "openai";
 import { like } from "drizzle-orm";
 import { storesLabel } from "../helpers/gateway.ts";
+import { jobResults, jobWhenEnded } from "../helpers/blitz-jobs.ts";
 import { addRoutingKey, keyContextOf, lane, startRelayWorld, usageRows, type RelayWorld } from "../helpers/relay-world.ts";
 import { usageRecords } from "../../src/store/db/schema/index.ts";
 import { monthSpendUsd } from "../../src/money/counters.ts";
@@ -26,22 +27,9 @@ describe(`/blitz/jobs on Anthropic Message Batches (${storesLabel})`, () => {
   const anthropicFirst = (extra = {}) =>
     addRoutingKey(w.gw, w.acct.id, { lanes: [lane("anthropic", w.cred.anthropic.id, { model: MODEL }), lane("openai", w.cred.openai.id, { model: "gpt-4o-mini" })], ...extra });
   const recordsOf = (jobId: string) => usageRows(w.gw, like(usageRecords.requestId, `${jobId}.%`));
-  async function allResults(token: string, id: string) {
-    const out: any[] = [];
-    for (let after: number | null = -1; after !== null;) {
-      const p = await w.gw.call(`/blitz/jobs/${id}?after=${after}&limit=1000`, { token });
-      out.push(...p.body.results);
-      after = p.body.next_after;
-    }
-    return out;
-  }
-  async function waitEnded(token: string, id: string, ms = 60_000) {
-    for (const until = Date.now() + ms; ; await Bun.sleep(100)) {
-      const r = await w.gw.call(`/blitz/jobs/${id}?limit=1`, { token });
-      if (!["queued", "running"].includes(r.body.status) && r.body.progress.remaining === 0) return r.body;
-      if (Date.now() > until) throw new Error(`job did not end: ${JSON.stringify(r.body)}`);
-    }
-  }
+  const allResults = (token: string, id: string) => jobResults(w.gw, token, id);
+  const waitEnded = (token: string, id: string) => jobWhenEnded(w.gw, token, id);
+
   const liveMessages = (tag: string) => w.up.anthropic.received.filter((x) => x.path === "/v1/messages" && JSON.stringify(x.body).includes(tag)).length;
   const batchesWith = (tag: string) => [...w.up.anthropic.batch.batches.values()].filter((b) => JSON.stringify(b.requests).includes(tag));
 

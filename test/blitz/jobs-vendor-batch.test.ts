@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { eq, like } from "drizzle-orm";
 import { storesLabel } from "../helpers/gateway.ts";
+import { jobResults, jobWhenEnded } from "../helpers/blitz-jobs.ts";
 import { keyContextOf, useBlitzWorld } from "../helpers/relay-world.ts";
 import { blitzJobs, blitzVendorBatches, usageRecords } from "../../src/store/db/schema/index.ts";
 import { counterKey, monthSpendUsd } from "../../src/money/counters.ts";
@@ -21,22 +22,9 @@ describe(`/blitz/jobs on a vendor batch API (${storesLabel})`, () => {
   afterEach(() => { w.A.setDefault({}); w.A.batch.setOptions({}); }, 10_000);
 
   const recordsOf = (jobId: string) => w.records(like(usageRecords.requestId, `${jobId}.%`));
-  async function allResults(token: string, id: string) {
-    const out: any[] = [];
-    for (let after: number | null = -1; after !== null;) {
-      const p = await w.gw.call(`/blitz/jobs/${id}?after=${after}&limit=1000`, { token });
-      out.push(...p.body.results);
-      after = p.body.next_after;
-    }
-    return out;
-  }
-  async function waitEnded(token: string, id: string, ms = 60_000) {
-    for (const until = Date.now() + ms; ; await Bun.sleep(100)) {
-      const r = await w.gw.call(`/blitz/jobs/${id}?limit=1`, { token });
-      if (!["queued", "running"].includes(r.body.status) && r.body.progress.remaining === 0) return r.body;
-      if (Date.now() > until) throw new Error(`job did not end: ${JSON.stringify(r.body)}`);
-    }
-  }
+  const allResults = (token: string, id: string) => jobResults(w.gw, token, id);
+  const waitEnded = (token: string, id: string) => jobWhenEnded(w.gw, token, id);
+
   const liveChats = (tag: string) => w.A.received.filter((x) => x.path === "/v1/chat/completions" && JSON.stringify(x.body).includes(tag)).length;
 
   test("CONTRACT §9 batch work: an openai-lane job goes through the vendor Batch API at half the live price, one record per item, the key's spend equal to their sum", async () => {
@@ -206,6 +194,23 @@ describe(`/blitz/jobs on a vendor batch API (${storesLabel})`, () => {
     const rows = await recordsOf(r.body.id);
     expect(rows).toHaveLength(6);
     expect(new Set(rows.map((x) => x.requestId)).size).toBe(6);
+  }, 60_000);
+
+  test("CONTRACT §9 batch work: a line the vendor reports twice (twice in the output file, again in the error file) is written and charged once", async () => {
+    w.A.batch.setOptions({ duplicate: true });
+    const key = await w.oneLane({ monthlyBudgetUsd: 100 });
+    const r = await w.gw.call("/blitz/jobs", { token: key.raw, body: { model: "gpt-4o-mini", max_tokens: 20, completion_window: "24h", prompts: Array.from({ length: 5 }, (_, i) => user(`VB8 p${i}`, { prompt_tokens: 100, completion_tokens: 50 })) } });
+    expect(r.status).toBe(202);
+    const done = await waitEnded(key.raw, r.body.id);
+    w.A.batch.setOptions({});
+    expect(done.progress.succeeded).toBe(5);
+    expect(liveChats("VB8 p")).toBe(0);
+    const rows = await recordsOf(r.body.id);
+    expect(rows).toHaveLength(5);
+    expect(new Set(rows.map((x) => x.requestId)).size).toBe(5);
+    const sum = rows.reduce((a, x) => a + x.costUsd, 0);
+    const spent = await monthSpendUsd(relayDeps(w.gw.ctx), (await keyContextOf(w.gw, key.raw))!);
+    expect(spent.usd).toBeCloseTo(sum, 9);
   }, 60_000);
 
   test("CONTRACT §9 batch work: without completion_window or mode the job runs live as before", async () => {

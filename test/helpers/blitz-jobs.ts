@@ -23,3 +23,14 @@ export async function jobWhenEnded(gw: TestGateway, token: string, id: string, m
   }
   return job;
 }
+
+/** Every result of a job, page after page (GET /blitz/jobs/{id}?after=…&limit=1000). */
+export async function jobResults(gw: TestGateway, token: string, id: string): Promise<any[]> {
+  const out: any[] = [];
+  for (let after: number | null = -1; after !== null;) {
+    const p = await gw.call(`/blitz/jobs/${id}?after=${after}&limit=1000`, { token });
+    out.push(...p.body.results);
+    after = p.body.next_after;
+  }
+  return out;
+}

@@ -20,6 +20,8 @@ export interface BatchMockOptions {
   hold?: boolean;
   /** The output file's first line is not JSON (a vendor echoing garbage), and a line of garbage is added. */
   garble?: boolean;
+  /** The output file repeats its first line, and the error file names that line's id again (a vendor reporting a line twice). */
+  duplicate?: boolean;
 }
 
 interface MockFile { id: string; purpose: string; filename: string; bytes: number; text: string; created_at: number }
@@ -133,6 +135,11 @@ export function openaiBatchMock(answer: (body: any, url: string) => { status: nu
       const row = JSON.stringify({ id, custom_id: parsed.custom_id, response: { status_code: a.status, request_id: `req_${id}`, body: a.body }, error: null });
       if (a.status >= 200 && a.status < 300) { out.push(row); b.request_counts.completed++; } else { errs.push(row); b.request_counts.failed++; }
     });
+    if (opts.duplicate && out.length) {
+      const first = JSON.parse(out[0]!);
+      out.push(out[0]!);
+      errs.push(JSON.stringify({ id: first.id, custom_id: first.custom_id, response: null, error: { code: "server_error", message: "reported twice" } }));
+    }
     if (opts.garble && out.length) out.splice(0, 1, '{"custom_id": "0", "response": {"status_code": 200, "bo', "\u0000 not json at all");
     if (limit !== null) b.request_counts.failed += Math.max(0, lines.length - limit);
     b.output_file_id = writeFile(out, "batch_output");

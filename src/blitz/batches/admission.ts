@@ -5,8 +5,9 @@
 // would be an in-flight entry of the submitting instance, which the ledger turns into an
 // `interrupted` record at its reserved cost when that instance dies. Each line reserves and
 // settles its own worst case when it runs, as every request does, so the ceiling holds however
-// long the batch takes and across restarts; spend that the key's other traffic adds meanwhile can leave later lines
-// `not_run` (budget_exceeded, in the error file), never over the budget and never charged.
+// long the batch takes and across restarts; spend that the key's other traffic adds meanwhile can
+// leave later lines `not_run` (budget_exceeded, in the error file), never over the budget and
+// never charged.
 // A job bound for a vendor batch API is the exception: no live request runs its lines, so it holds
 // its worst case on the budget, durably, until the vendor batch ends (holdBatchBudget).
 import { GatewayError } from "../../errors.ts";
@@ -67,9 +68,14 @@ export async function holdBatchBudget(ctx: RelayDeps, key: KeyContext, n: number
   return { usd: fromNano(r.nano), month: r.month };
 }
 
-/** Gives a hold back (its job was never stored). */
-export async function releaseBatchHold(ctx: RelayDeps, key: KeyContext, hold: BatchHold): Promise<void> {
-  await settle(ctx, key, { keyId: key.id, month: hold.month, nano: toNano(hold.usd) }, 0);
+/** Runs `store` (the job's one transaction); when it fails, the hold it would have carried is given back. */
+export async function storeHeld(ctx: RelayDeps, key: KeyContext, hold: BatchHold | null, store: () => Promise<void>): Promise<void> {
+  try {
+    await store();
+  } catch (e) {
+    if (hold) await settle(ctx, key, { keyId: key.id, month: hold.month, nano: toNano(hold.usd) }, 0).catch(() => {});
+    throw e;
+  }
 }
 
 /**

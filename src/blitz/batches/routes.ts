@@ -23,8 +23,8 @@ import { resolveRoutingKey } from "../../relay/auth.ts";
 import type { KeyContext } from "../../relay/key-context.ts";
 import { relayDeps } from "../../relay/relay-deps.ts";
 import { noProviders } from "../../relay/relay-errors.ts";
-import { cancelJob, getJobRow, type JobRow } from "../jobs/store.ts";
-import { admitBatchWork, batchWorstCase, releaseBatchHold } from "./admission.ts";
+import { cancelJob, getJobRow, vendorBound, type JobRow } from "../jobs/store.ts";
+import { admitBatchWork, batchWorstCase, storeHeld } from "./admission.ts";
 import { vendorBatchLane } from "../vendor/apis.ts";
 import { BATCH_ENDPOINTS, parseBatchLines, type BatchEndpoint } from "./jsonl.ts";
 import { COMPLETION_WINDOW, presentBatch, presentFile, renderLines } from "./present.ts";
@@ -220,16 +220,11 @@ async function submit(ctx: Ctx, rc: RequestContext) {
     rc.access.noteRefusal("batch", e);
     throw e;
   });
-  const vendor = vendorLane ? { id: newId("vbat"), provider: vendorLane.provider, laneIndex: vendorLane.index, hold } : undefined;
-  try {
-    await createBatch(ctx, {
-      id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash,
-      endpoint: b.endpoint, inputFileId: input.id, metadata: b.metadata ?? null, reservedUsd: worst,
-    }, lines, vendor);
-  } catch (e) {
-    if (hold) await releaseBatchHold(deps, key, hold).catch(() => {});
-    throw e;
-  }
+  const vendor = vendorLane ? vendorBound(vendorLane, hold) : undefined;
+  await storeHeld(deps, key, hold, () => createBatch(ctx, {
+    id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash,
+    endpoint: b.endpoint, inputFileId: input.id, metadata: b.metadata ?? null, reservedUsd: worst,
+  }, lines, vendor));
   if (vendor) void ctx.services.blitzJobs.nudgeVendor?.();
   else await ctx.services.blitzJobs.queue.add(id, lines.map((_, i) => i));
   return presentBatch(ctx, (await getJobRow(ctx, id))!);

@@ -17,11 +17,11 @@ import { noProviders } from "../../relay/relay-errors.ts";
 import { refusePromptTags, requestTags, tagsRequired } from "../../relay/tags.ts";
 import type { Json } from "../../protocols/types.ts";
 import { parseBlitzBody } from "../validate.ts";
-import { admitBatchWork, batchWorstCase, releaseBatchHold, type BatchHold } from "../batches/admission.ts";
+import { admitBatchWork, batchWorstCase, storeHeld, type BatchHold } from "../batches/admission.ts";
 import { relayDeps } from "../../relay/relay-deps.ts";
 import { presentJob } from "./present.ts";
 import { vendorBatchLane } from "../vendor/apis.ts";
-import { cancelJob, createJob, getJob, pageItems, type ItemRow, type JobRow } from "./store.ts";
+import { cancelJob, createJob, getJob, pageItems, vendorBound, type ItemRow, type JobRow } from "./store.ts";
 
 export { presentJob };
 
@@ -108,13 +108,8 @@ async function submit(ctx: Ctx, rc: RequestContext): Promise<Response> {
       throw e;
     }));
   }
-  const vendor = vendorLane ? { id: newId("vbat"), provider: vendorLane.provider, laneIndex: vendorLane.index, hold } : undefined;
-  try {
-    await createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl, tags }, batch.requests, vendor);
-  } catch (e) {
-    if (hold) await releaseBatchHold(relayDeps(ctx), key, hold).catch(() => {});
-    throw e;
-  }
+  const vendor = vendorLane ? vendorBound(vendorLane, hold) : undefined;
+  await storeHeld(relayDeps(ctx), key, hold, () => createJob(ctx, { id, accountId: key.accountId, routingKeyId: key.id, keyHash: key.hash, webhookUrl, tags }, batch.requests, vendor));
   if (vendor) void ctx.services.blitzJobs.nudgeVendor?.();
   else await ctx.services.blitzJobs.queue.add(id, batch.requests.map((_, i) => i));
   const job = (await getJob(ctx, id))!;

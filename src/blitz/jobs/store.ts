@@ -9,6 +9,8 @@ import type { Config } from "../../config.ts";
 import type { Db } from "../../store/db/client.ts";
 import type { Json } from "../../protocols/types.ts";
 import { batchFiles, blitzJobItems, blitzJobs, blitzVendorBatches } from "../../store/db/schema/index.ts";
+import { rowsOf } from "../../store/db/rows.ts";
+import { newId } from "../../lib/ids.ts";
 import { enqueueEvent } from "../../webhooks/outbox.ts";
 import { presentJob } from "./present.ts";
 
@@ -47,6 +49,10 @@ export interface VendorBound {
   hold: { usd: number; month: string } | null;
 }
 
+/** Bound for `lane`'s vendor batch API, with the job's hold on the budget (a new batch row id). */
+export const vendorBound = (lane: { provider: string; index: number }, hold: VendorBound["hold"]): VendorBound =>
+  ({ id: newId("vbat"), provider: lane.provider, laneIndex: lane.index, hold });
+
 /** The job's vendor batch row, in the job's own transaction (blitz/vendor/poller.ts owns it from there). */
 export async function insertVendorBatch(tx: Pick<JobStores["db"], "insert">, job: { id: string; routingKeyId: string }, vendor: VendorBound): Promise<void> {
   await tx.insert(blitzVendorBatches).values({
@@ -77,9 +83,6 @@ const countsOf = (jobId: unknown) => sql`select
     coalesce(sum(cost_usd), 0)::float8 as cost_usd
   from blitz_job_items where job_id = ${jobId}`;
 
-/** Rows of a raw statement: an array from postgres.js, `{rows}` from PGlite. */
-/** The rows of a raw statement, whichever driver ran it (postgres.js: an array; PGlite: `{rows}`). */
-export const rowsOf = <T>(r: unknown): T[] => (Array.isArray(r) ? r : (r as { rows: T[] }).rows) as T[];
 
 interface Counts { remaining: number; succeeded: number; failed: number; not_run: number; interrupted: number; cost_usd: number }
 

@@ -26,7 +26,8 @@ import { monthKey } from "../../lib/time.ts";
 import type { KeyContext } from "../../relay/key-context.ts";
 import type { ResolvedLane } from "../../providers/types.ts";
 import { blitzJobItems, blitzJobs, blitzVendorBatches, usageRecords } from "../../store/db/schema/index.ts";
-import { endIfLast, getJobRow, rowsOf, type JobRow } from "../jobs/store.ts";
+import { endIfLast, getJobRow, type JobRow } from "../jobs/store.ts";
+import { rowsOf } from "../../store/db/rows.ts";
 import { VendorBatchError } from "./vendor-call.ts";
 import { batchDiscount, JOB_ENDPOINT, vendorBatchApis, type ChatLine } from "./apis.ts";
 
@@ -232,14 +233,17 @@ const CANCELLED_RESULT = { error: { message: "The job was cancelled before the v
  * row ended) are written once. Then the key's month counter gains what the answered lines cost.
  */
 async function writeLines(ctx: Ctx, job: JobRow, key: KeyContext, lane: ResolvedLane, batch: ChatLine[]): Promise<void> {
-  const lines = batch.flatMap((line) => {
+  // One line per item: a vendor that reports an id twice (in both files, or twice in one) gets its
+  // first line written, never a second record or a second charge.
+  const byIdx = new Map<number, ChatLine>();
+  for (const line of batch) {
     const idx = Number(line.customId);
-    return Number.isInteger(idx) ? [{ idx, line }] : [];
-  });
-  const priced = lines.map((x) => {
-    if (x.line.outcome !== "succeeded") return { ...x, cost: FREE };
-    const model = (x.line.body as { model?: string } | null)?.model ?? lane.model ?? "";
-    return { ...x, cost: x.line.usage ? batchLinePrice(lane.provider, model, x.line.usage) : FREE };
+    if (Number.isInteger(idx) && !byIdx.has(idx)) byIdx.set(idx, line);
+  }
+  const priced = [...byIdx].map(([idx, line]) => {
+    if (line.outcome !== "succeeded" || !line.usage) return { idx, line, cost: FREE };
+    const model = (line.body as { model?: string } | null)?.model ?? lane.model ?? "";
+    return { idx, line, cost: batchLinePrice(lane.provider, model, line.usage) };
   });
   const answered = priced.filter((x) => x.line.outcome === "succeeded");
   const cancelled = job.status === "cancelled";

@@ -14,6 +14,7 @@ import { reportRead } from "./report-read.ts";
 import { getAdapter } from "../../providers/registry.ts";
 import { priceSourceOf } from "../../money/pricing.ts";
 import type { OperatorPriceLookup } from "../../money/operator-prices.ts";
+import { rowsOf } from "../../store/db/rows.ts";
 
 const d = usageDaily;
 
@@ -97,7 +98,6 @@ function currentPriceSource(prices: OperatorPriceLookup | undefined, provider: s
 type GroupRow = ExtraRow & { date?: string; key?: string; provider?: string; model?: string; tag?: string | null };
 
 /** A query's rows, whichever driver answered (postgres.js: an array; PGlite: `{rows}`). */
-const rowsOf = <T>(r: unknown): T[] => (Array.isArray(r) ? r : (r as { rows: T[] }).rows);
 
 const FAILED_RAW = sql.raw(`outcome in ('error', 'broken')`);
 const ATTEMPT_RAW = sql.raw(`endpoint <> 'classifier' and attempt <> 0 and outcome <> 'cache_hit'`);
