@@ -579,7 +579,12 @@ function targets(f: ScenarioFigures[], idleBootRssMb: number, soak?: SoakFigures
   const chat1 = by("chat-1");
   const stream = by("stream");
   if (chat) v.push(atMost("CPU per non-streamed request, gateway ÷ bare Bun proxy (32 connections)", chat.references?.bare?.gatewayCpuRatio, 2, "×", 2));
-  if (stream) v.push(atMost("CPU per 20-chunk stream, gateway ÷ bare Bun proxy (32 streams)", stream.references?.bare?.gatewayCpuRatio, 2, "×", 2));
+  if (stream) v.push(atMost("CPU per 20-chunk stream, gateway ÷ bare Bun proxy (32 streams)", stream.references?.bare?.gatewayCpuRatio, 3, "×", 2));
+  const long = by("stream-500");
+  if (long) v.push(atMost("CPU per 500-chunk stream, gateway ÷ bare Bun proxy (32 streams)", long.references?.bare?.gatewayCpuRatio, 1.6, "×", 2));
+  const rhythm = by("paced-64");
+  const floor = rhythm?.references?.bare?.side;
+  if (rhythm && floor) v.push(atMost("64 paced streams: p99 time to last byte over the bare proxy's", rhythm.gateway.p99 - floor.p99, 5, "ms", 1));
   if (chat1) {
     v.push(atMost("CPU per request at one client, gateway ÷ bare Bun proxy", chat1.references?.bare?.gatewayCpuRatio, 2.5, "×", 2));
     v.push(atMost("one client: added p50 over the bare proxy's added p50", chat1.references?.bare?.gatewayAddedP50OverMs, 0.15, "ms", 3));

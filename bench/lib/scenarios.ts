@@ -263,6 +263,15 @@ export const SCENARIOS: Scenario[] = [
     shots: (side, ep) => fixed(agentStream(side, ep, { chunks: 20, chunk_delay_ms: 0 })),
   },
   {
+    id: "stream-500",
+    references: ["bare", "portkey"],
+    title: "chat, streaming 500 chunks, 32 streams",
+    driver: "loop",
+    concurrency: 32,
+    note: "The agent's turn with stream: true, 500 content chunks sent back to back: what a long answer costs per chunk once the request's fixed cost is spread over it.",
+    shots: (side, ep) => fixed(agentStream(side, ep, { chunks: 500, chunk_delay_ms: 0 })),
+  },
+  {
     id: "stream-1",
     references: ["bare", "portkey"],
     title: "chat, streaming 20 chunks, 1 stream",

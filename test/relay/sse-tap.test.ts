@@ -4,12 +4,14 @@ import { describe, expect, test } from "bun:test";
 import { chatUpstreamCodec } from "../../src/protocols/chat/index.ts";
 import { responsesUpstreamCodec } from "../../src/protocols/responses/index.ts";
 import { eventData, PassThroughTap } from "../../src/relay/stream/sse-tap.ts";
-import { FailedAfterOutput } from "../../src/relay/stream/tap.ts";
+import { FailedAfterOutput, type TapBytes } from "../../src/relay/stream/tap.ts";
 import { MAX_SSE_EVENT_BYTES } from "../../src/protocols/sse.ts";
 import { UpstreamStreamError } from "../../src/protocols/types.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
+/** One read's client bytes as one buffer (the tap may hand a read's events back in pieces). */
+const bytesOf = (o: TapBytes | null): Uint8Array => (o === null ? new Uint8Array() : o instanceof Uint8Array ? o : Buffer.concat(o));
 
 const usageEvent = 'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":4}}}\n\n';
 const stream = [
@@ -27,11 +29,11 @@ function run(splits: number[], wantsUsage: boolean) {
   let at = 0;
   for (const s of [...splits, bytes.length]) {
     const o = tap.push(bytes.slice(at, s));
-    if (o) out.push(o);
+    if (o) out.push(bytesOf(o));
     at = s;
   }
   const t = tap.end();
-  if (t) out.push(t);
+  if (t) out.push(bytesOf(t));
   return { text: out.map((o) => dec.decode(o)).join(""), tap };
 }
 
@@ -43,6 +45,35 @@ describe("pass-through tap", () => {
       expect(text).toBe(stream);
       expect(tap.usage).toEqual({ prompt_tokens: 11, completion_tokens: 7, cached_tokens: 4, cache_write_tokens: 0 });
     }
+  });
+
+  test("a read that completes a carried event joins only that event: the events after it go out as a view of the read", () => {
+    const ev = (i: number) => `data: {"choices":[{"index":0,"delta":{"content":"t${i}"}}],"usage":null}\n\n`;
+    const first = ev(0);
+    const tap = new PassThroughTap(chatUpstreamCodec, {});
+    expect(tap.push(enc.encode(first.slice(0, 20)))).toBeNull();
+    const later = Array.from({ length: 50 }, (_, i) => ev(i + 1)).join("");
+    const read = enc.encode(first.slice(20) + later + "data: [DO");
+    const out = tap.push(read);
+    expect(Array.isArray(out)).toBe(true);
+    const [head, rest] = out as Uint8Array[];
+    expect(dec.decode(head)).toBe(first);
+    expect(dec.decode(rest)).toBe(later);
+    expect(rest!.buffer).toBe(read.buffer); // not copied
+    expect(dec.decode(bytesOf(tap.push(enc.encode("NE]\n\n"))))).toBe("data: [DONE]\n\n");
+  });
+
+  test("the usage event rewritten with the cost goes out beside views of the events around it, not a copy of the read", () => {
+    const ev = (i: number) => `data: {"choices":[{"index":0,"delta":{"content":"t${i}"}}],"usage":null}\n\n`;
+    const before = Array.from({ length: 20 }, (_, i) => ev(i)).join("");
+    const read = enc.encode(before + usageEvent + "data: [DONE]\n\n");
+    const tap = new PassThroughTap(chatUpstreamCodec, { stream_options: { include_usage: true } }, undefined, [], () => 0.5);
+    const out = tap.push(read) as Uint8Array[];
+    expect(Array.isArray(out)).toBe(true);
+    expect(out[0]!.buffer).toBe(read.buffer);
+    expect(dec.decode(out[0])).toBe(before);
+    expect(JSON.parse(dec.decode(out[1]).slice(6)).usage.cost).toBe(0.5);
+    expect(dec.decode(out[2])).toBe("data: [DONE]\n\n");
   });
 
   test("usage tap: byte-by-byte chunks (splits inside UTF-8 characters and inside \\r\\n\\r\\n)", () => {
@@ -64,7 +95,7 @@ describe("pass-through tap", () => {
 
   test("an escaped \"usage\" inside content is not mistaken for the usage block; delivered marks data only", () => {
     const tap = new PassThroughTap(chatUpstreamCodec, {});
-    expect(dec.decode(tap.push(enc.encode(": PROCESSING\n\n"))!)).toBe(": PROCESSING\n\n");
+    expect(dec.decode(bytesOf(tap.push(enc.encode(": PROCESSING\n\n"))))).toBe(": PROCESSING\n\n");
     expect(tap.delivered).toBe(false);
     tap.push(enc.encode('data: {"choices":[{"delta":{"content":"\\"usage\\":{\\"prompt_tokens\\":5}"}}]}\n\n'));
     expect(tap.delivered).toBe(true);
@@ -84,7 +115,7 @@ describe("pass-through tap", () => {
     const tap = new PassThroughTap(chatUpstreamCodec, {});
     expect(tap.push(enc.encode('data: {"choices":[{"delta":{"content":"x"}}]}\n\n'))).not.toBeNull();
     expect(tap.push(enc.encode("data: [DONE]"))).toBeNull();
-    expect(dec.decode(tap.end()!)).toBe("data: [DONE]");
+    expect(dec.decode(bytesOf(tap.end()))).toBe("data: [DONE]");
   });
 });
 
@@ -124,6 +155,12 @@ describe("delta count of an answer cut short (CONTRACT §7), counted only when a
     for (let i = 0; i < 2000; i++) want += Math.max(1, Math.ceil(`token ${i} of a long answer, ${"x".repeat(i % 40)}`.length / 3));
     expect(eagerSeen).toBe(want);
     expect(lazy.outputTokens).toBe(want);
+    // The same answer read in 8 kB pieces: large regions wait uncounted (in batches) until asked.
+    const bytes = enc.encode(Array.from({ length: 2000 }, (_, i) => delta(i)).join(""));
+    const pieces = new PassThroughTap(chatUpstreamCodec, {});
+    for (let at = 0; at < bytes.length; at += 8192) pieces.push(bytes.subarray(at, at + 8192));
+    expect(pieces.outputTokens).toBe(want);
+
   });
 });
 
@@ -138,12 +175,12 @@ describe("pass-through tap: the lane's secret never reaches the client (README \
     let at = 0;
     for (const c of [...cuts, bytes.length]) {
       const o = tap.push(bytes.slice(at, c));
-      if (o) out += dec.decode(o);
+      if (o) out += dec.decode(bytesOf(o));
       at = c;
     }
     try {
       const t = tap.end();
-      if (t) out += dec.decode(t);
+      if (t) out += dec.decode(bytesOf(t));
     } catch {}
     return out;
   }
@@ -173,15 +210,15 @@ describe("pass-through tap: the lane's secret never reaches the client (README \
     const out: Uint8Array[] = [];
     for (let at = 0; at < bytes.length; at += 65536) {
       const o = tap.push(bytes.subarray(at, at + 65536));
-      if (o) out.push(o);
+      if (o) out.push(bytesOf(o));
     }
     const t = tap.end();
-    if (t) out.push(t);
+    if (t) out.push(bytesOf(t));
     expect(Buffer.concat(out).equals(Buffer.from(bytes))).toBe(true);
     expect(tap.served).toBe(true);
     const failed = `event: response.failed\ndata: ${JSON.stringify({ type: "response.failed", response: { status: "failed", error: { message: `${"x".repeat(40_000)} key ${KEY}` } } })}\n\n`;
     const ftap = new PassThroughTap(responsesUpstreamCodec, {}, undefined, [KEY]);
-    const got = dec.decode(ftap.push(enc.encode(failed))!);
+    const got = dec.decode(bytesOf(ftap.push(enc.encode(failed))));
     expect(got).not.toContain(KEY.slice(0, 8));
     expect(got).toBe(failed.replace(KEY, "[redacted]"));
     expect(ftap.served).toBe(false);
@@ -196,10 +233,10 @@ describe("pass-through tap: the lane's secret never reaches the client (README \
       const out: string[] = [];
       for (let at = 0; at < bytes.length; at += size) {
         const o = tap.push(bytes.slice(at, at + size));
-        if (o) out.push(dec.decode(o));
+        if (o) out.push(dec.decode(bytesOf(o)));
       }
       const t = tap.end();
-      if (t) out.push(dec.decode(t));
+      if (t) out.push(dec.decode(bytesOf(t)));
       expect(out.join("")).toBe(text);
       expect(tap.usage?.completion_tokens).toBe(7);
     }
@@ -234,7 +271,7 @@ describe("pass-through tap: the lane's secret never reaches the client (README \
       thrown = e;
     }
     expect(thrown).toBeInstanceOf(FailedAfterOutput);
-    expect(dec.decode((thrown as FailedAfterOutput).output)).toBe(ok);
+    expect(dec.decode(bytesOf((thrown as FailedAfterOutput).output))).toBe(ok);
     expect((thrown as FailedAfterOutput).failure).toBeInstanceOf(UpstreamStreamError);
   });
 });

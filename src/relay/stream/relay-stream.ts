@@ -14,7 +14,7 @@ import { abandonedCode, TimeoutError, usageSoFar, type LaneResult, type RelayReq
 import type { GatewayError } from "../../errors.ts";
 import { scrub } from "../relay-errors.ts";
 import { SSE_HEADERS } from "./sse-headers.ts";
-import { FailedAfterOutput } from "./tap.ts";
+import { FailedAfterOutput, type TapBytes } from "./tap.ts";
 
 export type StreamLane = Extract<LaneResult, { kind: "stream" }>;
 
@@ -27,6 +27,12 @@ export interface StreamHooks {
 
 
 const KEEPALIVE = new TextEncoder().encode(": keep-alive\n\n");
+
+/** One read's client bytes, in order (a tap may hand back a joined event and a view of the rest). */
+function enqueueAll(c: ReadableStreamDefaultController<Uint8Array>, out: TapBytes): void {
+  if (out instanceof Uint8Array) c.enqueue(out);
+  else for (const b of out) if (b.length) c.enqueue(b);
+}
 const enc = new TextEncoder();
 
 /** The committed client stream of one lane's answer (and of any lane that takes over). */
@@ -258,7 +264,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
   function sendEarlierOutput(c: ReadableStreamDefaultController<Uint8Array>, e: unknown): unknown {
     if (!(e instanceof FailedAfterOutput)) return e;
     if (cur.attempt.ttfbMs === null) cur.attempt.markFirstByte();
-    c.enqueue(e.output);
+    enqueueAll(c, e.output);
     wrote = true;
     return e.failure;
   }
@@ -277,14 +283,14 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
         }
         if (closed) return;
         if (r.done) {
-          let tail: Uint8Array | null;
+          let tail: TapBytes | null;
           try {
             tail = cur.tap.end();
           } catch (e) {
             if (await onBreak(c, sendEarlierOutput(c, e))) continue;
             return;
           }
-          if (tail && tail.length) c.enqueue(tail);
+          if (tail) enqueueAll(c, tail);
           if (!cur.tap.delivered) {
             // Ended cleanly without a single data event: as good as broken before the first byte.
             if (await onBreak(c, new Error("the upstream ended the stream without any event"))) continue;
@@ -296,7 +302,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
           return;
         }
         lastUpstream = performance.now();
-        let out: Uint8Array | null;
+        let out: TapBytes | null;
         try {
           out = cur.tap.push(r.value!);
         } catch (e) {
@@ -306,7 +312,7 @@ function relayInto(rr: RelayRequest, first: StreamLane, hooks: StreamHooks, c: R
         }
         if (out && out.length) {
           if (cur.attempt.ttfbMs === null) cur.attempt.markFirstByte();
-          c.enqueue(out);
+          enqueueAll(c, out);
           wrote = true;
           return;
         }

@@ -16,7 +16,7 @@ import { UpstreamStreamError, type ClientCodec, type Json, type UpstreamCodec, t
 import { scrubSecrets } from "../secret-scrub.ts";
 import { countDeltaTokens } from "./delta-count.ts";
 import { costNumber, spliceCost } from "./usage-cost.ts";
-import { FailedAfterOutput, type Tap } from "./tap.ts";
+import { FailedAfterOutput, type Tap, type TapBytes } from "./tap.ts";
 
 const LF = 10, CR = 13, BACKSLASH = 92, COLON = 58, SPACE = 32, TAB = 9;
 /** The usage block's key (`"usage"`; a codec may name another: Gemini's `"usageMetadata"`), as bytes. */
@@ -56,6 +56,17 @@ function endsOnBoundary(b: Uint8Array, n: number): boolean {
 function junctionEnd(p2: number, p1: number, chunk: Uint8Array): number {
   if (chunk[0] === LF && (p1 === LF || (p1 === CR && p2 === LF))) return 1;
   if (chunk.length > 1 && chunk[1] === LF && chunk[0] === CR && p1 === LF) return 2;
+  return 0;
+}
+
+const bytesList = (b: TapBytes): Uint8Array[] => (b instanceof Uint8Array ? [b] : b);
+
+/** End (exclusive) of the first complete event in b[0..n), or 0. */
+function firstEventEnd(b: Uint8Array, n: number): number {
+  for (let i = b.indexOf(LF, 1); i >= 1 && i < n; i = b.indexOf(LF, i + 1)) {
+    const p = b[i - 1];
+    if (p === LF || (p === CR && i >= 2 && b[i - 2] === LF)) return i + 1;
+  }
   return 0;
 }
 
@@ -177,6 +188,8 @@ function secretBytesOf(secrets: string[]): Buffer[] {
 
 /** Bytes of forwarded events a tap keeps for the delta count before counting them (see outputTokens). */
 const UNCOUNTED_MAX = 64 * 1024;
+/** A region up to this size is counted as it goes out instead of kept. */
+const COUNT_AT_ONCE_BYTES = 2048;
 
 export class PassThroughTap implements Tap {
   usage: Usage | null = null;
@@ -186,9 +199,10 @@ export class PassThroughTap implements Tap {
   forwarded = 0;
   /**
    * Output tokens counted from the deltas forwarded (delta-count.ts): what an answer cut short is
-   * charged. Counted when asked for, which only an answer ending without its usage does: a
-   * finished stream never pays the scan. Regions wait in `uncounted`, counted in batches once
-   * they pass UNCOUNTED_MAX bytes so a long stream holds no more than that.
+   * charged. A large region (a fast answer read in big pieces) is counted when asked for, which
+   * only an answer ending without its usage does, so a finished stream never pays its scan: such
+   * regions wait in `uncounted`, counted in batches once they pass UNCOUNTED_MAX bytes so a long
+   * stream holds no more than that. A small one is counted at once (COUNT_AT_ONCE_BYTES).
    */
   get outputTokens(): number {
     this.countPending();
@@ -259,7 +273,7 @@ export class PassThroughTap implements Tap {
   }
 
   /** Upstream bytes in → bytes for the client (null when no event is complete yet). */
-  push(chunk: Uint8Array): Uint8Array | null {
+  push(chunk: Uint8Array): TapBytes | null {
     const n = chunk.length;
     if (this.carried === 0) {
       if (endsOnBoundary(chunk, n)) return this.emit(chunk, n);
@@ -268,23 +282,32 @@ export class PassThroughTap implements Tap {
       return end < n ? this.hold(chunk.subarray(end), this.emit(chunk, end)) : this.emit(chunk, end);
     }
     // A partial event is carried: only the new bytes, and a boundary across the two, can end it.
-    // Scanning and joining once per event keeps a long event linear, not quadratic.
-    let end = endsOnBoundary(chunk, n) ? n : lastEventEnd(chunk, n);
-    if (end === 0) end = junctionEnd(this.carriedByte(2), this.carriedByte(1), chunk);
-    if (end === 0) return this.hold(chunk, null);
-    const b = Buffer.concat([...this.carry, chunk], this.carried + n);
-    const stop = this.carried + end;
+    // Scanning and joining once per event keeps a long event linear, not quadratic. Only the
+    // carried event is joined (with the chunk's bytes up to its end); the events after it go out
+    // as a view of the chunk: a long answer read in 16 kB pieces is not copied once more per read.
+    let first = junctionEnd(this.carriedByte(2), this.carriedByte(1), chunk);
+    if (first === 0) first = firstEventEnd(chunk, n);
+    if (first === 0) return this.hold(chunk, null);
+    const head = Buffer.concat(this.carry.length === 1 ? [this.carry[0]!, chunk.subarray(0, first)] : [...this.carry, chunk.subarray(0, first)], this.carried + first);
     this.carry = [];
     this.carried = 0;
-    const out = this.emit(b, stop);
-    return stop < b.length ? this.hold(b.subarray(stop), out) : out;
+    const out = this.emit(head, head.length);
+    if (first === n) return out;
+    let rest: TapBytes | null;
+    try {
+      rest = this.push(chunk.subarray(first));
+    } catch (e) {
+      // The carried event went out whole before the failure that followed it in this read.
+      throw new FailedAfterOutput(e instanceof FailedAfterOutput ? [...bytesList(out), ...bytesList(e.output)] : out, e instanceof FailedAfterOutput ? e.failure : e);
+    }
+    return rest === null ? out : [...bytesList(out), ...bytesList(rest)];
   }
 
   /**
    * Keeps a partial event's bytes and returns `out` (what this read completed). An event past
    * MAX_SSE_EVENT_BYTES breaks the stream, `out` still going to the client first.
    */
-  private hold(part: Uint8Array, out: Uint8Array | null): Uint8Array | null {
+  private hold(part: Uint8Array, out: TapBytes | null): TapBytes | null {
     this.carry.push(part);
     if ((this.carried += part.length) <= MAX_SSE_EVENT_BYTES) return out;
     this.carry = [];
@@ -308,7 +331,7 @@ export class PassThroughTap implements Tap {
    * whose last event is not its protocol's terminator was cut off (CONTRACT §8): this throws, the
    * left-over bytes riding along in a FailedAfterOutput so they still reach the client first.
    */
-  end(): Uint8Array | null {
+  end(): TapBytes | null {
     const c = this.carried ? Buffer.concat(this.carry, this.carried) : null;
     this.carry = [];
     this.carried = 0;
@@ -328,7 +351,7 @@ export class PassThroughTap implements Tap {
     this.uncountedBytes = 0;
   }
 
-  private emit(b: Uint8Array, end: number): Uint8Array {
+  private emit(b: Uint8Array, end: number): TapBytes {
     const buf = Buffer.from(b.buffer, b.byteOffset, end);
     // Events cut out (null) or replaced (their new bytes), in order.
     let cuts: Array<[number, number, Uint8Array | null]> | null = null;
@@ -366,24 +389,28 @@ export class PassThroughTap implements Tap {
       }
     }
     if (!this.delivered && buf.indexOf(DATA) >= 0) this.delivered = true;
-    this.uncounted.push(buf);
-    if ((this.uncountedBytes += end) > UNCOUNTED_MAX) this.countPending();
+    // A small region (a slow stream's one event) is counted now: a few native searches, where
+    // keeping it would hold every chunk of a slow stream until it ends.
+    if (end <= COUNT_AT_ONCE_BYTES) this.counted += countDeltaTokens(buf, end, this.codec.protocol);
+    else {
+      this.uncounted.push(buf);
+      if ((this.uncountedBytes += end) > UNCOUNTED_MAX) this.countPending();
+    }
     this.forwarded++;
     const region = end === b.length ? b : b.subarray(0, end);
     this.last = region;
-    let out: Uint8Array = region;
-    if (cuts) {
-      const parts: Uint8Array[] = [];
-      let at = 0;
-      for (const [s, e, bytes] of cuts) {
-        if (s > at) parts.push(region.subarray(at, s));
-        if (bytes) parts.push(bytes);
-        at = e;
-      }
-      if (at < end) parts.push(region.subarray(at, end));
-      out = Buffer.concat(parts);
+    const scrub = this.secretBytes.length > 0 && this.mayEcho(buf);
+    if (!cuts) return scrub ? this.scrubbed(region) : region;
+    // The region around what was cut or replaced goes out as views of it, not copied into one.
+    const parts: Uint8Array[] = [];
+    let at = 0;
+    for (const [s, e, bytes] of cuts) {
+      if (s > at) parts.push(region.subarray(at, s));
+      if (bytes) parts.push(bytes);
+      at = e;
     }
-    return this.secretBytes.length && this.mayEcho(buf) ? this.scrubbed(out) : out;
+    if (at < end) parts.push(region.subarray(at, end));
+    return scrub ? this.scrubbed(Buffer.concat(parts)) : parts;
   }
 
   /**

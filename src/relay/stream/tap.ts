@@ -2,6 +2,9 @@
 // passed through as they are (sse-tap.ts) or translated between protocols (translate.ts).
 import type { Usage } from "../../protocols/types.ts";
 
+/** Bytes for the client from one upstream read: one region, or several to write in order. */
+export type TapBytes = Uint8Array | Uint8Array[];
+
 export interface Tap {
   /** The upstream's usage counts seen so far, or null. */
   readonly usage: Usage | null;
@@ -21,9 +24,9 @@ export interface Tap {
    * upstream error event or an undecodable stream; FailedAfterOutput when client bytes from the
    * same read came before the failure.
    */
-  push(chunk: Uint8Array): Uint8Array | null;
+  push(chunk: Uint8Array): TapBytes | null;
   /** End of upstream: the last bytes for the client; throws as push() does for a stream cut off. */
-  end(): Uint8Array | null;
+  end(): TapBytes | null;
   /**
    * The client's error event for a stream broken after this tap wrote to it, continuing what went
    * out before (a Responses stream keeps its sequence_number). `code` is the error's code where the
@@ -35,7 +38,7 @@ export interface Tap {
 /** The decoder failed after client bytes were encoded from the same read: send `output`, then handle `failure`. */
 export class FailedAfterOutput extends Error {
   override name = "FailedAfterOutput";
-  constructor(readonly output: Uint8Array, readonly failure: unknown) {
+  constructor(readonly output: TapBytes, readonly failure: unknown) {
     super(failure instanceof Error ? failure.message : String(failure));
   }
 }
