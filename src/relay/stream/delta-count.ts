@@ -32,7 +32,9 @@ export function countDeltaTokens(buf: Buffer, end: number, protocol: string): nu
   const keys = DELTA_KEYS[protocol];
   if (!keys) return 0;
   let tokens = 0;
-  for (const key of keys) {
+  // Indexed, not for…of: this runs for every small region a stream forwards (no iterator per call).
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!;
     let pos = buf.indexOf(key);
     while (pos >= 0 && pos < end) {
       let j = pos + key.length;
