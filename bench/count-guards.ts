@@ -83,6 +83,8 @@ type Row = Record<Metric, number> & {
   redisByCommand: Record<string, number>;
   pgByStatement: Record<string, number>;
   syscallsByName: Record<string, number>;
+  /** JS objects allocated, by type (the collector off: every cell allocated is still there). */
+  heapObjectsByType: Record<string, number>;
   timers: Record<string, number>;
   /** Wall time of the window's requests (under strace: never budgeted, a hint only). */
   elapsedMs: number;
@@ -95,9 +97,9 @@ const sum = (o: Record<string, number>) => Object.values(o).reduce((x, y) => x +
 const drainReads = (sent: Record<string, number>) => sum(Object.fromEntries(Object.entries(sent).filter(([c]) => DRAIN_READS.has(c))));
 
 /** The timer counts and the heap's size and object count the preload printed with mark `n`. */
-function markAt(log: string, n: number): { timers: Record<string, number>; heap: { bytes: number; objects: number } } {
+function markAt(log: string, n: number): { timers: Record<string, number>; heap: { bytes: number; objects: number; types: Record<string, number> } } {
   const m = new RegExp(`HEAP-MARK ${n} (\\{.*\\}) (\\{.*\\})\n`).exec(log);
-  return m ? { timers: JSON.parse(m[1]!), heap: JSON.parse(m[2]!) } : { timers: {}, heap: { bytes: NaN, objects: NaN } };
+  return m ? { timers: JSON.parse(m[1]!), heap: JSON.parse(m[2]!) } : { timers: {}, heap: { bytes: NaN, objects: NaN, types: {} } };
 }
 
 function stracePath(): string | null {
@@ -248,6 +250,7 @@ async function main(): Promise<number> {
         syscalls: syscallsOf(readFileSync(traceFile, "utf8"), errPath),
         heapKb: (m1.heap.bytes - m0.heap.bytes) / 1024,
         heapObjects: m1.heap.objects - m0.heap.objects,
+        heapTypes: Object.fromEntries(Object.entries(m1.heap.types ?? {}).map(([k, v]) => [k, v - (m0.heap.types?.[k] ?? 0)])),
         timers,
         ms: workMs + settleMs,
         workMs,
@@ -323,6 +326,7 @@ async function main(): Promise<number> {
         redisByCommand: redisBy,
         pgByStatement: pgBy,
         syscallsByName: sysBy,
+        heapObjectsByType: net(load.heapTypes, idle.heapTypes),
         timers: net(load.timers, idle.timers),
         elapsedMs: load.workMs,
       });
@@ -450,6 +454,7 @@ function report(rows: Row[], idle: Idle): number {
         console.log(`${r.scenario}: Redis ${fmt(r.redisByCommand) || "none"}`);
         console.log(`${r.scenario}: Postgres ${fmt(r.pgByStatement) || "none"}`);
         console.log(`${r.scenario}: syscalls ${fmt(r.syscallsByName)}`);
+        console.log(`${r.scenario}: JS objects by type ${fmt(Object.fromEntries(Object.entries(r.heapObjectsByType).filter(([, v]) => v >= 1)))}`);
         console.log(`${r.scenario}: timers armed ${fmt(r.timers)}; ${r.requests} requests took ${Math.round(r.elapsedMs)} ms under strace`);
       }
     }

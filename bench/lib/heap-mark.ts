@@ -2,7 +2,8 @@
 // with the collector off (BUN_JSC_useGC=0): nothing is freed, so what the JS heap grew by between
 // two marks is what was allocated, byte for byte, and the heap's cell counts by type grew by the
 // objects allocated. On SIGUSR2 it writes a marker line on stderr with how many timers the process
-// has armed so far (setTimeout, setInterval, setImmediate), the heap's size and its object count.
+// has armed so far (setTimeout, setInterval, setImmediate), the heap's size, its object count and
+// its objects by type (what `--detail` lists per request).
 import { heapStats } from "bun:jsc";
 
 const timers = { setTimeout: 0, setInterval: 0, setImmediate: 0 };
@@ -17,8 +18,9 @@ let n = 0;
 process.on("SIGUSR2", () => {
   n++;
   let objects = 0;
-  for (const c of Object.values(heapStats().objectTypeCounts)) objects += c;
-  const heap = { bytes: process.memoryUsage().heapUsed, objects };
+  const types = heapStats().objectTypeCounts;
+  for (const c of Object.values(types)) objects += c;
+  const heap = { bytes: process.memoryUsage().heapUsed, objects, types };
   process.stderr.write(`HEAP-MARK ${n} ${JSON.stringify(timers)} ${JSON.stringify(heap)}\n`);
   process.stderr.write(`HEAP-MARK-END ${n}\n`);
 });
