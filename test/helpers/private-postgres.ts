@@ -119,7 +119,15 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     startServer: start,
     freeze: () => {
       frozen = cluster();
-      for (const p of frozen) process.kill(p, "SIGSTOP");
+      for (const p of frozen) {
+        // A backend listed a moment ago may have exited since (a client's connection closing):
+        // it has nothing left to freeze. The postmaster itself must stop.
+        try {
+          process.kill(p, "SIGSTOP");
+        } catch (e) {
+          if (p === frozen[0] || (e as { code?: string }).code !== "ESRCH") throw e;
+        }
+      }
     },
     thaw: resume,
     destroy: async () => {

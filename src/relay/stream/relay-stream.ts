@@ -27,13 +27,14 @@ export interface StreamHooks {
 
 
 const KEEPALIVE = new TextEncoder().encode(": keep-alive\n\n");
+const enc = new TextEncoder();
 
 /** One read's client bytes, in order (a tap may hand back a joined event and a view of the rest). */
 function enqueueAll(c: ReadableStreamDefaultController<Uint8Array>, out: TapBytes): void {
-  if (out instanceof Uint8Array) c.enqueue(out);
-  else for (const b of out) if (b.length) c.enqueue(b);
+  if (out instanceof Uint8Array) {
+    if (out.length) c.enqueue(out);
+  } else for (const b of out) if (b.length) c.enqueue(b);
 }
-const enc = new TextEncoder();
 
 /** The committed client stream of one lane's answer (and of any lane that takes over). */
 export function streamResponse(rr: RelayRequest, first: StreamLane, hooks: StreamHooks): Response {
