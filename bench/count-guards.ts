@@ -238,8 +238,7 @@ async function main(): Promise<number> {
       for (const [q, n] of p1) if (n - (p0.get(q) ?? 0) > 0 && !q.includes("pg_stat_statements")) pg[q] = n - (p0.get(q) ?? 0);
       const m0 = markAt(log, mark0);
       const m1 = markAt(log, mark1);
-      const timers: Record<string, number> = {};
-      for (const k of Object.keys(m1.timers)) timers[k] = (m1.timers[k] ?? 0) - (m0.timers[k] ?? 0);
+      const grown = (a: Record<string, number>, b: Record<string, number>) => Object.fromEntries(Object.entries(b).map(([k, v]) => [k, v - (a[k] ?? 0)]));
       return {
         redis: Object.fromEntries(sent),
         scripted,
@@ -250,8 +249,8 @@ async function main(): Promise<number> {
         syscalls: syscallsOf(readFileSync(traceFile, "utf8"), errPath),
         heapKb: (m1.heap.bytes - m0.heap.bytes) / 1024,
         heapObjects: m1.heap.objects - m0.heap.objects,
-        heapTypes: Object.fromEntries(Object.entries(m1.heap.types ?? {}).map(([k, v]) => [k, v - (m0.heap.types?.[k] ?? 0)])),
-        timers,
+        heapTypes: grown(m0.heap.types, m1.heap.types),
+        timers: grown(m0.timers, m1.timers),
         ms: workMs + settleMs,
         workMs,
       };

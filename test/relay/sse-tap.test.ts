@@ -47,6 +47,20 @@ describe("pass-through tap", () => {
     }
   });
 
+  test("fed one byte at a time, each event goes out the moment its blank line completes (never held for a later read)", () => {
+    const bytes = enc.encode(stream);
+    const tap = new PassThroughTap(chatUpstreamCodec, { stream_options: { include_usage: true } });
+    let out = "";
+    const ends: number[] = [];
+    for (const m of stream.matchAll(/\n\n|\r\n\r\n/g)) ends.push(enc.encode(stream.slice(0, m.index + m[0].length)).length);
+    for (let i = 0; i < bytes.length; i++) {
+      const o = tap.push(bytes.subarray(i, i + 1));
+      if (o) out += dec.decode(bytesOf(o));
+      if (ends.includes(i + 1)) expect(enc.encode(out).length).toBe(i + 1);
+    }
+    expect(out).toBe(stream);
+  });
+
   test("a read that completes a carried event joins only that event: the events after it go out as a view of the read", () => {
     const ev = (i: number) => `data: {"choices":[{"index":0,"delta":{"content":"t${i}"}}],"usage":null}\n\n`;
     const first = ev(0);

@@ -59,15 +59,12 @@ function junctionEnd(p2: number, p1: number, chunk: Uint8Array): number {
   return 0;
 }
 
-const bytesList = (b: TapBytes): Uint8Array[] => (b instanceof Uint8Array ? [b] : b);
-
-/** End (exclusive) of the first complete event in b[0..n), or 0. */
-function firstEventEnd(b: Uint8Array, n: number): number {
-  for (let i = b.indexOf(LF, 1); i >= 1 && i < n; i = b.indexOf(LF, i + 1)) {
-    const p = b[i - 1];
-    if (p === LF || (p === CR && i >= 2 && b[i - 2] === LF)) return i + 1;
-  }
-  return 0;
+/** One read's client bytes: `a` then `b`, as one list (`a`, when a list, is extended in place). */
+function bothBytes(a: TapBytes, b: TapBytes): Uint8Array[] {
+  const out = a instanceof Uint8Array ? [a] : a;
+  if (b instanceof Uint8Array) out.push(b);
+  else for (const x of b) out.push(x);
+  return out;
 }
 
 /** Start of the event containing position pos (just after the previous blank line, or 0). */
@@ -80,10 +77,9 @@ function eventStart(b: Uint8Array, pos: number): number {
   return 0;
 }
 
-/** End (exclusive) of the event containing pos, bounded by limit. */
+/** End (exclusive) of the event containing pos, bounded by limit (line ends found by native search). */
 function eventEnd(b: Uint8Array, pos: number, limit: number): number {
-  for (let i = pos + 1; i < limit; i++) {
-    if (b[i] !== LF) continue;
+  for (let i = b.indexOf(LF, pos + 1); i >= 0 && i < limit; i = b.indexOf(LF, i + 1)) {
     const p = b[i - 1];
     if (p === LF || (p === CR && i >= 2 && b[i - 2] === LF)) return i + 1;
   }
@@ -286,9 +282,12 @@ export class PassThroughTap implements Tap {
     // carried event is joined (with the chunk's bytes up to its end); the events after it go out
     // as a view of the chunk: a long answer read in 16 kB pieces is not copied once more per read.
     let first = junctionEnd(this.carriedByte(2), this.carriedByte(1), chunk);
-    if (first === 0) first = firstEventEnd(chunk, n);
-    if (first === 0) return this.hold(chunk, null);
-    const head = Buffer.concat(this.carry.length === 1 ? [this.carry[0]!, chunk.subarray(0, first)] : [...this.carry, chunk.subarray(0, first)], this.carried + first);
+    if (first === 0) {
+      first = eventEnd(chunk, 0, n);
+      if (first === n && !endsOnBoundary(chunk, n)) return this.hold(chunk, null);
+    }
+    this.carry.push(chunk.subarray(0, first));
+    const head = Buffer.concat(this.carry, this.carried + first);
     this.carry = [];
     this.carried = 0;
     const out = this.emit(head, head.length);
@@ -298,9 +297,10 @@ export class PassThroughTap implements Tap {
       rest = this.push(chunk.subarray(first));
     } catch (e) {
       // The carried event went out whole before the failure that followed it in this read.
-      throw new FailedAfterOutput(e instanceof FailedAfterOutput ? [...bytesList(out), ...bytesList(e.output)] : out, e instanceof FailedAfterOutput ? e.failure : e);
+      if (e instanceof FailedAfterOutput) throw new FailedAfterOutput(bothBytes(out, e.output), e.failure);
+      throw new FailedAfterOutput(out, e);
     }
-    return rest === null ? out : [...bytesList(out), ...bytesList(rest)];
+    return rest === null ? out : bothBytes(out, rest);
   }
 
   /**
