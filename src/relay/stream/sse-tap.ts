@@ -13,6 +13,7 @@
 import { chatStreamError } from "../../protocols/chat/index.ts";
 import { eventTooLarge, MAX_SSE_EVENT_BYTES } from "../../protocols/sse.ts";
 import { UpstreamStreamError, type ClientCodec, type Json, type UpstreamCodec, type Usage } from "../../protocols/types.ts";
+import { asBuffer } from "../../lib/bytes.ts";
 import { scrubSecrets } from "../secret-scrub.ts";
 import { countDeltaTokens } from "./delta-count.ts";
 import { costNumber, spliceCost } from "./usage-cost.ts";
@@ -88,7 +89,7 @@ function eventEnd(b: Uint8Array, pos: number, limit: number): number {
 
 /** The `data` of one SSE event's bytes (data lines joined by \n). */
 export function eventData(bytes: Uint8Array): string {
-  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const buf = asBuffer(bytes);
   // What upstreams send: one `data: …` line, then the blank line. Read without splitting lines.
   const lf = buf.indexOf(LF);
   const eol = lf < 0 ? buf.length : lf;
@@ -128,7 +129,7 @@ const EVENT = Buffer.from("event:");
 
 /** The `event` name of one SSE event's bytes, or null. */
 function eventName(bytes: Uint8Array): string | null {
-  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const buf = asBuffer(bytes);
   if (buf.indexOf(EVENT) < 0) return null;
   const text = buf.toString("utf8");
   const m = /(?:^|[\r\n])event:[ ]?([^\r\n]*)/.exec(text);
@@ -352,7 +353,8 @@ export class PassThroughTap implements Tap {
   }
 
   private emit(b: Uint8Array, end: number): TapBytes {
-    const buf = Buffer.from(b.buffer, b.byteOffset, end);
+    const region = end === b.length ? b : b.subarray(0, end);
+    const buf = asBuffer(region);
     // Events cut out (null) or replaced (their new bytes), in order.
     let cuts: Array<[number, number, Uint8Array | null]> | null = null;
     const marker = this.usageMarker;
@@ -397,7 +399,6 @@ export class PassThroughTap implements Tap {
       if ((this.uncountedBytes += end) > UNCOUNTED_MAX) this.countPending();
     }
     this.forwarded++;
-    const region = end === b.length ? b : b.subarray(0, end);
     this.last = region;
     const scrub = this.secretBytes.length > 0 && this.mayEcho(buf);
     if (!cuts) return scrub ? this.scrubbed(region) : region;
@@ -427,7 +428,7 @@ export class PassThroughTap implements Tap {
   }
 
   private scrubbed(out: Uint8Array): Uint8Array {
-    const text = Buffer.from(out.buffer, out.byteOffset, out.byteLength).toString("utf8");
+    const text = asBuffer(out).toString("utf8");
     const clean = scrubSecrets(text, this.secrets);
     return clean === text ? out : enc.encode(clean);
   }

@@ -6,6 +6,7 @@
 // Positions are found in one linear walk of the event's data (lib/json-scan.ts) read as latin1: a
 // JSON text's structure is ASCII and UTF-8 never puts an ASCII byte inside a character, so the
 // positions found are byte offsets.
+import { asBuffer } from "../../lib/bytes.ts";
 import { NESTS_TOO_DEEP, scanJson } from "../../lib/json-scan.ts";
 import type { Json } from "../../protocols/types.ts";
 
@@ -44,7 +45,7 @@ function memberValue(text: string, members: number[], name: string, base: number
 export function spliceCost(bytes: Uint8Array, ev: Json, holder: Json, usd: number): Uint8Array | null {
   const path = pathTo(ev, holder);
   if (!path || "cost" in holder || "cost_details" in holder) return null;
-  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const buf = asBuffer(bytes);
   // The one data line: at the start, or after an `event:` (or `id:`) line.
   let from = buf.subarray(0, 5).toString("latin1") === "data:" ? 0 : buf.indexOf(DATA_LINE);
   if (from < 0) return null;
