@@ -45,6 +45,7 @@ export function countDeltaTokens(buf: Buffer, end: number, protocol: string): nu
   // Indexed, not for…of: this runs for every small region a stream forwards (no iterator per call).
   for (let k = 0; k < keys.length; k++) {
     const key = keys[k]!;
+    // From 1: a key needs its opening quote before it (and buf[-1] would be a read out of bounds).
     let pos = buf.indexOf(key, 1);
     while (pos >= 0 && pos < end) {
       let j = pos + key.length;
