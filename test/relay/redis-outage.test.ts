@@ -101,4 +101,25 @@ describe.if(REAL_STORES)(name, () => {
     }
     expect(now).toBeGreaterThan(before);
   }, 30_000);
+
+  test("CONTRACT §7 /readyz: a Redis connection that was up and is down answers 503 at once (kv unavailable), not after waiting for the reconnection", async () => {
+    expect((await fetch(gw.url + "/readyz")).status).toBe(200);
+    await redis.kill();
+    // Back within a second, well inside /readyz's 2 s check: a probe that waited for the
+    // reconnection would answer 200 through the outage.
+    const back = Bun.sleep(800).then(() => redis.restart());
+    try {
+      const r = await fetch(gw.url + "/readyz");
+      expect(r.status).toBe(503);
+      expect(((await r.json()) as any).kv).toEqual({ kind: "redis", status: "unavailable" });
+    } finally {
+      await back;
+    }
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 200; i++) {
+      status = (await fetch(gw.url + "/readyz")).status;
+      if (status !== 200) await Bun.sleep(100);
+    }
+    expect(status).toBe(200);
+  }, 30_000);
 });

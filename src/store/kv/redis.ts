@@ -188,6 +188,8 @@ export class RedisKV implements KV {
   private sub: Redis | null = null;
   private handlers = new Map<string, Set<(m: string) => void>>();
   private stopWatchdog: () => void;
+  /** Set at the first "ready": from then on a connection that is not ready is an outage, not a boot. */
+  private wasReady = false;
 
   private target: RedisTarget;
 
@@ -208,6 +210,7 @@ export class RedisKV implements KV {
     this.r.defineCommand("gwAdjust", { numberOfKeys: 1, lua: ADJUST });
     this.r.defineCommand("gwIncrWindow", { numberOfKeys: 1, lua: INCR_WINDOW });
     this.r.on("error", () => {}); // surfaced by the failing command and /readyz, not as a crash
+    this.r.once("ready", () => { this.wasReady = true; });
     this.stopWatchdog = watchReplies(this.r, COMMAND_TIMEOUT_MS);
   }
 
@@ -288,9 +291,12 @@ export class RedisKV implements KV {
   /**
    * Waits for the first connection (commands are not queued while there is none), then checks
    * that it can write: a replica (a demoted master, REDIS_URL on the wrong node) answers PING but
-   * refuses every write, so /readyz must not call it ready.
+   * refuses every write, so /readyz must not call it ready. A connection that was ready and is
+   * down now (a killed master, before the Sentinels promote another) fails at once, as commands
+   * do: waiting for the reconnection would let /readyz answer 200 through a short outage.
    */
   async ping() {
+    if (this.r.status !== "ready" && this.wasReady) throw new Error(`Redis (${describeRedis(this.target)}) is not connected (${this.r.status})`);
     if (this.r.status !== "ready") {
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(() => { cleanup(); reject(new Error(`Redis (${describeRedis(this.target)}) did not become ready within 5 s`)); }, 5000);
