@@ -296,8 +296,8 @@ export class RedisKV implements KV {
    * do: waiting for the reconnection would let /readyz answer 200 through a short outage.
    */
   async ping() {
-    if (this.r.status !== "ready" && this.wasReady) throw new Error(`Redis (${describeRedis(this.target)}) is not connected (${this.r.status})`);
     if (this.r.status !== "ready") {
+      if (this.wasReady) throw new Error(`Redis (${describeRedis(this.target)}) is not connected (${this.r.status})`);
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(() => { cleanup(); reject(new Error(`Redis (${describeRedis(this.target)}) did not become ready within 5 s`)); }, 5000);
         const ok = () => { cleanup(); resolve(); };
